@@ -1,0 +1,267 @@
+package ir
+
+// Kind names an operation of the model (SPEC §2–§5) at kernel granularity.
+type Kind string
+
+const (
+	Embedding           Kind = "embedding"             // token rows of embed_tokens
+	RMSNorm             Kind = "rmsnorm"               // SPEC §2.2, 1+w or plain w
+	MatMul              Kind = "matmul"                // x · Wᵀ with BF16 weights
+	CausalConv1dSiLU    Kind = "causal_conv1d_silu"    // SPEC §3 step 2
+	GDNGates            Kind = "gdn_gates"             // SPEC §3 step 4
+	L2NormHeads         Kind = "l2norm_heads"          // SPEC §3 step 5
+	GatedDeltaChunked   Kind = "gated_delta_chunked"   // SPEC §3.1, prefill
+	GatedDeltaRecurrent Kind = "gated_delta_recurrent" // SPEC §3 step 7, decode
+	GatedRMSNorm        Kind = "gated_rmsnorm"         // SPEC §2.2, linear_attn.norm
+	RoPE                Kind = "rope"                  // SPEC §2.4
+	KVAppend            Kind = "kv_append"             // SPEC §2.3 step 4
+	Attention           Kind = "attention"             // SPEC §2.3 step 5
+	AttnOutputGate      Kind = "attn_output_gate"      // SPEC §2.3 step 6
+	RouterTopK          Kind = "router_topk"           // SPEC §4 step 1
+	MoEExperts          Kind = "moe_experts"           // SPEC §4 step 2
+	SiLUMul             Kind = "silu_mul"              // shared expert activation
+	Add                 Kind = "add"                   // residual
+	SharedExpertCombine Kind = "shared_expert_combine" // SPEC §4 steps 3–4
+)
+
+// Access says how an op touches an operand.
+type Access string
+
+const (
+	Read      Access = "r"
+	Write     Access = "w"
+	ReadWrite Access = "rw"
+)
+
+// AnyFloat in a signature accepts f32 or bf16: the KV cache is f32 on the
+// CPU and bf16 on the GPU targets.
+const AnyFloat DType = "float"
+
+// OperandSpec is one argument of an op kind.
+type OperandSpec struct {
+	Name   string
+	DType  DType
+	Access Access
+	// Extent is the number of elements the op may touch from the operand's
+	// start, given the op's parameters and row count.
+	Extent func(p map[string]float64, rows int64) int64
+}
+
+// Signature describes an op kind: operands, required parameters and the
+// dynamic scalars it reads besides its row count.
+type Signature struct {
+	Operands []OperandSpec
+	Params   []string
+	Dyn      []string
+}
+
+func perRow(keys ...string) func(map[string]float64, int64) int64 {
+	return func(p map[string]float64, rows int64) int64 {
+		n := rows
+		for _, k := range keys {
+			n *= int64(p[k])
+		}
+		return n
+	}
+}
+
+func fixed(keys ...string) func(map[string]float64, int64) int64 {
+	return func(p map[string]float64, _ int64) int64 { return perRow(keys...)(p, 1) }
+}
+
+// strided is the extent of rows laid out with a row stride: the last row
+// starts at (rows-1)·stride and spans width.
+func strided(stride, width string) func(map[string]float64, int64) int64 {
+	return func(p map[string]float64, rows int64) int64 {
+		if rows == 0 {
+			return 0
+		}
+		return (rows-1)*int64(p[stride]) + int64(p[width])
+	}
+}
+
+// cache is the extent of a KV cache: its full capacity.
+func cache(p map[string]float64, _ int64) int64 { return int64(p["capacity"] * p["width"]) }
+
+// Catalogue lists every op kind's signature; the verifier, the planner and
+// every backend agree through it.
+var Catalogue = map[Kind]Signature{
+	Embedding: {
+		Operands: []OperandSpec{
+			{"x", F32, Write, perRow("hidden")},
+			{"table", BF16, Read, fixed("vocab", "hidden")},
+			{"ids", I32, Read, perRow()},
+		},
+		Params: []string{"hidden", "vocab"},
+	},
+	RMSNorm: {
+		// rows = tokens × heads_per_row vectors of width; x and y strided.
+		Operands: []OperandSpec{
+			{"y", F32, Write, func(p map[string]float64, rows int64) int64 {
+				return strided("y_stride", "width")(p, rows*int64(p["heads"]))
+			}},
+			{"x", F32, Read, func(p map[string]float64, rows int64) int64 {
+				return strided("x_stride", "width")(p, rows*int64(p["heads"]))
+			}},
+			{"w", F32, Read, fixed("width")},
+		},
+		Params: []string{"width", "heads", "x_stride", "y_stride", "eps", "one_plus"},
+	},
+	MatMul: {
+		Operands: []OperandSpec{
+			{"y", F32, Write, perRow("n")},
+			{"x", F32, Read, perRow("k")},
+			{"w", BF16, Read, fixed("n", "k")},
+		},
+		Params: []string{"k", "n"},
+	},
+	CausalConv1dSiLU: {
+		Operands: []OperandSpec{
+			{"out", F32, Write, perRow("channels")},
+			{"in", F32, Read, perRow("channels")},
+			{"w", F32, Read, fixed("channels", "kernel")},
+			{"state", F32, ReadWrite, func(p map[string]float64, _ int64) int64 {
+				return int64(p["channels"] * (p["kernel"] - 1))
+			}},
+		},
+		Params: []string{"channels", "kernel"},
+	},
+	GDNGates: {
+		Operands: []OperandSpec{
+			{"beta", F32, Write, perRow("heads")},
+			{"g", F32, Write, perRow("heads")},
+			{"b", F32, Read, perRow("heads")},
+			{"a", F32, Read, perRow("heads")},
+			{"a_log", F32, Read, fixed("heads")},
+			{"dt_bias", F32, Read, fixed("heads")},
+		},
+		Params: []string{"heads"},
+	},
+	L2NormHeads: {
+		Operands: []OperandSpec{
+			{"x", F32, ReadWrite, func(p map[string]float64, rows int64) int64 {
+				return strided("row_stride", "span")(map[string]float64{
+					"row_stride": p["row_stride"], "span": p["heads"] * p["dim"]}, rows)
+			}},
+		},
+		Params: []string{"row_stride", "heads", "dim", "eps", "scale"},
+	},
+	GatedDeltaChunked:   deltaSignature(true),
+	GatedDeltaRecurrent: deltaSignature(false),
+	GatedRMSNorm: {
+		Operands: []OperandSpec{
+			{"y", F32, Write, perRow("heads", "dim")},
+			{"o", F32, Read, perRow("heads", "dim")},
+			{"z", F32, Read, perRow("heads", "dim")},
+			{"w", F32, Read, fixed("dim")},
+		},
+		Params: []string{"heads", "dim", "eps"},
+	},
+	RoPE: {
+		Operands: []OperandSpec{
+			{"x", F32, ReadWrite, func(p map[string]float64, rows int64) int64 {
+				return strided("row_stride", "span")(map[string]float64{
+					"row_stride": p["row_stride"], "span": p["heads"] * p["head_dim"]}, rows)
+			}},
+		},
+		Params: []string{"row_stride", "heads", "head_dim", "rot_dim", "theta"},
+		Dyn:    []string{"pos"},
+	},
+	KVAppend: {
+		Operands: []OperandSpec{
+			{"k_cache", AnyFloat, ReadWrite, cache},
+			{"v_cache", AnyFloat, ReadWrite, cache},
+			{"k", F32, Read, perRow("width")},
+			{"v", F32, Read, perRow("width")},
+		},
+		Params: []string{"width", "capacity"},
+		Dyn:    []string{"pos"},
+	},
+	Attention: {
+		Operands: []OperandSpec{
+			{"out", F32, Write, perRow("q_heads", "head_dim")},
+			{"q", F32, Read, perRow("q_heads", "head_dim")},
+			{"k_cache", AnyFloat, Read, cache},
+			{"v_cache", AnyFloat, Read, cache},
+		},
+		Params: []string{"q_heads", "kv_heads", "head_dim", "scale", "capacity", "width"},
+		Dyn:    []string{"pos"},
+	},
+	AttnOutputGate: {
+		Operands: []OperandSpec{
+			{"o", F32, ReadWrite, perRow("heads", "head_dim")},
+			{"qg", F32, Read, func(p map[string]float64, rows int64) int64 { return rows * 2 * int64(p["heads"]*p["head_dim"]) }},
+		},
+		Params: []string{"heads", "head_dim"},
+	},
+	RouterTopK: {
+		Operands: []OperandSpec{
+			{"ids", I32, Write, perRow("k")},
+			{"weights", F32, Write, perRow("k")},
+			{"logits", F32, Read, perRow("experts")},
+		},
+		Params: []string{"experts", "k"},
+	},
+	MoEExperts: {
+		Operands: []OperandSpec{
+			{"y", F32, Write, perRow("hidden")},
+			{"x", F32, Read, perRow("hidden")},
+			{"ids", I32, Read, perRow("k")},
+			{"weights", F32, Read, perRow("k")},
+			{"gate_up", BF16, Read, func(p map[string]float64, _ int64) int64 { return int64(p["experts"] * 2 * p["inter"] * p["hidden"]) }},
+			{"down", BF16, Read, fixed("experts", "hidden", "inter")},
+		},
+		Params: []string{"experts", "hidden", "inter", "k"},
+	},
+	SiLUMul: {
+		Operands: []OperandSpec{
+			{"out", F32, Write, perRow("width")},
+			{"gate", F32, Read, perRow("width")},
+			{"up", F32, Read, perRow("width")},
+		},
+		Params: []string{"width"},
+	},
+	Add: {
+		Operands: []OperandSpec{
+			{"x", F32, ReadWrite, perRow("width")},
+			{"y", F32, Read, perRow("width")},
+		},
+		Params: []string{"width"},
+	},
+	SharedExpertCombine: {
+		Operands: []OperandSpec{
+			{"x", F32, ReadWrite, perRow("hidden")},
+			{"routed", F32, Read, perRow("hidden")},
+			{"shared", F32, Read, perRow("hidden")},
+			{"gate", F32, Read, perRow()},
+		},
+		Params: []string{"hidden"},
+	},
+}
+
+func deltaSignature(chunked bool) Signature {
+	qkv := func(p map[string]float64, rows int64) int64 {
+		return strided("row_stride", "span")(map[string]float64{
+			"row_stride": p["row_stride"], "span": p["v_heads"] * p["v_dim"]}, rows)
+	}
+	qk := func(p map[string]float64, rows int64) int64 {
+		return strided("row_stride", "span")(map[string]float64{
+			"row_stride": p["row_stride"], "span": p["k_heads"] * p["k_dim"]}, rows)
+	}
+	s := Signature{
+		Operands: []OperandSpec{
+			{"out", F32, Write, perRow("v_heads", "v_dim")},
+			{"q", F32, Read, qk},
+			{"k", F32, Read, qk},
+			{"v", F32, Read, qkv},
+			{"beta", F32, Read, perRow("v_heads")},
+			{"g", F32, Read, perRow("v_heads")},
+			{"state", F32, ReadWrite, fixed("v_heads", "k_dim", "v_dim")},
+		},
+		Params: []string{"row_stride", "k_heads", "v_heads", "k_dim", "v_dim"},
+	}
+	if chunked {
+		s.Params = append(s.Params, "chunk")
+	}
+	return s
+}

@@ -1,0 +1,171 @@
+// Package ir is the compiler's graph: the tensors of one step of the model
+// (a prefill bucket, the decode step, the logits pass) and the ordered ops
+// over them. Op kinds are the model's own operations at the granularity a
+// kernel implements them; the planner turns a verified graph into launches.
+package ir
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// DType is an element type of a device buffer.
+type DType string
+
+const (
+	BF16 DType = "bf16"
+	F32  DType = "f32"
+	I32  DType = "i32"
+)
+
+// Size is the element size in bytes.
+func (d DType) Size() int {
+	switch d {
+	case BF16:
+		return 2
+	case F32, I32:
+		return 4
+	}
+	return 0
+}
+
+// Role says who owns a tensor's memory and how long it lives.
+type Role string
+
+const (
+	Weight     Role = "weight"     // read-only, loaded from the checkpoint once
+	Input      Role = "input"      // written by the host before the step (token ids)
+	Activation Role = "activation" // lives within one step, placed in the arena
+	State      Role = "state"      // GDN recurrent and conv state, carried across steps
+	KV         Role = "kv"         // the KV cache of a full-attention layer
+	Output     Role = "output"     // read by the host after the step (hidden rows, logits)
+)
+
+// Persistent reports whether tensors of this role outlive a step and so get
+// their own buffer instead of an arena slot.
+func (r Role) Persistent() bool { return r != Activation }
+
+// Tensor is one named buffer of the graph. Shape is the physical extent,
+// sized for the step's bucket; the logical row count is the dynamic n.
+type Tensor struct {
+	ID     int
+	Name   string
+	DType  DType
+	Shape  []int64
+	Role   Role
+	Source string // weights: the checkpoint tensor, relative to the model prefix
+	// SourceDType is the checkpoint's element type when the device keeps a
+	// widened copy (small parameters are stored as f32 on the device).
+	SourceDType string
+}
+
+// Elements is the product of the shape.
+func (t *Tensor) Elements() int64 {
+	n := int64(1)
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Bytes is the tensor's size in bytes.
+func (t *Tensor) Bytes() int64 { return t.Elements() * int64(t.DType.Size()) }
+
+// Operand binds an op argument to a tensor, starting Offset elements in;
+// when Dyn is set the start moves by Dyn × DynStride elements at run time
+// (the LM head reading the last logical row, say).
+type Operand struct {
+	Tensor    int
+	Offset    int64
+	Dyn       string
+	DynStride int64
+}
+
+// Op is one operation: a kind from the catalogue, its operands in the
+// kind's order, and its specialization parameters.
+type Op struct {
+	Kind     Kind
+	Layer    int // decoder layer, -1 outside the layers
+	Operands []Operand
+	Params   map[string]float64
+	// Rows names the dynamic scalar that holds the number of logical rows
+	// (usually "n"); empty means the constant Params["rows"].
+	Rows string
+}
+
+// Graph is one step of the model.
+type Graph struct {
+	Name    string
+	Tokens  int // physical rows of the step (the bucket)
+	Tensors []*Tensor
+	Ops     []*Op
+	// Dyn lists the dynamic scalars the host sets before each run.
+	Dyn []string
+	// DynMax bounds dynamic scalars used as operand offsets (default Tokens-1).
+	DynMax map[string]int64
+}
+
+// AddTensor appends a tensor; names are unique within a graph.
+func (g *Graph) AddTensor(t Tensor) *Tensor {
+	t.ID = len(g.Tensors)
+	p := &t
+	g.Tensors = append(g.Tensors, p)
+	return p
+}
+
+// Tensor returns the tensor called name, or nil.
+func (g *Graph) Tensor(name string) *Tensor {
+	for _, t := range g.Tensors {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// Dump writes the graph as text, one tensor or op a line, for reading and diffs.
+func (g *Graph) Dump() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "graph %s tokens=%d dyn=%s\n", g.Name, g.Tokens, strings.Join(g.Dyn, ","))
+	for _, t := range g.Tensors {
+		fmt.Fprintf(&b, "  %%%d %s %s %v %s", t.ID, t.Name, t.DType, t.Shape, t.Role)
+		if t.Source != "" {
+			fmt.Fprintf(&b, " <- %s", t.Source)
+		}
+		b.WriteByte('\n')
+	}
+	for i, op := range g.Ops {
+		fmt.Fprintf(&b, "  %4d L%-2d %s(", i, op.Layer, op.Kind)
+		sig := Catalogue[op.Kind]
+		for j, o := range op.Operands {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			if j < len(sig.Operands) {
+				b.WriteString(sig.Operands[j].Name + "=")
+			}
+			fmt.Fprintf(&b, "%%%d", o.Tensor)
+			if o.Offset != 0 {
+				fmt.Fprintf(&b, "+%d", o.Offset)
+			}
+			if o.Dyn != "" {
+				fmt.Fprintf(&b, "+%s*%d", o.Dyn, o.DynStride)
+			}
+		}
+		b.WriteString(")")
+		keys := make([]string, 0, len(op.Params))
+		for k := range op.Params {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, " %s=%g", k, op.Params[k])
+		}
+		if op.Rows != "" {
+			fmt.Fprintf(&b, " rows=%s", op.Rows)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

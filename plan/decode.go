@@ -1,0 +1,222 @@
+package plan
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/aimaproject/aimac/ir"
+)
+
+// maxPlanBytes bounds a plan file; the real model's plans are a few MB.
+const maxPlanBytes = 256 << 20
+
+// Decode reads a plan and validates it (Validate).
+func Decode(r io.Reader) (*Plan, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxPlanBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxPlanBytes {
+		return nil, fmt.Errorf("plan is larger than %d bytes", maxPlanBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var p Plan
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("plan is not valid JSON of format %s: %w", Format, err)
+	}
+	if dec.More() {
+		return nil, errors.New("plan has trailing data after the JSON object")
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// ReadFile reads and validates a plan file.
+func ReadFile(path string) (*Plan, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	p, err := Decode(f)
+	if err != nil {
+		return nil, fmt.Errorf("plan %s: %w", path, err)
+	}
+	return p, nil
+}
+
+// Validate checks the plan's own consistency and every phase's launches
+// against the op catalogue: a plan that validates can be executed without
+// out-of-bounds access for any logical length up to its bucket.
+func (p *Plan) Validate() error {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if p.Format != Format {
+		fail("format %q, want %q", p.Format, Format)
+	}
+	known := false
+	for _, t := range Targets {
+		known = known || t == p.Target
+	}
+	if !known {
+		fail("target %q is not one of %v", p.Target, Targets)
+	}
+	if p.ContextTokens <= 0 {
+		fail("context_tokens %d must be > 0", p.ContextTokens)
+	}
+	if p.Model.Vocab <= 0 {
+		fail("model.vocab %d must be > 0", p.Model.Vocab)
+	}
+	for i, b := range p.Buckets {
+		if b <= 0 || (i > 0 && b <= p.Buckets[i-1]) {
+			fail("buckets %v must be positive and increasing", p.Buckets)
+			break
+		}
+	}
+	global := map[string]*Buffer{}
+	for i := range p.Buffers {
+		b := &p.Buffers[i]
+		checkBuffer(b, "buffer", fail)
+		if global[b.Name] != nil {
+			fail("buffer %s: duplicate", b.Name)
+		}
+		if !ir.Role(b.Role).Persistent() {
+			fail("buffer %s: role %s belongs in a phase", b.Name, b.Role)
+		}
+		global[b.Name] = b
+	}
+	kernels := map[string]*Kernel{}
+	for i := range p.Kernels {
+		k := &p.Kernels[i]
+		if kernels[k.Name] != nil {
+			fail("kernel %s: duplicate", k.Name)
+		}
+		if _, ok := ir.Catalogue[ir.Kind(k.Family)]; !ok {
+			fail("kernel %s: unknown family %q", k.Name, k.Family)
+		}
+		kernels[k.Name] = k
+	}
+	for pi := range p.Phases {
+		ph := &p.Phases[pi]
+		if _, err := p.Graph(pi); err != nil {
+			fail("phase %s: %w", ph.Name, err)
+		}
+		for i := range ph.Buffers {
+			b := &ph.Buffers[i]
+			checkBuffer(b, "phase "+ph.Name+": buffer", fail)
+			if b.Role != string(ir.Activation) {
+				fail("phase %s: buffer %s: role %s is not an activation", ph.Name, b.Name, b.Role)
+			}
+			if b.Offset < 0 || b.Offset+b.Bytes > p.ArenaBytes {
+				fail("phase %s: buffer %s: [%d, %d) outside the arena of %d bytes", ph.Name, b.Name, b.Offset, b.Offset+b.Bytes, p.ArenaBytes)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func checkBuffer(b *Buffer, where string, fail func(string, ...any)) {
+	size := ir.DType(b.DType).Size()
+	if size == 0 {
+		fail("%s %s: unknown dtype %q", where, b.Name, b.DType)
+		return
+	}
+	n := int64(1)
+	for _, d := range b.Shape {
+		if d <= 0 || d > 1<<40 {
+			fail("%s %s: bad shape %v", where, b.Name, b.Shape)
+			return
+		}
+		n *= d
+		if n > 1<<42 {
+			fail("%s %s: shape %v too large", where, b.Name, b.Shape)
+			return
+		}
+	}
+	if n*int64(size) != b.Bytes {
+		fail("%s %s: %d bytes, shape %v of %s needs %d", where, b.Name, b.Bytes, b.Shape, b.DType, n*int64(size))
+	}
+}
+
+// Graph rebuilds phase i as an IR graph (byte offsets back to elements) and
+// verifies it; the runtime and the validator share this one view.
+func (p *Plan) Graph(i int) (*ir.Graph, error) {
+	ph := &p.Phases[i]
+	g := &ir.Graph{Name: ph.Name, Tokens: ph.Tokens, Dyn: ph.Dyn}
+	if ph.Kind == Logits {
+		g.DynMax = map[string]int64{"row0": int64(p.maxBucket() - ph.Tokens)}
+	}
+	ids := map[string]int{}
+	add := func(b *Buffer) {
+		if _, dup := ids[b.Name]; dup {
+			return
+		}
+		ids[b.Name] = len(g.Tensors)
+		g.AddTensor(ir.Tensor{Name: b.Name, DType: ir.DType(b.DType), Shape: b.Shape, Role: ir.Role(b.Role), Source: b.Tensor})
+	}
+	kernels := map[string]*Kernel{}
+	for i := range p.Kernels {
+		kernels[p.Kernels[i].Name] = &p.Kernels[i]
+	}
+	for i := range ph.Buffers {
+		add(&ph.Buffers[i])
+	}
+	globals := map[string]*Buffer{}
+	for i := range p.Buffers {
+		globals[p.Buffers[i].Name] = &p.Buffers[i]
+	}
+	var errs []error
+	for li, l := range ph.Launches {
+		k := kernels[l.Kernel]
+		if k == nil {
+			errs = append(errs, fmt.Errorf("launch %d: unknown kernel %q", li, l.Kernel))
+			continue
+		}
+		op := &ir.Op{Kind: ir.Kind(k.Family), Layer: l.Layer, Params: k.Params, Rows: l.Rows}
+		for _, a := range l.Args {
+			var b *Buffer
+			if _, ok := ids[a.Buffer]; !ok {
+				if b = globals[a.Buffer]; b == nil {
+					errs = append(errs, fmt.Errorf("launch %d: unknown buffer %q", li, a.Buffer))
+					op = nil
+					break
+				}
+				add(b)
+			}
+			t := g.Tensors[ids[a.Buffer]]
+			size := int64(t.DType.Size())
+			if size == 0 || a.Offset%size != 0 || a.DynStride%size != 0 {
+				errs = append(errs, fmt.Errorf("launch %d: buffer %s: offset not a multiple of the element size", li, a.Buffer))
+				op = nil
+				break
+			}
+			op.Operands = append(op.Operands, ir.Operand{Tensor: ids[a.Buffer], Offset: a.Offset / size, Dyn: a.Dyn, DynStride: a.DynStride / size})
+		}
+		if op != nil {
+			g.Ops = append(g.Ops, op)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	// Globals appear in a phase only when used, so "never used" cannot fire for them.
+	if err := g.Verify(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+func (p *Plan) maxBucket() int {
+	m := 1
+	for _, b := range p.Buckets {
+		m = max(m, b)
+	}
+	return m
+}

@@ -1,0 +1,201 @@
+// Package plan is the compiled engine's frozen schedule: buffers, kernels and,
+// per phase (each prefill bucket, the decode step, the logits pass), the
+// ordered launches. It is data — canonical JSON, hashed, human-readable — made
+// by the planner and executed by the runtime on any backend.
+package plan
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// Format is the version tag of the plan file.
+const Format = "aimac-plan/1"
+
+// Targets the planner can plan for.
+var Targets = []string{"cpu", "sm_90", "gfx1151"}
+
+// Phase kinds.
+const (
+	Prefill    = "prefill" // a bucket of prompt tokens; hidden rows out, logits of the last row
+	DecodeStep = "decode"  // one token in, logits out
+	Logits     = "logits"  // LM head over stored hidden rows, for teacher-forced probes
+)
+
+// Plan is the whole schedule.
+type Plan struct {
+	Format        string   `json:"format"`
+	Model         Model    `json:"model"`
+	Target        string   `json:"target"`
+	ContextTokens int      `json:"context_tokens"`
+	Buckets       []int    `json:"buckets"`
+	LogitsRows    int      `json:"logits_rows"`
+	ArenaBytes    int64    `json:"arena_bytes"`
+	Buffers       []Buffer `json:"buffers"`
+	Kernels       []Kernel `json:"kernels"`
+	Phases        []Phase  `json:"phases"`
+}
+
+// Model identifies what was planned.
+type Model struct {
+	Arch        string          `json:"arch"`
+	Fingerprint string          `json:"fingerprint"`
+	Config      json.RawMessage `json:"config"`
+	// Vocab is the LM head's row count.
+	Vocab int `json:"vocab"`
+}
+
+// Buffer is one device buffer. Persistent buffers (weights, state, KV,
+// inputs, outputs) are allocated once; activations live in the arena at
+// Offset, valid only within their phase.
+type Buffer struct {
+	Name   string  `json:"name"`
+	Role   string  `json:"role"`
+	DType  string  `json:"dtype"`
+	Shape  []int64 `json:"shape"`
+	Bytes  int64   `json:"bytes"`
+	Offset int64   `json:"offset,omitempty"`
+	// Tensor is the checkpoint tensor a weight is loaded from (name relative
+	// to the model prefix) and SourceDType its stored type when it differs.
+	Tensor      string `json:"tensor,omitempty"`
+	SourceDType string `json:"source_dtype,omitempty"`
+}
+
+// Kernel is one specialized kernel: a family and the compile-time
+// parameters it is rendered with.
+type Kernel struct {
+	Name       string             `json:"name"`
+	Family     string             `json:"family"`
+	Params     map[string]float64 `json:"params"`
+	SourceHash string             `json:"source_hash,omitempty"`
+}
+
+// Phase is one executable step.
+type Phase struct {
+	Name   string `json:"name"`
+	Kind   string `json:"kind"`
+	Tokens int    `json:"tokens"`
+	// Dyn names the dynamic scalars the host sets before running the phase.
+	Dyn      []string `json:"dyn"`
+	Buffers  []Buffer `json:"buffers"`
+	Launches []Launch `json:"launches"`
+}
+
+// Launch is one kernel launch with its arguments bound.
+type Launch struct {
+	Kernel      string `json:"kernel"`
+	Layer       int    `json:"layer"`
+	Rows        string `json:"rows,omitempty"`
+	Grid        []int  `json:"grid,omitempty"`
+	Block       []int  `json:"block,omitempty"`
+	SharedBytes int    `json:"shared_bytes,omitempty"`
+	Args        []Arg  `json:"args"`
+}
+
+// Arg binds a kernel argument to a buffer at a byte offset; when Dyn is set
+// the offset grows by Dyn × DynStride bytes at run time.
+type Arg struct {
+	Buffer    string `json:"buffer"`
+	Offset    int64  `json:"offset,omitempty"`
+	Dyn       string `json:"dyn,omitempty"`
+	DynStride int64  `json:"dyn_stride,omitempty"`
+}
+
+// Encode writes the plan as canonical JSON: fixed key order, no timestamps,
+// one buffer or launch a line so diffs stay readable.
+func (p *Plan) Encode(w io.Writer) error {
+	var b bytes.Buffer
+	line := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	js := func(v any) string {
+		out, err := json.Marshal(v)
+		if err != nil {
+			panic(err) // plan values always marshal
+		}
+		return string(out)
+	}
+	list := func(indent string, n int, item func(i int) string) {
+		if n == 0 {
+			b.WriteString("[]")
+			return
+		}
+		b.WriteString("[\n")
+		for i := 0; i < n; i++ {
+			b.WriteString(indent + "  " + item(i))
+			if i < n-1 {
+				b.WriteByte(',')
+			}
+			b.WriteByte('\n')
+		}
+		b.WriteString(indent + "]")
+	}
+	line("{\n")
+	line("  \"format\": %s,\n", js(p.Format))
+	line("  \"model\": %s,\n", js(p.Model))
+	line("  \"target\": %s,\n", js(p.Target))
+	line("  \"context_tokens\": %d,\n", p.ContextTokens)
+	line("  \"buckets\": %s,\n", js(p.Buckets))
+	line("  \"logits_rows\": %d,\n", p.LogitsRows)
+	line("  \"arena_bytes\": %d,\n", p.ArenaBytes)
+	line("  \"buffers\": ")
+	list("  ", len(p.Buffers), func(i int) string { return js(p.Buffers[i]) })
+	line(",\n  \"kernels\": ")
+	list("  ", len(p.Kernels), func(i int) string { return js(p.Kernels[i]) })
+	line(",\n  \"phases\": [\n")
+	for i, ph := range p.Phases {
+		line("    {\n")
+		line("      \"name\": %s,\n", js(ph.Name))
+		line("      \"kind\": %s,\n", js(ph.Kind))
+		line("      \"tokens\": %d,\n", ph.Tokens)
+		line("      \"dyn\": %s,\n", js(ph.Dyn))
+		line("      \"buffers\": ")
+		list("      ", len(ph.Buffers), func(i int) string { return js(ph.Buffers[i]) })
+		line(",\n      \"launches\": ")
+		list("      ", len(ph.Launches), func(i int) string { return js(ph.Launches[i]) })
+		line("\n    }")
+		if i < len(p.Phases)-1 {
+			line(",")
+		}
+		line("\n")
+	}
+	line("  ]\n}\n")
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// Bytes returns the canonical encoding.
+func (p *Plan) Bytes() []byte {
+	var b bytes.Buffer
+	_ = p.Encode(&b) // a bytes.Buffer never fails
+	return b.Bytes()
+}
+
+// Hash is the sha256 of the canonical encoding.
+func (p *Plan) Hash() string {
+	s := sha256.Sum256(p.Bytes())
+	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+// WriteFile writes the plan atomically.
+func (p *Plan) WriteFile(path string) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	if err := p.Encode(f); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}

@@ -1,0 +1,249 @@
+package planner
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/plan"
+)
+
+// Options choose what to plan.
+type Options struct {
+	Target        string
+	Buckets       []int
+	ContextTokens int
+	// LogitsRows is the row capacity of the teacher-forcing logits pass
+	// (0: 64, or the largest bucket if smaller).
+	LogitsRows int
+	// Chunk is the GDN chunk size of prefill (0: 64, SPEC §3.1).
+	Chunk int
+}
+
+// DefaultBuckets are the real model's prefill buckets.
+var DefaultBuckets = []int{1024, 2048, 4096, 8192}
+
+// arenaAlign aligns arena slots for vector loads on every target.
+const arenaAlign = 256
+
+// Plan lowers every step of the model and schedules it for a target.
+func Plan(m *Model, o Options) (*plan.Plan, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	maxB := o.Buckets[len(o.Buckets)-1]
+	kv := ir.F32
+	if o.Target != "cpu" {
+		kv = ir.BF16 // SPEC §2.3 step 4: the KV cache holds bf16 on the GPU
+	}
+	cfg, err := json.Marshal(m.Config)
+	if err != nil {
+		return nil, err
+	}
+	p := &plan.Plan{
+		Format: plan.Format,
+		Model: plan.Model{Arch: "qwen3_5_moe", Fingerprint: m.Fingerprint(), Config: cfg,
+			Vocab: m.Config.VocabSize},
+		Target:        o.Target,
+		ContextTokens: o.ContextTokens,
+		Buckets:       slices.Clone(o.Buckets),
+		LogitsRows:    o.LogitsRows,
+	}
+	steps := []Step{}
+	for _, b := range o.Buckets {
+		steps = append(steps, Step{Kind: plan.Prefill, Tokens: b})
+	}
+	steps = append(steps, Step{Kind: plan.DecodeStep, Tokens: 1}, Step{Kind: plan.Logits, Tokens: o.LogitsRows})
+	s := &scheduler{p: p, target: o.Target, kernels: map[string]bool{}, globals: map[string]int{}}
+	for _, st := range steps {
+		st.MaxTokens, st.ContextTokens, st.KVDType, st.Chunk = maxB, o.ContextTokens, kv, o.Chunk
+		g, err := Lower(m, st)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.phase(st.Kind, g); err != nil {
+			return nil, err
+		}
+	}
+	sort.Slice(p.Kernels, func(i, j int) bool { return p.Kernels[i].Name < p.Kernels[j].Name })
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("planner produced an invalid plan: %w", err)
+	}
+	return p, nil
+}
+
+func (o *Options) check() error {
+	var errs []error
+	known := false
+	for _, t := range plan.Targets {
+		known = known || t == o.Target
+	}
+	if !known {
+		errs = append(errs, fmt.Errorf("target %q is not one of %v", o.Target, plan.Targets))
+	}
+	if len(o.Buckets) == 0 {
+		errs = append(errs, errors.New("no buckets"))
+	}
+	for i, b := range o.Buckets {
+		if b <= 0 || b > 1<<20 || (i > 0 && b <= o.Buckets[i-1]) {
+			errs = append(errs, fmt.Errorf("buckets %v: want increasing sizes in [1, %d]", o.Buckets, 1<<20))
+			break
+		}
+	}
+	if o.ContextTokens <= 0 || o.ContextTokens > 1<<24 {
+		errs = append(errs, fmt.Errorf("context tokens %d: want 1 to %d", o.ContextTokens, 1<<24))
+	}
+	if o.Chunk == 0 {
+		o.Chunk = 64
+	}
+	if o.Chunk < 1 || o.Chunk > 1024 {
+		errs = append(errs, fmt.Errorf("chunk %d: want 1 to 1024", o.Chunk))
+	}
+	if len(errs) == 0 && o.LogitsRows == 0 {
+		o.LogitsRows = min(64, o.Buckets[len(o.Buckets)-1])
+	}
+	if len(errs) == 0 && (o.LogitsRows < 1 || o.LogitsRows > o.Buckets[len(o.Buckets)-1]) {
+		errs = append(errs, fmt.Errorf("logits rows %d: want 1 to the largest bucket", o.LogitsRows))
+	}
+	return errors.Join(errs...)
+}
+
+// scheduler turns graphs into the plan's phases, sharing kernels and
+// persistent buffers between phases.
+type scheduler struct {
+	p       *plan.Plan
+	target  string
+	kernels map[string]bool
+	globals map[string]int // name → index in p.Buffers
+}
+
+func (s *scheduler) phase(kind string, g *ir.Graph) error {
+	ph := plan.Phase{Name: g.Name, Kind: kind, Tokens: g.Tokens, Dyn: g.Dyn}
+	for _, t := range g.Tensors {
+		if !t.Role.Persistent() {
+			continue
+		}
+		b := buffer(t)
+		if i, ok := s.globals[t.Name]; ok {
+			if old := s.p.Buffers[i]; old.Bytes != b.Bytes || old.DType != b.DType || old.Role != b.Role {
+				return fmt.Errorf("phase %s: buffer %s differs from an earlier phase's", g.Name, t.Name)
+			}
+			continue
+		}
+		s.globals[t.Name] = len(s.p.Buffers)
+		s.p.Buffers = append(s.p.Buffers, b)
+	}
+	offsets, arena := placeArena(g)
+	s.p.ArenaBytes = max(s.p.ArenaBytes, arena)
+	for _, t := range g.Tensors {
+		if t.Role.Persistent() {
+			continue
+		}
+		b := buffer(t)
+		b.Offset = offsets[t.ID]
+		ph.Buffers = append(ph.Buffers, b)
+	}
+	for _, op := range g.Ops {
+		k := kernelFor(op)
+		if !s.kernels[k.Name] {
+			s.kernels[k.Name] = true
+			s.p.Kernels = append(s.p.Kernels, k)
+		}
+		l := plan.Launch{Kernel: k.Name, Layer: op.Layer, Rows: op.Rows}
+		if s.target != "cpu" {
+			l.Grid, l.Block = gridFor(op, g.Tokens)
+		}
+		for _, o := range op.Operands {
+			t := g.Tensors[o.Tensor]
+			size := int64(t.DType.Size())
+			l.Args = append(l.Args, plan.Arg{Buffer: t.Name, Offset: o.Offset * size, Dyn: o.Dyn, DynStride: o.DynStride * size})
+		}
+		ph.Launches = append(ph.Launches, l)
+	}
+	s.p.Phases = append(s.p.Phases, ph)
+	return nil
+}
+
+func buffer(t *ir.Tensor) plan.Buffer {
+	b := plan.Buffer{Name: t.Name, Role: string(t.Role), DType: string(t.DType), Shape: t.Shape, Bytes: t.Bytes(), Tensor: t.Source}
+	if t.SourceDType != "" && t.SourceDType != "F32" {
+		b.SourceDType = t.SourceDType
+	}
+	return b
+}
+
+// kernelFor names the kernel specialized for an op: its family and
+// parameters, the name carrying a short hash of the parameters so equal
+// specializations share one kernel across layers and phases.
+func kernelFor(op *ir.Op) plan.Kernel {
+	params := map[string]float64{}
+	for _, name := range ir.Catalogue[op.Kind].Params {
+		params[name] = op.Params[name]
+	}
+	if op.Rows == "" {
+		params["rows"] = op.Params["rows"]
+	}
+	js, _ := json.Marshal(params) // sorted keys
+	h := sha256.Sum256(append([]byte(op.Kind+":"), js...))
+	return plan.Kernel{Name: fmt.Sprintf("%s_%s", op.Kind, hex.EncodeToString(h[:4])), Family: string(op.Kind), Params: params}
+}
+
+// placeArena gives every activation an arena offset: intervals of first
+// and last use, placed largest first at the lowest aligned offset that does
+// not overlap a placed buffer whose interval intersects.
+func placeArena(g *ir.Graph) (map[int]int64, int64) {
+	first, last := map[int]int{}, map[int]int{}
+	for i, op := range g.Ops {
+		for _, o := range op.Operands {
+			if _, ok := first[o.Tensor]; !ok {
+				first[o.Tensor] = i
+			}
+			last[o.Tensor] = i
+		}
+	}
+	var acts []*ir.Tensor
+	for _, t := range g.Tensors {
+		if !t.Role.Persistent() {
+			acts = append(acts, t)
+		}
+	}
+	sort.SliceStable(acts, func(i, j int) bool {
+		if acts[i].Bytes() != acts[j].Bytes() {
+			return acts[i].Bytes() > acts[j].Bytes()
+		}
+		return acts[i].ID < acts[j].ID
+	})
+	type slot struct {
+		t          *ir.Tensor
+		start, end int64
+	}
+	var placed []slot
+	offsets := map[int]int64{}
+	var arena int64
+	for _, t := range acts {
+		size := (t.Bytes() + arenaAlign - 1) / arenaAlign * arenaAlign
+		var busy []slot
+		for _, s := range placed {
+			if first[s.t.ID] <= last[t.ID] && first[t.ID] <= last[s.t.ID] {
+				busy = append(busy, s)
+			}
+		}
+		sort.Slice(busy, func(i, j int) bool { return busy[i].start < busy[j].start })
+		off := int64(0)
+		for _, s := range busy {
+			if off+size <= s.start {
+				break
+			}
+			off = max(off, s.end)
+		}
+		offsets[t.ID] = off
+		placed = append(placed, slot{t, off, off + size})
+		arena = max(arena, off+size)
+	}
+	return offsets, arena
+}

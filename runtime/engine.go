@@ -1,0 +1,345 @@
+package runtime
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/aimaproject/aimac/plan"
+)
+
+// Engine holds a plan's resident state on a backend and runs its phases:
+// prompts by bucket composition with state carried across segments, then
+// decode steps. One engine serves one sequence at a time (batch 1).
+type Engine struct {
+	plan    *plan.Plan
+	be      Backend
+	globals map[string]Mem
+	arena   Mem
+	weights []Mem
+
+	prefill map[int]*phase // by bucket
+	decode  *phase
+	logits  *phase
+
+	pos    int  // tokens already in the KV cache and states
+	broken bool // a step failed midway: state is inconsistent until Reset
+}
+
+// phase is a plan phase with its kernels and buffers resolved.
+type phase struct {
+	p        *plan.Phase
+	kernels  []*plan.Kernel
+	args     [][]argRef
+	locals   map[string]int64 // arena offsets
+	launches []plan.Launch
+}
+
+// argRef is a launch argument resolved to memory, before dynamic offsets.
+type argRef struct {
+	mem       Mem
+	offset    int64
+	dyn       string
+	dynStride int64
+}
+
+// ErrBroken reports use of an engine whose last step failed midway.
+var ErrBroken = errors.New("engine state is inconsistent after a failed step; call Reset")
+
+// NewEngine allocates the plan's buffers on the backend and binds weights.
+// The plan must have been made for the backend's target.
+func NewEngine(p *plan.Plan, be Backend, w Weights) (*Engine, error) {
+	if p.Target != be.Name() {
+		return nil, fmt.Errorf("plan is for target %s, backend is %s", p.Target, be.Name())
+	}
+	if err := be.Load(p.Kernels); err != nil {
+		return nil, err
+	}
+	e := &Engine{plan: p, be: be, globals: map[string]Mem{}, prefill: map[int]*phase{}}
+	if err := w.bind(e); err != nil {
+		e.Close()
+		return nil, err
+	}
+	for _, b := range p.Buffers {
+		if b.Role == "weight" {
+			continue
+		}
+		m, err := be.Alloc(b.Bytes)
+		if err != nil {
+			e.Close()
+			return nil, fmt.Errorf("allocate %s (%d bytes): %w", b.Name, b.Bytes, err)
+		}
+		e.globals[b.Name] = m
+	}
+	arena, err := be.Alloc(max(p.ArenaBytes, 1))
+	if err != nil {
+		e.Close()
+		return nil, fmt.Errorf("allocate the arena (%d bytes): %w", p.ArenaBytes, err)
+	}
+	e.arena = arena
+	kernels := map[string]*plan.Kernel{}
+	for i := range p.Kernels {
+		kernels[p.Kernels[i].Name] = &p.Kernels[i]
+	}
+	for i := range p.Phases {
+		ph := &p.Phases[i]
+		r := &phase{p: ph, locals: map[string]int64{}}
+		for _, b := range ph.Buffers {
+			r.locals[b.Name] = b.Offset
+		}
+		for _, l := range ph.Launches {
+			r.kernels = append(r.kernels, kernels[l.Kernel])
+			var refs []argRef
+			for _, a := range l.Args {
+				ref := argRef{offset: a.Offset, dyn: a.Dyn, dynStride: a.DynStride}
+				if off, ok := r.locals[a.Buffer]; ok {
+					ref.mem, ref.offset = e.arena, off+a.Offset
+				} else {
+					ref.mem = e.globals[a.Buffer]
+				}
+				if ref.mem == nil {
+					e.Close()
+					return nil, fmt.Errorf("phase %s: buffer %s is not allocated", ph.Name, a.Buffer)
+				}
+				refs = append(refs, ref)
+			}
+			r.args = append(r.args, refs)
+		}
+		switch ph.Kind {
+		case plan.Prefill:
+			e.prefill[ph.Tokens] = r
+		case plan.DecodeStep:
+			e.decode = r
+		case plan.Logits:
+			e.logits = r
+		}
+	}
+	if e.decode == nil || e.logits == nil || len(e.prefill) != len(p.Buckets) {
+		e.Close()
+		return nil, errors.New("plan lacks a decode, logits or prefill phase")
+	}
+	if err := e.Reset(); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// Plan returns the engine's plan.
+func (e *Engine) Plan() *plan.Plan { return e.plan }
+
+// Position is the number of tokens in the sequence so far.
+func (e *Engine) Position() int { return e.pos }
+
+// Capacity is the context window: prompt plus output tokens.
+func (e *Engine) Capacity() int { return e.plan.ContextTokens }
+
+// Vocab is the logits' width.
+func (e *Engine) Vocab() int { return e.plan.Model.Vocab }
+
+// Reset starts a new sequence: states and KV cache cleared.
+func (e *Engine) Reset() error {
+	for _, b := range e.plan.Buffers {
+		if b.Role == "state" || b.Role == "kv" {
+			if err := e.be.Zero(Ref{Mem: e.globals[b.Name]}, b.Bytes); err != nil {
+				return err
+			}
+		}
+	}
+	e.pos, e.broken = 0, false
+	return nil
+}
+
+// Segments splits a prompt of n tokens into prefill steps: the largest
+// bucket while more than it remains, then the smallest bucket that holds the
+// rest, run at its logical length (never token by token).
+func Segments(n int, buckets []int) []Segment {
+	var out []Segment
+	largest := buckets[len(buckets)-1]
+	for start := 0; start < n; {
+		rest := n - start
+		b := largest
+		if rest < largest {
+			for _, c := range buckets {
+				if c >= rest {
+					b = c
+					break
+				}
+			}
+		}
+		m := min(rest, b)
+		out = append(out, Segment{Start: start, Tokens: m, Bucket: b})
+		start += m
+	}
+	return out
+}
+
+// Segment is one prefill step of a prompt.
+type Segment struct{ Start, Tokens, Bucket int }
+
+// RowsFunc receives teacher-forced logits: logits[i] predicts the token
+// after the prompt's token start+i.
+type RowsFunc func(start int, logits [][]float32) error
+
+// Prefill appends tokens to the sequence and returns the logits that
+// predict the next token. With rows set, it also hands over the logits of
+// every prompt position. ctx is checked between segments and launches.
+func (e *Engine) Prefill(ctx context.Context, tokens []int32, rows RowsFunc) ([]float32, error) {
+	if e.broken {
+		return nil, ErrBroken
+	}
+	if len(tokens) == 0 {
+		return nil, errors.New("prefill of an empty prompt")
+	}
+	if err := e.checkRoom(len(tokens)); err != nil {
+		return nil, err
+	}
+	if err := e.checkIDs(tokens); err != nil {
+		return nil, err
+	}
+	var last []float32
+	for _, s := range Segments(len(tokens), e.plan.Buckets) {
+		if err := ctx.Err(); err != nil {
+			e.broken = s.Start > 0 // part of this prompt is in the state
+			return nil, err
+		}
+		l, err := e.step(ctx, e.prefill[s.Bucket], tokens[s.Start:s.Start+s.Tokens])
+		if err != nil {
+			return nil, err
+		}
+		if rows != nil {
+			if err := e.rowLogits(ctx, s.Start, s.Tokens, rows); err != nil {
+				return nil, err
+			}
+		}
+		last = l
+	}
+	return last, nil
+}
+
+// Decode feeds one token and returns the logits of the next.
+func (e *Engine) Decode(ctx context.Context, token int32) ([]float32, error) {
+	if e.broken {
+		return nil, ErrBroken
+	}
+	if err := e.checkRoom(1); err != nil {
+		return nil, err
+	}
+	if err := e.checkIDs([]int32{token}); err != nil {
+		return nil, err
+	}
+	return e.step(ctx, e.decode, []int32{token})
+}
+
+func (e *Engine) checkRoom(n int) error {
+	if e.pos+n > e.plan.ContextTokens {
+		return fmt.Errorf("context full: %d tokens so far + %d exceed the %d-token context", e.pos, n, e.plan.ContextTokens)
+	}
+	return nil
+}
+
+func (e *Engine) checkIDs(tokens []int32) error {
+	for i, t := range tokens {
+		if t < 0 || int(t) >= e.plan.Model.Vocab {
+			return fmt.Errorf("token %d at index %d is outside the vocabulary [0, %d)", t, i, e.plan.Model.Vocab)
+		}
+	}
+	return nil
+}
+
+// step runs a prefill or decode phase over tokens at the current position.
+func (e *Engine) step(ctx context.Context, ph *phase, tokens []int32) ([]float32, error) {
+	n := len(tokens)
+	ids := make([]byte, 4*n)
+	for i, t := range tokens {
+		binary.LittleEndian.PutUint32(ids[4*i:], uint32(t))
+	}
+	if err := e.be.Upload(Ref{Mem: e.globals["tokens"]}, ids); err != nil {
+		return nil, err
+	}
+	dyn := map[string]int64{"n": int64(n), "pos": int64(e.pos), "last": int64(n - 1)}
+	if err := e.run(ctx, ph, dyn); err != nil {
+		e.broken = true
+		return nil, err
+	}
+	e.pos += n
+	return e.download("logits", e.plan.Model.Vocab)
+}
+
+// rowLogits runs the logits phase over hidden rows [0, count) of the last segment.
+func (e *Engine) rowLogits(ctx context.Context, start, count int, fn RowsFunc) error {
+	R, V := e.logits.p.Tokens, e.plan.Model.Vocab
+	for r := 0; r < count; r += R {
+		m := min(R, count-r)
+		if err := e.run(ctx, e.logits, map[string]int64{"n": int64(m), "row0": int64(r)}); err != nil {
+			return err
+		}
+		flat, err := e.download("logits_rows", m*V)
+		if err != nil {
+			return err
+		}
+		out := make([][]float32, m)
+		for i := range out {
+			out[i] = flat[i*V : (i+1)*V]
+		}
+		if err := fn(start+r, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Engine) run(ctx context.Context, ph *phase, dyn map[string]int64) error {
+	refs := make([]Ref, 0, 8)
+	for i := range ph.p.Launches {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		l := &ph.p.Launches[i]
+		rows := int(ph.kernels[i].Params["rows"])
+		if l.Rows != "" {
+			rows = int(dyn[l.Rows])
+		}
+		refs = refs[:0]
+		for _, a := range ph.args[i] {
+			off := a.offset
+			if a.dyn != "" {
+				off += dyn[a.dyn] * a.dynStride
+			}
+			refs = append(refs, Ref{Mem: a.mem, Offset: off})
+		}
+		if err := e.be.Launch(ph.kernels[i], l, refs, rows, dyn); err != nil {
+			return fmt.Errorf("phase %s launch %d (%s, layer %d): %w", ph.p.Name, i, l.Kernel, l.Layer, err)
+		}
+	}
+	return e.be.Sync()
+}
+
+func (e *Engine) download(name string, count int) ([]float32, error) {
+	raw := make([]byte, 4*count)
+	if err := e.be.Download(raw, Ref{Mem: e.globals[name]}); err != nil {
+		return nil, err
+	}
+	out := make([]float32, count)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return out, nil
+}
+
+// Close frees the engine's memory.
+func (e *Engine) Close() error {
+	for _, m := range e.globals {
+		e.be.Free(m)
+	}
+	for _, m := range e.weights {
+		e.be.Free(m)
+	}
+	if e.arena != nil {
+		e.be.Free(e.arena)
+	}
+	e.globals = nil
+	return nil
+}
