@@ -92,6 +92,17 @@ func TestCausalConv1dSiLUSplit(t *testing.T) {
 			t.Errorf("split at %d: state (-one call +two calls):\n%s", a, diff)
 		}
 	}
+
+	forceParallel(t)
+	state := append([]float32(nil), init...)
+	out := make([]float32, total*channels)
+	CausalConv1dSiLU(out, in, w, state, total, channels, kernel)
+	if diff := cmp.Diff(whole, out, exact); diff != "" {
+		t.Errorf("parallel: outputs (-serial +parallel):\n%s", diff)
+	}
+	if diff := cmp.Diff(wholeState, state, exact); diff != "" {
+		t.Errorf("parallel: state (-serial +parallel):\n%s", diff)
+	}
 }
 
 func TestGDNGates(t *testing.T) {
@@ -323,6 +334,26 @@ func TestGatedDeltaSplit(t *testing.T) {
 				t.Errorf("%s split at %d: state differs by %g", name, a, d)
 			}
 		}
+	}
+}
+
+// TestGatedDeltaPrefillThenDecode runs a chunked prefill followed by
+// token-by-token decode steps, as the runtime does, against one recurrence.
+func TestGatedDeltaPrefillThenDecode(t *testing.T) {
+	const n, prompt = 80, 70
+	c := newDeltaCase(55, n, 0, 2, 4, 16, 16)
+	wantOut, wantState := c.call(0, 0)
+	out := make([]float32, n*c.hv*c.dv)
+	state := append([]float32(nil), c.state...)
+	c.run(out, state, 0, prompt, 64)
+	for tok := prompt; tok < n; tok++ {
+		c.run(out, state, tok, tok+1, 0)
+	}
+	if d := maxRelDiff(out, wantOut); d > 1e-4 {
+		t.Errorf("outputs differ by %g", d)
+	}
+	if d := maxRelDiff(state, wantState); d > 1e-4 {
+		t.Errorf("state differs by %g", d)
 	}
 }
 
