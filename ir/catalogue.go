@@ -1,5 +1,10 @@
 package ir
 
+import (
+	"fmt"
+	"math"
+)
+
 // Kind names an operation of the model (SPEC §2–§5) at kernel granularity.
 type Kind string
 
@@ -53,6 +58,8 @@ type Signature struct {
 	Operands []OperandSpec
 	Params   []string
 	Dyn      []string
+	// Check enforces relations between parameters (nil: none).
+	Check func(p map[string]float64) error
 }
 
 func perRow(keys ...string) func(map[string]float64, int64) int64 {
@@ -166,6 +173,12 @@ var Catalogue = map[Kind]Signature{
 		},
 		Params: []string{"row_stride", "heads", "head_dim", "rot_dim", "theta"},
 		Dyn:    []string{"pos"},
+		Check: func(p map[string]float64) error {
+			if p["rot_dim"] > p["head_dim"] || int(p["rot_dim"])%2 != 0 {
+				return fmt.Errorf("rot_dim %g must be even and at most head_dim %g", p["rot_dim"], p["head_dim"])
+			}
+			return nil
+		},
 	},
 	KVAppend: {
 		Operands: []OperandSpec{
@@ -186,6 +199,15 @@ var Catalogue = map[Kind]Signature{
 		},
 		Params: []string{"q_heads", "kv_heads", "head_dim", "scale", "capacity", "width"},
 		Dyn:    []string{"pos"},
+		Check: func(p map[string]float64) error {
+			if int(p["q_heads"])%int(p["kv_heads"]) != 0 {
+				return fmt.Errorf("q_heads %g is not a multiple of kv_heads %g", p["q_heads"], p["kv_heads"])
+			}
+			if p["width"] != p["kv_heads"]*p["head_dim"] {
+				return fmt.Errorf("width %g is not kv_heads × head_dim", p["width"])
+			}
+			return nil
+		},
 	},
 	AttnOutputGate: {
 		Operands: []OperandSpec{
@@ -201,6 +223,7 @@ var Catalogue = map[Kind]Signature{
 			{"logits", F32, Read, perRow("experts")},
 		},
 		Params: []string{"experts", "k"},
+		Check:  topK,
 	},
 	MoEExperts: {
 		Operands: []OperandSpec{
@@ -212,6 +235,7 @@ var Catalogue = map[Kind]Signature{
 			{"down", BF16, Read, fixed("experts", "hidden", "inter")},
 		},
 		Params: []string{"experts", "hidden", "inter", "k"},
+		Check:  topK,
 	},
 	SiLUMul: {
 		Operands: []OperandSpec{
@@ -239,6 +263,47 @@ var Catalogue = map[Kind]Signature{
 	},
 }
 
+func topK(p map[string]float64) error {
+	if p["k"] > p["experts"] {
+		return fmt.Errorf("k %g exceeds experts %g", p["k"], p["experts"])
+	}
+	return nil
+}
+
+// realParams are the parameters that are not integer extents.
+var realParams = map[string]bool{"eps": true, "scale": true, "theta": true}
+
+// checkParams requires extents to be integers ≥ 1 (one_plus a 0/1 flag) and
+// real parameters finite and positive, then the kind's own relations.
+func (s Signature) checkParams(p map[string]float64) error {
+	for _, name := range s.Params {
+		v := p[name]
+		switch {
+		case math.IsNaN(v) || math.IsInf(v, 0):
+			return fmt.Errorf("parameter %s is %g", name, v)
+		case realParams[name]:
+			if v <= 0 {
+				return fmt.Errorf("parameter %s is %g, want > 0", name, v)
+			}
+		case name == "one_plus":
+			if v != 0 && v != 1 {
+				return fmt.Errorf("parameter one_plus is %g, want 0 or 1", v)
+			}
+		default:
+			if v != math.Trunc(v) || v < 1 || v > 1<<31 {
+				return fmt.Errorf("parameter %s is %g, want an integer from 1 to 2^31", name, v)
+			}
+		}
+	}
+	if r, ok := p["rows"]; ok && (r != math.Trunc(r) || r < 1 || r > 1<<31) {
+		return fmt.Errorf("parameter rows is %g, want an integer from 1 to 2^31", r)
+	}
+	if s.Check != nil {
+		return s.Check(p)
+	}
+	return nil
+}
+
 func deltaSignature(chunked bool) Signature {
 	qkv := func(p map[string]float64, rows int64) int64 {
 		return strided("row_stride", "span")(map[string]float64{
@@ -259,6 +324,12 @@ func deltaSignature(chunked bool) Signature {
 			{"state", F32, ReadWrite, fixed("v_heads", "k_dim", "v_dim")},
 		},
 		Params: []string{"row_stride", "k_heads", "v_heads", "k_dim", "v_dim"},
+		Check: func(p map[string]float64) error {
+			if int(p["v_heads"])%int(p["k_heads"]) != 0 {
+				return fmt.Errorf("v_heads %g is not a multiple of k_heads %g", p["v_heads"], p["k_heads"])
+			}
+			return nil
+		},
 	}
 	if chunked {
 		s.Params = append(s.Params, "chunk")

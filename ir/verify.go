@@ -51,10 +51,19 @@ func (g *Graph) Verify() error {
 			fail("%s: %d operands, want %d", where, len(op.Operands), len(sig.Operands))
 			continue
 		}
+		missing := false
 		for _, p := range sig.Params {
 			if _, ok := op.Params[p]; !ok {
 				fail("%s: parameter %s missing", where, p)
+				missing = true
 			}
+		}
+		if missing {
+			continue
+		}
+		if err := sig.checkParams(op.Params); err != nil {
+			fail("%s: %v", where, err)
+			continue
 		}
 		for _, d := range sig.Dyn {
 			if !dynOK[d] {

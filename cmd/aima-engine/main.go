@@ -1,0 +1,178 @@
+// Command aima-engine runs a compiled engine: probes that check it from the
+// outside (logits, greedy generation) on the CPU backend or any target.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aimaproject/aimac/loader"
+	"github.com/aimaproject/aimac/npy"
+	"github.com/aimaproject/aimac/runtime"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := root().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "aima-engine:", err)
+		os.Exit(1)
+	}
+}
+
+func root() *cobra.Command {
+	c := &cobra.Command{
+		Use:           "aima-engine",
+		Short:         "Run a Qwen3.6-35B-A3B engine",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	probe := &cobra.Command{Use: "probe", Short: "Check the engine from outside: logits and greedy generation"}
+	probe.AddCommand(logitsCmd(), generateCmd())
+	c.AddCommand(probe)
+	return c
+}
+
+// loadFlags are the flags every probe shares.
+type loadFlags struct {
+	o       loader.Options
+	buckets string
+	tokens  string
+}
+
+func (f *loadFlags) register(c *cobra.Command) {
+	c.Flags().StringVar(&f.o.ModelDir, "model-dir", "", "checkpoint directory (required)")
+	c.Flags().StringVar(&f.o.PlanFile, "plan", "", "plan file made by `aimac plan` (default: plan the model now)")
+	c.Flags().StringVar(&f.o.Target, "target", "cpu", "target when planning now")
+	c.Flags().StringVar(&f.buckets, "buckets", "64,256,1024", "prefill buckets when planning now")
+	c.Flags().IntVar(&f.o.ContextTokens, "context-tokens", 4096, "context capacity when planning now")
+	c.Flags().StringVar(&f.tokens, "tokens", "", "prompt token ids, comma-separated (required)")
+}
+
+func (f *loadFlags) load() (*loader.Loaded, []int32, error) {
+	if f.o.ModelDir == "" {
+		return nil, nil, fmt.Errorf("--model-dir is required")
+	}
+	ids, err := parseIDs(f.tokens)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, s := range strings.Split(f.buckets, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return nil, nil, fmt.Errorf("--buckets %q: %q is not an integer", f.buckets, s)
+		}
+		f.o.Buckets = append(f.o.Buckets, n)
+	}
+	l, err := loader.Open(f.o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, ids, nil
+}
+
+func parseIDs(s string) ([]int32, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, fmt.Errorf("--tokens is required: comma-separated token ids")
+	}
+	var out []int32
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 32)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("--tokens: %q is not a token id", f)
+		}
+		out = append(out, int32(n))
+	}
+	return out, nil
+}
+
+func logitsCmd() *cobra.Command {
+	var f loadFlags
+	var out string
+	c := &cobra.Command{
+		Use:   "logits",
+		Short: "Write teacher-forced float32 logits [T, vocab] of a prompt as .npy",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return fmt.Errorf("--out is required")
+			}
+			l, ids, err := f.load()
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			V := l.Engine.Vocab()
+			all := make([]float32, len(ids)*V)
+			_, err = l.Engine.Prefill(cmd.Context(), ids, func(start int, rows [][]float32) error {
+				for i, r := range rows {
+					copy(all[(start+i)*V:], r)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if err := npy.WriteFile(out, []int{len(ids), V}, all); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: logits [%d, %d] on %s\n", out, len(ids), V, l.Plan.Target)
+			return nil
+		},
+	}
+	f.register(c)
+	c.Flags().StringVar(&out, "out", "", "output .npy file (required)")
+	return c
+}
+
+func generateCmd() *cobra.Command {
+	var f loadFlags
+	var maxTokens int
+	var stop string
+	c := &cobra.Command{
+		Use:   "generate",
+		Short: "Print the greedy continuation of a prompt as a JSON array of ids",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if maxTokens < 0 {
+				return fmt.Errorf("--max-tokens %d: want ≥ 0", maxTokens)
+			}
+			var stopIDs []int32
+			if stop != "" {
+				var err error
+				if stopIDs, err = parseIDs(stop); err != nil {
+					return fmt.Errorf("--stop: %w", err)
+				}
+			}
+			l, ids, err := f.load()
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			s, err := runtime.NewSampler(runtime.SamplerConfig{VocabLimit: l.TokenizerVocab})
+			if err != nil {
+				return err
+			}
+			out, err := l.Engine.Generate(cmd.Context(), ids, maxTokens, s, stopIDs)
+			if err != nil {
+				return err
+			}
+			if out == nil {
+				out = []int32{}
+			}
+			return json.NewEncoder(cmd.OutOrStdout()).Encode(out)
+		},
+	}
+	f.register(c)
+	c.Flags().IntVar(&maxTokens, "max-tokens", 16, "tokens to generate")
+	c.Flags().StringVar(&stop, "stop", "", "token ids that end generation, comma-separated (default: none)")
+	return c
+}

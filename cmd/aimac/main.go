@@ -1,0 +1,172 @@
+// Command aimac is the compiler: it reads a Qwen3.6-35B-A3B checkpoint
+// description, lowers the model to IR, plans buckets and buffers for a
+// target, and writes synthetic checkpoints for tests and benchmarks.
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/aimaproject/aimac/arch"
+	"github.com/aimaproject/aimac/checkpoint"
+	"github.com/aimaproject/aimac/plan"
+	"github.com/aimaproject/aimac/planner"
+	"github.com/aimaproject/aimac/synth"
+)
+
+func main() {
+	if err := root().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "aimac:", err)
+		os.Exit(1)
+	}
+}
+
+func root() *cobra.Command {
+	c := &cobra.Command{
+		Use:           "aimac",
+		Short:         "Compile Qwen3.6-35B-A3B into a specialized inference engine",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	c.AddCommand(planCmd(), irCmd(), synthCmd())
+	return c
+}
+
+// model returns the model description of dir, or the embedded real config.
+func model(dir string) (*planner.Model, error) {
+	if dir == "" {
+		return planner.FromConfig(arch.RealName, arch.Real()), nil
+	}
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer ck.Close()
+	return planner.FromCheckpoint(dir, ck)
+}
+
+func parseBuckets(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("--buckets %q: %q is not an integer", s, f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func planCmd() *cobra.Command {
+	var dir, target, buckets, out string
+	var ctxTokens int
+	c := &cobra.Command{
+		Use:   "plan",
+		Short: "Lower the model and write its plan (canonical JSON)",
+		Long: `Lower every step of the model (each prefill bucket, the decode step, the
+logits pass) to IR and schedule it for a target: kernels, buffers with roles
+and arena offsets, ordered launches. Without --model-dir the embedded
+Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			bs, err := parseBuckets(buckets)
+			if err != nil {
+				return err
+			}
+			m, err := model(dir)
+			if err != nil {
+				return err
+			}
+			p, err := planner.Plan(m, planner.Options{Target: target, Buckets: bs, ContextTokens: ctxTokens})
+			if err != nil {
+				return err
+			}
+			if out == "-" {
+				return p.Encode(cmd.OutOrStdout())
+			}
+			if err := p.WriteFile(out); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: target %s, %d phases, %d kernels, %d buffers, arena %d bytes, %s\n",
+				out, p.Target, len(p.Phases), len(p.Kernels), len(p.Buffers), p.ArenaBytes, p.Hash())
+			return nil
+		},
+	}
+	c.Flags().StringVar(&dir, "model-dir", "", "checkpoint directory (default: the embedded Qwen3.6-35B-A3B config)")
+	c.Flags().StringVar(&target, "target", "cpu", "target: "+strings.Join(plan.Targets, ", "))
+	c.Flags().StringVar(&buckets, "buckets", "1024,2048,4096,8192", "prefill bucket sizes, increasing")
+	c.Flags().IntVar(&ctxTokens, "context-tokens", 262144, "context capacity (prompt + output tokens)")
+	c.Flags().StringVar(&out, "out", "-", "output file (- for stdout)")
+	return c
+}
+
+func irCmd() *cobra.Command {
+	var dir, step string
+	var ctxTokens int
+	c := &cobra.Command{
+		Use:   "ir",
+		Short: "Print the IR graph of one step (prefill:N, decode or logits:N)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, err := model(dir)
+			if err != nil {
+				return err
+			}
+			kind, n, _ := strings.Cut(step, ":")
+			s := planner.Step{Kind: kind, Tokens: 1, ContextTokens: ctxTokens, KVDType: "f32", Chunk: 64}
+			if kind != plan.DecodeStep {
+				if s.Tokens, err = strconv.Atoi(n); err != nil || s.Tokens <= 0 {
+					return fmt.Errorf("--step %q: want prefill:N, decode or logits:N", step)
+				}
+			}
+			s.MaxTokens = max(s.Tokens, 1)
+			g, err := planner.Lower(m, s)
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(cmd.OutOrStdout(), g.Dump())
+			return nil
+		},
+	}
+	c.Flags().StringVar(&dir, "model-dir", "", "checkpoint directory (default: the embedded Qwen3.6-35B-A3B config)")
+	c.Flags().StringVar(&step, "step", "decode", "step to lower: prefill:N, decode or logits:N")
+	c.Flags().IntVar(&ctxTokens, "context-tokens", 4096, "context capacity")
+	return c
+}
+
+func synthCmd() *cobra.Command {
+	var o synth.Options
+	c := &cobra.Command{
+		Use:   "synth",
+		Short: "Write a deterministic random checkpoint in the real on-disk layout",
+		Long: `Write a random checkpoint: nested config, model.language_model.* tensors in
+several safetensors shards with an index, lm_head at the root, fused experts,
+decoy vision and MTP tensors, and a tokenizer and chat template of its own.
+"tiny" is small enough for tests and has every architectural feature; "full"
+has the real widths (use --layers to keep it on disk).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Out == "" {
+				return fmt.Errorf("--out is required")
+			}
+			if term.IsTerminal(int(os.Stderr.Fd())) {
+				o.Progress = progress(cmd)
+			}
+			if err := synth.Write(o); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s checkpoint to %s\n", o.Preset, o.Out)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&o.Preset, "preset", "tiny", "preset: "+strings.Join(synth.Presets(), ", "))
+	c.Flags().IntVar(&o.Layers, "layers", 0, "number of layers (default: the preset's)")
+	c.Flags().Uint64Var(&o.Seed, "seed", 1, "random seed")
+	c.Flags().StringVar(&o.Out, "out", "", "output directory (must not exist or be empty)")
+	return c
+}

@@ -1,0 +1,133 @@
+// Package loader wires a model directory and a plan into a running engine:
+// open and validate the checkpoint, read or make the plan, check that they
+// belong together, and start the backend. Commands and the server share it.
+package loader
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/aimaproject/aimac/checkpoint"
+	"github.com/aimaproject/aimac/plan"
+	"github.com/aimaproject/aimac/planner"
+	"github.com/aimaproject/aimac/runtime"
+)
+
+// Options say what to load.
+type Options struct {
+	ModelDir string
+	// PlanFile is a plan made by `aimac plan`; empty plans the model now.
+	PlanFile string
+	// For a plan made now: the target, buckets and context size.
+	Target        string
+	Buckets       []int
+	ContextTokens int
+}
+
+// Loaded is a ready engine with what it was made from.
+type Loaded struct {
+	Engine     *runtime.Engine
+	Checkpoint *checkpoint.Checkpoint
+	Plan       *plan.Plan
+	// TokenizerVocab is the number of real token ids (0 when the model
+	// directory has no tokenizer.json): ids at or above it are padding.
+	TokenizerVocab int
+}
+
+// Open loads the model. The caller closes the result.
+func Open(o Options) (*Loaded, error) {
+	ck, err := checkpoint.Open(o.ModelDir)
+	if err != nil {
+		return nil, err
+	}
+	m, err := planner.FromCheckpoint(filepath.Base(o.ModelDir), ck)
+	if err != nil {
+		ck.Close()
+		return nil, err
+	}
+	var p *plan.Plan
+	if o.PlanFile != "" {
+		if p, err = plan.ReadFile(o.PlanFile); err != nil {
+			ck.Close()
+			return nil, err
+		}
+		if p.Model.Fingerprint != m.Fingerprint() {
+			ck.Close()
+			return nil, fmt.Errorf("plan %s was made for model %s, but %s is %s", o.PlanFile, p.Model.Fingerprint, o.ModelDir, m.Fingerprint())
+		}
+	} else {
+		target := o.Target
+		if target == "" {
+			target = "cpu"
+		}
+		if p, err = planner.Plan(m, planner.Options{Target: target, Buckets: o.Buckets, ContextTokens: o.ContextTokens}); err != nil {
+			ck.Close()
+			return nil, err
+		}
+	}
+	be, err := Backend(p.Target)
+	if err != nil {
+		ck.Close()
+		return nil, err
+	}
+	e, err := runtime.NewEngine(p, be, runtime.CheckpointWeights(ck))
+	if err != nil {
+		ck.Close()
+		return nil, err
+	}
+	vocab, err := TokenizerVocab(o.ModelDir)
+	if err != nil {
+		e.Close()
+		ck.Close()
+		return nil, err
+	}
+	return &Loaded{Engine: e, Checkpoint: ck, Plan: p, TokenizerVocab: vocab}, nil
+}
+
+// Close releases the engine and the checkpoint's mappings.
+func (l *Loaded) Close() error {
+	return errors.Join(l.Engine.Close(), l.Checkpoint.Close())
+}
+
+// Backend returns the backend that runs plans for target.
+func Backend(target string) (runtime.Backend, error) {
+	switch target {
+	case "cpu":
+		return runtime.NewCPU(), nil
+	}
+	return nil, fmt.Errorf("target %s: no backend in this build runs it yet (plans for it can be made and inspected)", target)
+}
+
+// TokenizerVocab counts the ids of DIR/tokenizer.json: one past the largest
+// id of its vocabulary and added tokens. 0 when there is no such file.
+func TokenizerVocab(dir string) (int, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var tj struct {
+		Model struct {
+			Vocab map[string]int `json:"vocab"`
+		} `json:"model"`
+		AddedTokens []struct {
+			ID int `json:"id"`
+		} `json:"added_tokens"`
+	}
+	if err := json.Unmarshal(data, &tj); err != nil {
+		return 0, fmt.Errorf("%s: %w", filepath.Join(dir, "tokenizer.json"), err)
+	}
+	n := 0
+	for _, id := range tj.Model.Vocab {
+		n = max(n, id+1)
+	}
+	for _, t := range tj.AddedTokens {
+		n = max(n, t.ID+1)
+	}
+	return n, nil
+}

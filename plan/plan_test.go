@@ -1,0 +1,83 @@
+package plan_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/aimaproject/aimac/arch"
+	"github.com/aimaproject/aimac/plan"
+	"github.com/aimaproject/aimac/planner"
+)
+
+func tinyPlan(t testing.TB) *plan.Plan {
+	t.Helper()
+	c, err := arch.ParseConfig([]byte(`{"hidden_size":16,"num_hidden_layers":4,"vocab_size":40,"num_attention_heads":2,
+	"num_key_value_heads":1,"head_dim":8,"linear_num_key_heads":1,"linear_num_value_heads":2,"linear_key_head_dim":4,
+	"linear_value_head_dim":4,"linear_conv_kernel_dim":4,"num_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":8,
+	"shared_expert_intermediate_size":8,"partial_rotary_factor":0.5}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.Plan(planner.FromConfig("tiny", c), planner.Options{Target: "cpu", Buckets: []int{4, 8}, ContextTokens: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestValidateRejects corrupts a valid plan in one place at a time.
+func TestValidateRejects(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(p *plan.Plan)
+		want   string
+	}{
+		{"format", func(p *plan.Plan) { p.Format = "x" }, `format "x"`},
+		{"target", func(p *plan.Plan) { p.Target = "tpu" }, `target "tpu"`},
+		{"bytes", func(p *plan.Plan) { p.Buffers[0].Bytes++ }, "bytes, shape"},
+		{"dtype", func(p *plan.Plan) { p.Buffers[0].DType = "f8" }, `unknown dtype "f8"`},
+		{"unknown kernel", func(p *plan.Plan) { p.Phases[0].Launches[0].Kernel = "nope" }, `unknown kernel "nope"`},
+		{"unknown buffer", func(p *plan.Plan) { p.Phases[0].Launches[0].Args[0].Buffer = "nope" }, `unknown buffer "nope"`},
+		{"offset past the end", func(p *plan.Plan) { p.Phases[0].Launches[1].Args[1].Offset = 1 << 20 }, "reaches element"},
+		{"misaligned offset", func(p *plan.Plan) { p.Phases[0].Launches[1].Args[1].Offset = 3 }, "not a multiple"},
+		{"arena overflow", func(p *plan.Plan) { p.ArenaBytes = 8 }, "outside the arena"},
+		{"missing parameter", func(p *plan.Plan) {
+			for k := range p.Kernels[0].Params {
+				delete(p.Kernels[0].Params, k)
+			}
+		}, "missing"},
+		{"too few args", func(p *plan.Plan) { l := &p.Phases[0].Launches[0]; l.Args = l.Args[:1] }, "operands, want"},
+	}
+	for _, tt := range tests {
+		p := tinyPlan(t)
+		tt.modify(p)
+		err := p.Validate()
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want it to contain %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+func TestDecodeRejectsUnknownFields(t *testing.T) {
+	b := tinyPlan(t).Bytes()
+	b = bytes.Replace(b, []byte(`"format"`), []byte(`"extra": 1, "format"`), 1)
+	if _, err := plan.Decode(bytes.NewReader(b)); err == nil || !strings.Contains(err.Error(), "unknown field") {
+		t.Errorf("error %v, want unknown field", err)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add(tinyPlan(f).Bytes())
+	f.Add([]byte(`{"format":"aimac-plan/1"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := plan.Decode(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		// A plan that validates re-encodes to a plan that validates.
+		if _, err := plan.Decode(bytes.NewReader(p.Bytes())); err != nil {
+			t.Fatalf("re-encoded plan fails: %v", err)
+		}
+	})
+}
