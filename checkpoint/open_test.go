@@ -316,9 +316,11 @@ func TestOpenDamaged(t *testing.T) {
 			},
 		},
 		{
-			name:   "wrong shape",
-			damage: func(t *testing.T, f *fixture) { f.tensor(t, np+"layers.3.self_attn.q_proj.weight").Shape = []int64{16, 32} },
-			want:   []string{s2 + "tensor model.language_model.layers.3.self_attn.q_proj.weight: shape [16 32], want [32 16]"},
+			name: "wrong shape",
+			damage: func(t *testing.T, f *fixture) {
+				f.tensor(t, np+"layers.3.self_attn.q_proj.weight").Shape = []int64{16, 32}
+			},
+			want: []string{s2 + "tensor model.language_model.layers.3.self_attn.q_proj.weight: shape [16 32], want [32 16]"},
 		},
 		{
 			name: "index maps to the wrong shard",

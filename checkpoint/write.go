@@ -138,7 +138,7 @@ func encodeHeader(tensors []WriteTensor, metadata map[string]string) ([]byte, er
 func writeJSONString(b *bytes.Buffer, s string) {
 	enc := json.NewEncoder(b)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a valid UTF-8 string always encodes
+	_ = enc.Encode(s)       // a valid UTF-8 string always encodes
 	b.Truncate(b.Len() - 1) // Encode's newline
 }
 
