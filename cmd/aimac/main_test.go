@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aimaproject/aimac/plans"
+)
+
+// run executes the CLI with args and returns stdout, stderr and the error.
+func run(args ...string) (string, string, error) {
+	c := root()
+	var out, errb bytes.Buffer
+	c.SetOut(&out)
+	c.SetErr(&errb)
+	c.SetArgs(args)
+	err := c.Execute()
+	return out.String(), errb.String(), err
+}
+
+// TestPlanEmbeddedIsFrozen: `aimac plan` with no model directory writes the
+// real model's plan, byte-identical on every run and equal to plans/.
+func TestPlanEmbeddedIsFrozen(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")
+	for _, f := range []string{a, b} {
+		if _, _, err := run("plan", "--target", "cpu", "--out", f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ab, _ := os.ReadFile(a)
+	bb, _ := os.ReadFile(b)
+	frozen, err := plans.Frozen("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(ab, bb) || !bytes.Equal(ab, frozen) {
+		t.Error("aimac plan output differs between runs or from the frozen plan")
+	}
+}
+
+func TestSynthPlanAndDamage(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tiny")
+	if _, _, err := run("synth", "--preset", "tiny", "--seed", "3", "--out", dir); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := run("plan", "--model-dir", dir, "--target", "gfx1151", "--buckets", "16,64", "--context-tokens", "256")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"target": "gfx1151"`) {
+		t.Errorf("plan output lacks the target:\n%.300s", out)
+	}
+	if out, _, err := run("ir", "--model-dir", dir, "--step", "prefill:16"); err != nil || !strings.Contains(out, "gated_delta_chunked") {
+		t.Errorf("ir dump: %v\n%.300s", err, out)
+	}
+	// Refuse to overwrite, then damage the checkpoint: every problem named.
+	if _, _, err := run("synth", "--preset", "tiny", "--out", dir); err == nil {
+		t.Error("synth overwrote a non-empty directory")
+	}
+	shards, _ := filepath.Glob(filepath.Join(dir, "model-*.safetensors"))
+	if len(shards) < 2 {
+		t.Fatalf("want several shards, got %v", shards)
+	}
+	if err := os.Truncate(shards[0], 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(shards[1]); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = run("plan", "--model-dir", dir)
+	if err == nil {
+		t.Fatal("plan accepted a damaged checkpoint")
+	}
+	for _, want := range []string{filepath.Base(shards[0]), filepath.Base(shards[1])} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not name %s:\n%v", want, err)
+		}
+	}
+}
+
+func TestFlagErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan", "--buckets", "8,x"}, `"x" is not an integer`},
+		{[]string{"plan", "--target", "tpu"}, `target "tpu"`},
+		{[]string{"plan", "--model-dir", "/nonexistent"}, "config.json"},
+		{[]string{"synth", "--preset", "huge", "--out", "x"}, "huge"},
+		{[]string{"synth"}, "--out is required"},
+		{[]string{"ir", "--step", "prefill:zero"}, "want prefill:N"},
+	}
+	for _, tt := range tests {
+		_, _, err := run(tt.args...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: error %v, want %q", tt.args, err, tt.want)
+		}
+	}
+}

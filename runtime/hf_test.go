@@ -1,0 +1,147 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/aimaproject/aimac/loader"
+	"github.com/aimaproject/aimac/npy"
+	"github.com/aimaproject/aimac/runtime"
+)
+
+// hfFixture is the committed HuggingFace transformers reference: a small
+// random qwen3_5_moe checkpoint in the real layout and fp32 logits made by
+// oracle/hf_fixture.py.
+const hfFixture = "../testdata/hf-tiny"
+
+type reference struct {
+	Prompts []struct {
+		Tokens []int32 `json:"tokens"`
+		Logits string  `json:"logits"`
+	} `json:"prompts"`
+	Greedy struct {
+		Prompt []int32 `json:"prompt"`
+		Tokens []int32 `json:"tokens"`
+	} `json:"greedy"`
+}
+
+func readReference(t *testing.T) reference {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(hfFixture, "reference.json"))
+	if err != nil {
+		t.Fatalf("HuggingFace fixture: %v (regenerate it with oracle/hf_fixture.py)", err)
+	}
+	var ref reference
+	if err := json.Unmarshal(data, &ref); err != nil {
+		t.Fatal(err)
+	}
+	if len(ref.Prompts) == 0 || len(ref.Greedy.Tokens) == 0 {
+		t.Fatal("reference.json has no prompts or no greedy continuation")
+	}
+	return ref
+}
+
+// klDivergence is KL(p‖q) of the softmaxes of two logit rows, in float64.
+func klDivergence(p, q []float32) float64 {
+	lp, lq := logSoftmax(p), logSoftmax(q)
+	var kl float64
+	for i := range lp {
+		kl += math.Exp(lp[i]) * (lp[i] - lq[i])
+	}
+	return kl
+}
+
+func logSoftmax(x []float32) []float64 {
+	m := math.Inf(-1)
+	for _, v := range x {
+		m = math.Max(m, float64(v))
+	}
+	var s float64
+	for _, v := range x {
+		s += math.Exp(float64(v) - m)
+	}
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = float64(v) - m - math.Log(s)
+	}
+	return out
+}
+
+// TestHuggingFaceLogits holds the CPU backend to transformers: max
+// per-position KLD ≤ 1e-4 and the same top-1 at every position, for prompts
+// that cross the GDN chunk and, with small buckets, several prefill segments
+// with a masked tail.
+func TestHuggingFaceLogits(t *testing.T) {
+	ref := readReference(t)
+	for _, buckets := range [][]int{{256}, {16, 64}} {
+		l, err := loader.Open(loader.Options{ModelDir: hfFixture, Buckets: buckets, ContextTokens: 512})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ref.Prompts {
+			shape, want, err := npy.ReadFile(filepath.Join(hfFixture, p.Logits))
+			if err != nil {
+				t.Fatal(err)
+			}
+			V := shape[1]
+			if shape[0] != len(p.Tokens) || V != l.Engine.Vocab() {
+				t.Fatalf("%s: shape %v for %d tokens, vocab %d", p.Logits, shape, len(p.Tokens), l.Engine.Vocab())
+			}
+			if err := l.Engine.Reset(); err != nil {
+				t.Fatal(err)
+			}
+			var maxKL float64
+			mismatches := 0
+			last, err := l.Engine.Prefill(context.Background(), p.Tokens, func(start int, rows [][]float32) error {
+				for i, got := range rows {
+					pos := start + i
+					w := want[pos*V : (pos+1)*V]
+					maxKL = math.Max(maxKL, klDivergence(w, got))
+					if runtime.Argmax(w) != runtime.Argmax(got) {
+						mismatches++
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lastWant := want[(len(p.Tokens)-1)*V:]
+			if kl := klDivergence(lastWant, last); kl > 1e-4 {
+				t.Errorf("buckets %v, %d tokens: next-token logits KLD %.3g", buckets, len(p.Tokens), kl)
+			}
+			t.Logf("buckets %v, %3d tokens: max KLD %.3g, top-1 mismatches %d", buckets, len(p.Tokens), maxKL, mismatches)
+			if maxKL > 1e-4 || mismatches > 0 {
+				t.Errorf("buckets %v, %d tokens: max KLD %.3g (limit 1e-4), %d top-1 mismatches", buckets, len(p.Tokens), maxKL, mismatches)
+			}
+		}
+		l.Close()
+	}
+}
+
+// TestHuggingFaceGreedy: the 24-token greedy continuation equals transformers'.
+func TestHuggingFaceGreedy(t *testing.T) {
+	ref := readReference(t)
+	l, err := loader.Open(loader.Options{ModelDir: hfFixture, Buckets: []int{4, 16}, ContextTokens: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	s, err := runtime.NewSampler(runtime.SamplerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.Engine.Generate(context.Background(), ref.Greedy.Prompt, len(ref.Greedy.Tokens), s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(ref.Greedy.Tokens, got); diff != "" {
+		t.Errorf("greedy continuation (-transformers +ours):\n%s", diff)
+	}
+}

@@ -1,0 +1,132 @@
+package runtime
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestArgmax(t *testing.T) {
+	nan := float32(math.NaN())
+	tests := []struct {
+		in   []float32
+		want int32
+	}{
+		{[]float32{1, 3, 2}, 1},
+		{[]float32{5, 5, 1}, 0}, // first of equal maxima, as torch.argmax
+		{[]float32{nan, 1, 2}, 2},
+		{[]float32{-1}, 0},
+	}
+	for _, tt := range tests {
+		if got := Argmax(tt.in); got != tt.want {
+			t.Errorf("Argmax(%v) = %d, want %d", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestSampler(t *testing.T) {
+	logits := []float32{0.5, 2, 1.9, -1, 10}
+	draw := func(c SamplerConfig, n int) []int32 {
+		s, err := NewSampler(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int32
+		for i := 0; i < n; i++ {
+			out = append(out, s.Sample(logits))
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		c    SamplerConfig
+		want []int32
+	}{
+		{"greedy", SamplerConfig{}, []int32{4, 4, 4}},
+		{"vocab limit masks padding ids", SamplerConfig{VocabLimit: 4}, []int32{1, 1, 1}},
+		{"top-k 1 is greedy", SamplerConfig{Temperature: 5, TopK: 1, Seed: 3}, []int32{4, 4, 4}},
+		{"tiny top-p is greedy", SamplerConfig{Temperature: 1, TopP: 1e-9, Seed: 3}, []int32{4, 4, 4}},
+		{"top-k 2 under a limit", SamplerConfig{Temperature: 1000, TopK: 2, VocabLimit: 4, Seed: 7}, nil},
+	}
+	for _, tt := range tests {
+		got := draw(tt.c, 3)
+		if tt.want == nil {
+			for _, id := range got {
+				if id != 1 && id != 2 {
+					t.Errorf("%s: drew %d, want 1 or 2", tt.name, id)
+				}
+			}
+			continue
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
+		}
+	}
+	// Seeded sampling is reproducible and the seed matters.
+	hot := SamplerConfig{Temperature: 100, Seed: 42}
+	a, b := draw(hot, 64), draw(hot, 64)
+	if diff := cmp.Diff(a, b); diff != "" {
+		t.Errorf("same seed, different draws:\n%s", diff)
+	}
+	hot.Seed = 43
+	if cmp.Equal(a, draw(hot, 64)) {
+		t.Error("a different seed gave the same 64 draws")
+	}
+}
+
+func TestSamplerFrequencies(t *testing.T) {
+	// At temperature 1, draws follow the softmax.
+	logits := []float32{0, float32(math.Log(3))}
+	s, err := NewSampler(SamplerConfig{Temperature: 1, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ones := 0
+	const n = 20000
+	for i := 0; i < n; i++ {
+		ones += int(s.Sample(logits))
+	}
+	if f := float64(ones) / n; math.Abs(f-0.75) > 0.02 {
+		t.Errorf("token 1 drawn %.3f of the time, want 0.75", f)
+	}
+}
+
+func TestSamplerConfigErrors(t *testing.T) {
+	tests := []struct {
+		c    SamplerConfig
+		want string
+	}{
+		{SamplerConfig{Temperature: -1}, "temperature"},
+		{SamplerConfig{Temperature: math.Inf(1)}, "temperature"},
+		{SamplerConfig{TopK: -2}, "top_k"},
+		{SamplerConfig{TopP: 1.5}, "top_p"},
+		{SamplerConfig{VocabLimit: -1}, "vocab limit"},
+	}
+	for _, tt := range tests {
+		if _, err := NewSampler(tt.c); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: error %v, want %q", tt.c, err, tt.want)
+		}
+	}
+}
+
+func TestSegments(t *testing.T) {
+	tests := []struct {
+		n       int
+		buckets []int
+		want    []Segment
+	}{
+		{1, []int{4, 16}, []Segment{{0, 1, 4}}},
+		{4, []int{4, 16}, []Segment{{0, 4, 4}}},
+		{5, []int{4, 16}, []Segment{{0, 5, 16}}},
+		{16, []int{4, 16}, []Segment{{0, 16, 16}}},
+		{17, []int{4, 16}, []Segment{{0, 16, 16}, {16, 1, 4}}},
+		{37, []int{4, 16}, []Segment{{0, 16, 16}, {16, 16, 16}, {32, 5, 16}}},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, Segments(tt.n, tt.buckets)); diff != "" {
+			t.Errorf("Segments(%d, %v) (-want +got):\n%s", tt.n, tt.buckets, diff)
+		}
+	}
+}
