@@ -34,7 +34,7 @@ func TestParseHeader(t *testing.T) {
 					{Name: "a", DType: arch.BF16, Shape: []int64{2, 1}, Begin: 0, End: 4},
 					{Name: "b", DType: arch.F32, Shape: []int64{2}, Begin: 4, End: 12},
 				},
-				Metadata:  map[string]string{"format": "pt"},
+				Metadata: map[string]string{"format": "pt"},
 			},
 		},
 		{
@@ -185,9 +185,9 @@ func TestParseHeader(t *testing.T) {
 			problems: []string{"tensor t: shape [4611686018427387904 2] of F32: byte size overflows int64"},
 		},
 		{
-			name:     "zero dimension beats overflow",
-			file:     rawFile(one(entry(`"F64"`, `[9223372036854775807,9223372036854775807,0]`, `[0,0]`)), 0),
-			want:     &result{Tensors: []TensorInfo{{Name: "t", DType: F64, Shape: []int64{9223372036854775807, 9223372036854775807, 0}}}},
+			name: "zero dimension beats overflow",
+			file: rawFile(one(entry(`"F64"`, `[9223372036854775807,9223372036854775807,0]`, `[0,0]`)), 0),
+			want: &result{Tensors: []TensorInfo{{Name: "t", DType: F64, Shape: []int64{9223372036854775807, 9223372036854775807, 0}}}},
 		},
 		{
 			name:     "range outside the file",
