@@ -225,14 +225,11 @@ func (o *opener) findShards() {
 		if len(probs) == 0 {
 			o.mode = modeIndex
 			o.weightMap = wm
-			seen := map[string]bool{}
 			for _, f := range wm {
-				if !seen[f] {
-					seen[f] = true
-					o.order = append(o.order, f)
-				}
+				o.order = append(o.order, f)
 			}
 			slices.Sort(o.order)
+			o.order = slices.Compact(o.order)
 			return
 		}
 	} else {
@@ -452,7 +449,7 @@ func (o *opener) checkModel() {
 				groups[key] = &group{line: len(o.probs), count: 1}
 				o.probs = append(o.probs, perExpertLine(s.name, c.Prefix, layer, 1))
 			default:
-				o.addTensor(s.name, t.Name, "unexpected: not a tensor of the %s text model", "qwen3_5_moe")
+				o.addTensor(s.name, t.Name, "unexpected: not a tensor of the qwen3_5_moe text model")
 			}
 		}
 	}
