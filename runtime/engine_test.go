@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
@@ -93,17 +94,26 @@ func compareRows(t *testing.T, what string, want, got [][]float32) {
 }
 
 // TestBucketComposition: prompts of every length around the bucket and
-// chunk edges, run as compositions of small buckets with a masked tail,
-// give the single-shot logits.
+// chunk edges, run as compositions of small buckets with a masked tail and
+// then decoded further, give the single-shot logits: padding rows never
+// touch the state the decode steps read.
 func TestBucketComposition(t *testing.T) {
 	single := open(t, []int{256}, 512)
 	composed := open(t, []int{8, 32}, 512)
 	V := single.Engine.Vocab()
+	const decoded = 3
 	for _, n := range []int{1, 7, 8, 9, 31, 32, 33, 63, 64, 65, 97, 130} {
-		p := prompt(n, V)
-		want := teacherForced(t, single.Engine, p)
-		got := teacherForced(t, composed.Engine, p)
-		compareRows(t, "composed prefill", want, got)
+		seq := prompt(n+decoded, V)
+		want := teacherForced(t, single.Engine, seq)
+		got := teacherForced(t, composed.Engine, seq[:n])
+		for _, tok := range seq[n:] {
+			l, err := composed.Engine.Decode(context.Background(), tok)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, l)
+		}
+		compareRows(t, fmt.Sprintf("%d tokens composed, then decoded", n), want[:n+decoded-1], got[:n+decoded-1])
 	}
 }
 

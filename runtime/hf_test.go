@@ -47,32 +47,6 @@ func readReference(t *testing.T) reference {
 	return ref
 }
 
-// klDivergence is KL(p‖q) of the softmaxes of two logit rows, in float64.
-func klDivergence(p, q []float32) float64 {
-	lp, lq := logSoftmax(p), logSoftmax(q)
-	var kl float64
-	for i := range lp {
-		kl += math.Exp(lp[i]) * (lp[i] - lq[i])
-	}
-	return kl
-}
-
-func logSoftmax(x []float32) []float64 {
-	m := math.Inf(-1)
-	for _, v := range x {
-		m = math.Max(m, float64(v))
-	}
-	var s float64
-	for _, v := range x {
-		s += math.Exp(float64(v) - m)
-	}
-	out := make([]float64, len(x))
-	for i, v := range x {
-		out[i] = float64(v) - m - math.Log(s)
-	}
-	return out
-}
-
 // TestHuggingFaceLogits holds the CPU backend to transformers: max
 // per-position KLD ≤ 1e-4 and the same top-1 at every position, for prompts
 // that cross the GDN chunk and, with small buckets, several prefill segments
