@@ -108,6 +108,7 @@ func (p *Plan) Validate() error {
 		if _, err := p.Graph(pi); err != nil {
 			fail("phase %s: %w", ph.Name, err)
 		}
+		checkLifetimes(ph, fail)
 		for i := range ph.Buffers {
 			b := &ph.Buffers[i]
 			checkBuffer(b, "phase "+ph.Name+": buffer", fail)
@@ -120,6 +121,38 @@ func (p *Plan) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkLifetimes requires every activation's uses to fall inside its
+// declared live range and buffers with intersecting ranges to be disjoint
+// in the arena.
+func checkLifetimes(ph *Phase, fail func(string, ...any)) {
+	local := map[string]*Buffer{}
+	for i := range ph.Buffers {
+		b := &ph.Buffers[i]
+		if len(b.Live) != 2 || b.Live[0] < 0 || b.Live[0] > b.Live[1] || b.Live[1] >= len(ph.Launches) {
+			fail("phase %s: buffer %s: live range %v is not [first, last] launch", ph.Name, b.Name, b.Live)
+			return
+		}
+		local[b.Name] = b
+	}
+	for li, l := range ph.Launches {
+		for _, a := range l.Args {
+			if b := local[a.Buffer]; b != nil && (li < b.Live[0] || li > b.Live[1]) {
+				fail("phase %s: launch %d uses %s outside its live range %v", ph.Name, li, b.Name, b.Live)
+			}
+		}
+	}
+	for i := range ph.Buffers {
+		a := &ph.Buffers[i]
+		for j := i + 1; j < len(ph.Buffers); j++ {
+			b := &ph.Buffers[j]
+			live := a.Live[0] <= b.Live[1] && b.Live[0] <= a.Live[1]
+			if live && a.Offset < b.Offset+b.Bytes && b.Offset < a.Offset+a.Bytes {
+				fail("phase %s: buffers %s and %s are live together and overlap in the arena", ph.Name, a.Name, b.Name)
+			}
+		}
+	}
 }
 
 func checkBuffer(b *Buffer, where string, fail func(string, ...any)) {

@@ -65,6 +65,9 @@ type Buffer struct {
 	// to the model prefix) and SourceDType its stored type when it differs.
 	Tensor      string `json:"tensor,omitempty"`
 	SourceDType string `json:"source_dtype,omitempty"`
+	// Live is an activation's first and last launch: buffers whose live
+	// ranges intersect never share arena bytes.
+	Live []int `json:"live,omitempty"`
 }
 
 // Kernel is one specialized kernel: a family and the compile-time

@@ -47,6 +47,11 @@ func TestValidateRejects(t *testing.T) {
 				delete(p.Kernels[0].Params, k)
 			}
 		}, "missing"},
+		{"overlapping live buffers", func(p *plan.Plan) {
+			b := p.Phases[0].Buffers
+			b[1].Offset, b[1].Live = b[0].Offset, b[0].Live
+		}, "live together and overlap"},
+		{"use outside the live range", func(p *plan.Plan) { p.Phases[0].Buffers[0].Live = []int{5, 6} }, "outside its live range"},
 		{"too few args", func(p *plan.Plan) { l := &p.Phases[0].Launches[0]; l.Args = l.Args[:1] }, "operands, want"},
 	}
 	for _, tt := range tests {

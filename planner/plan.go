@@ -138,7 +138,7 @@ func (s *scheduler) phase(kind string, g *ir.Graph) error {
 		s.globals[t.Name] = len(s.p.Buffers)
 		s.p.Buffers = append(s.p.Buffers, b)
 	}
-	offsets, arena := placeArena(g)
+	offsets, live, arena := placeArena(g)
 	s.p.ArenaBytes = max(s.p.ArenaBytes, arena)
 	for _, t := range g.Tensors {
 		if t.Role.Persistent() {
@@ -146,6 +146,7 @@ func (s *scheduler) phase(kind string, g *ir.Graph) error {
 		}
 		b := buffer(t)
 		b.Offset = offsets[t.ID]
+		b.Live = live[t.ID]
 		ph.Buffers = append(ph.Buffers, b)
 	}
 	for _, op := range g.Ops {
@@ -196,7 +197,7 @@ func kernelFor(op *ir.Op) plan.Kernel {
 // placeArena gives every activation an arena offset: intervals of first
 // and last use, placed largest first at the lowest aligned offset that does
 // not overlap a placed buffer whose interval intersects.
-func placeArena(g *ir.Graph) (map[int]int64, int64) {
+func placeArena(g *ir.Graph) (offsets map[int]int64, live map[int][]int, arena int64) {
 	first, last := map[int]int{}, map[int]int{}
 	for i, op := range g.Ops {
 		for _, o := range op.Operands {
@@ -223,8 +224,7 @@ func placeArena(g *ir.Graph) (map[int]int64, int64) {
 		start, end int64
 	}
 	var placed []slot
-	offsets := map[int]int64{}
-	var arena int64
+	offsets, live = map[int]int64{}, map[int][]int{}
 	for _, t := range acts {
 		size := (t.Bytes() + arenaAlign - 1) / arenaAlign * arenaAlign
 		var busy []slot
@@ -242,8 +242,9 @@ func placeArena(g *ir.Graph) (map[int]int64, int64) {
 			off = max(off, s.end)
 		}
 		offsets[t.ID] = off
+		live[t.ID] = []int{first[t.ID], last[t.ID]}
 		placed = append(placed, slot{t, off, off + size})
 		arena = max(arena, off+size)
 	}
-	return offsets, arena
+	return offsets, live, arena
 }

@@ -61,7 +61,7 @@ func TestProbeErrors(t *testing.T) {
 		{[]string{"probe", "generate", "--model-dir", "x", "--tokens", "1,a"}, `"a" is not a token id`},
 		{[]string{"probe", "generate", "--model-dir", "x"}, "--tokens is required"},
 		{[]string{"probe", "logits", "--model-dir", "x", "--tokens", "1"}, "--out is required"},
-		{[]string{"probe", "generate", "--model-dir", "/nonexistent", "--tokens", "1"}, "config.json"},
+		{[]string{"probe", "generate", "--model-dir", "/nonexistent", "--tokens", "1"}, "/nonexistent: not a readable directory"},
 	}
 	for _, tt := range tests {
 		_, err := run(tt.args...)

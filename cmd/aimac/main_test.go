@@ -89,7 +89,7 @@ func TestFlagErrors(t *testing.T) {
 	}{
 		{[]string{"plan", "--buckets", "8,x"}, `"x" is not an integer`},
 		{[]string{"plan", "--target", "tpu"}, `target "tpu"`},
-		{[]string{"plan", "--model-dir", "/nonexistent"}, "config.json"},
+		{[]string{"plan", "--model-dir", "/nonexistent"}, "/nonexistent: not a readable directory"},
 		{[]string{"synth", "--preset", "huge", "--out", "x"}, "huge"},
 		{[]string{"synth"}, "--out is required"},
 		{[]string{"ir", "--step", "prefill:zero"}, "want prefill:N"},
