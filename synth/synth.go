@@ -42,7 +42,8 @@ type Options struct {
 	Out string
 	// ShardBytes caps a shard's tensor bytes (a larger tensor gets a shard of
 	// its own); 0 = the preset's default: a quarter of the weights for tiny
-	// (so it spans several shards), 4 GiB for full.
+	// (so it spans several shards), 4 GiB for full. A shard is generated in
+	// memory before it is written, so this is also about Write's peak memory.
 	ShardBytes int64
 	// Progress, if set, is called with the bytes of tensor data done so far
 	// and the total; done == total once every shard is on disk.

@@ -226,8 +226,11 @@ func pretokenize(text string) []string {
 	return out
 }
 
+// isLetterOrMark is the pattern's [\p{L}\p{M}] class.
 func isLetterOrMark(r rune) bool { return unicode.IsLetter(r) || unicode.IsMark(r) }
-func isNewline(r rune) bool      { return r == '\r' || r == '\n' }
+
+// isNewline is the pattern's [\r\n] class.
+func isNewline(r rune) bool { return r == '\r' || r == '\n' }
 
 // matchPiece returns the length (in runes, ≥ 1) of the pattern's match at rs[i:].
 func matchPiece(rs []rune, i int) int {

@@ -262,6 +262,7 @@ func (r *xoshiro) next() uint64 {
 	return out
 }
 
+// bitsRotl rotates x left by k bits.
 func bitsRotl(x uint64, k uint) uint64 { return x<<k | x>>(64-k) }
 
 // shardPlan is one safetensors file and the tensors it holds.
