@@ -122,10 +122,9 @@ func TestTinyOpens(t *testing.T) {
 		}
 		var sum int64
 		shards := map[string]bool{}
-		for name, info := range ck.Tensors {
+		for _, info := range ck.Tensors {
 			sum += info.End - info.Begin
 			shards[info.File] = true
-			_ = name
 		}
 		for _, p := range []string{"model.visual.", "mtp."} {
 			found := false
@@ -422,8 +421,6 @@ func TestTokenizerFiles(t *testing.T) {
 			Content string `json:"content"`
 			Special bool   `json:"special"`
 		} `json:"added_tokens_decoder"`
-		EOS, Pad, Class string
-		BOS             *string `json:"bos_token"`
 	}
 	if err := json.Unmarshal(files["tokenizer_config.json"], &tc); err != nil {
 		t.Fatalf("tokenizer_config.json: %v", err)
