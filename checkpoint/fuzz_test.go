@@ -3,8 +3,6 @@ package checkpoint
 import (
 	"bytes"
 	"encoding/binary"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -13,16 +11,9 @@ import (
 // FuzzParseHeader checks that no header panics the parser, and that every
 // header it accepts describes a well-formed file that survives a rewrite.
 func FuzzParseHeader(f *testing.F) {
-	fx := newFixture(f)
-	dir := f.TempDir()
-	path := filepath.Join(dir, shard3)
-	if err := WriteFile(path, fx.shard(shard3).tensors, map[string]string{"format": "pt"}); err != nil {
-		f.Fatal(err)
-	}
-	valid, err := os.ReadFile(path)
-	if err != nil {
-		f.Fatal(err)
-	}
+	// Seeds are built in memory: fuzz workers rerun this setup, and disk
+	// writes would slow every start.
+	valid := fileBytes(f, newFixture(f).shard(shard3).tensors, map[string]string{"format": "pt"})
 	f.Add(valid, uint16(0))
 	f.Add(valid[:200], uint16(0))
 	f.Add(valid[:len(valid)-1], uint16(1))
@@ -76,17 +67,8 @@ func FuzzParseHeader(f *testing.F) {
 		for i, ti := range tensors {
 			w[i] = WriteTensor{Name: ti.Name, DType: ti.DType, Shape: ti.Shape, Data: data[start+ti.Begin : start+ti.End]}
 		}
-		header, err := encodeHeader(w, meta)
-		if err != nil {
-			t.Fatalf("rewriting an accepted header: %v", err)
-		}
-		var file bytes.Buffer
-		binary.Write(&file, binary.LittleEndian, uint64(len(header)))
-		file.Write(header)
-		for _, wt := range w {
-			file.Write(wt.Data)
-		}
-		again, meta2, start2, err := ParseHeader(file.Bytes(), int64(file.Len()))
+		file := fileBytes(t, w, meta)
+		again, meta2, start2, err := ParseHeader(file, int64(len(file)))
 		if err != nil {
 			t.Fatalf("rewritten header rejected: %v", err)
 		}
@@ -103,11 +85,25 @@ func FuzzParseHeader(f *testing.F) {
 		for _, ti := range tensors {
 			a, ok := byName[ti.Name]
 			if !ok || a.DType != ti.DType || !cmp.Equal(a.Shape, ti.Shape) ||
-				!bytes.Equal(file.Bytes()[start2+a.Begin:start2+a.End], data[start+ti.Begin:start+ti.End]) {
+				!bytes.Equal(file[start2+a.Begin:start2+a.End], data[start+ti.Begin:start+ti.End]) {
 				t.Fatalf("tensor %q changed by the rewrite: %+v → %+v", ti.Name, ti, a)
 			}
 		}
 	})
+}
+
+// fileBytes is WriteFile's output, in memory.
+func fileBytes(t testing.TB, tensors []WriteTensor, meta map[string]string) []byte {
+	header, err := encodeHeader(tensors, meta)
+	if err != nil {
+		t.Fatalf("encoding a header: %v", err)
+	}
+	file := binary.LittleEndian.AppendUint64(nil, uint64(len(header)))
+	file = append(file, header...)
+	for _, wt := range tensors {
+		file = append(file, wt.Data...)
+	}
+	return file
 }
 
 // FuzzIndex checks that no index panics the parser and that every accepted
