@@ -109,8 +109,10 @@ func fileBytes(t testing.TB, tensors []WriteTensor, meta map[string]string) []by
 // FuzzIndex checks that no index panics the parser and that every accepted
 // index names only plain shard files and survives WriteIndex's encoding.
 func FuzzIndex(f *testing.F) {
-	fx := newFixture(f)
-	f.Add(encodeIndex(4096, fx.index()))
+	// A few entries: mutations of a large index would mostly re-parse the same keys.
+	f.Add(encodeIndex(4096, map[string]string{
+		"lm_head.weight": shard3, np + "norm.weight": shard2, np + "embed_tokens.weight": shard1,
+	}))
 	f.Add([]byte(`{"metadata":{"total_size":7.0e3},"weight_map":{"a":"s"}}`))
 	f.Add([]byte(`{"weight_map":{"a":"../s","b":1,"":"x","a":"y"}}`))
 	f.Add([]byte(`{"weight_map":{}}`))
