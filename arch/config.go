@@ -219,7 +219,7 @@ func (c *Config) check(where string) []error {
 	}
 	// Bounds that keep every derived size far inside int64 and memory.
 	for _, d := range []struct {
-		name string
+		name   string
 		v, max int
 	}{
 		{"hidden_size", c.HiddenSize, 1 << 16}, {"num_hidden_layers", c.NumHiddenLayers, 1024},

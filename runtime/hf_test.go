@@ -53,7 +53,7 @@ func readReference(t *testing.T) reference {
 // with a masked tail.
 func TestHuggingFaceLogits(t *testing.T) {
 	ref := readReference(t)
-	for _, buckets := range [][]int{{256}, {16, 64}} {
+	for _, buckets := range [][]int{{256}, {8, 32}} {
 		l, err := loader.Open(loader.Options{ModelDir: hfFixture, Buckets: buckets, ContextTokens: 512})
 		if err != nil {
 			t.Fatal(err)
