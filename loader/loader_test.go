@@ -1,0 +1,62 @@
+package loader
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aimaproject/aimac/checkpoint"
+	"github.com/aimaproject/aimac/planner"
+	"github.com/aimaproject/aimac/synth"
+)
+
+func TestOpenWithPlanFile(t *testing.T) {
+	tmp := t.TempDir()
+	a, b := filepath.Join(tmp, "a"), filepath.Join(tmp, "b")
+	if err := synth.Write(synth.Options{Preset: "tiny", Seed: 1, Out: a}); err != nil {
+		t.Fatal(err)
+	}
+	if err := synth.Write(synth.Options{Preset: "tiny", Seed: 2, Layers: 8, Out: b}); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := checkpoint.Open(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := planner.FromCheckpoint("a", ck)
+	ck.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{8, 32}, ContextTokens: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	planFile := filepath.Join(tmp, "a.plan.json")
+	if err := p.WriteFile(planFile); err != nil {
+		t.Fatal(err)
+	}
+
+	l, err := Open(Options{ModelDir: a, PlanFile: planFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Engine.Capacity() != 64 || l.TokenizerVocab != 933 {
+		t.Errorf("capacity %d, tokenizer vocab %d", l.Engine.Capacity(), l.TokenizerVocab)
+	}
+	l.Close()
+
+	// A plan made for another model is refused by fingerprint.
+	if _, err := Open(Options{ModelDir: b, PlanFile: planFile}); err == nil || !strings.Contains(err.Error(), "was made for model") {
+		t.Errorf("foreign plan: error %v", err)
+	}
+	// A plan for a target this build cannot run is refused clearly.
+	p.Target = "sm_90"
+	gpuPlan := filepath.Join(tmp, "gpu.plan.json")
+	if err := p.WriteFile(gpuPlan); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(Options{ModelDir: a, PlanFile: gpuPlan}); err == nil || !strings.Contains(err.Error(), "target sm_90") {
+		t.Errorf("gpu plan: error %v", err)
+	}
+}
