@@ -14,28 +14,49 @@ type SamplerConfig struct {
 	Temperature float64
 	TopK        int     // 0: no limit
 	TopP        float64 // 0 or 1: no nucleus cut
-	Seed        uint64
+	// MinP drops tokens whose probability is below MinP × the top one's.
+	MinP float64
+	// PresencePenalty and FrequencyPenalty subtract from the logits of
+	// tokens already generated (once, and per occurrence); OpenAI semantics.
+	PresencePenalty, FrequencyPenalty float64
+	// RepetitionPenalty (> 0, 1 = off) divides positive and multiplies
+	// negative logits of tokens in the prompt or the output.
+	RepetitionPenalty float64
+	Seed              uint64
 	// VocabLimit masks ids at or above it (vocabulary padding rows); 0: none.
 	VocabLimit int
 }
 
-// Sampler draws tokens; seeded, so a request is reproducible.
+// Sampler draws tokens; seeded, so a request is reproducible. It remembers
+// the tokens it produced (and the prompt) for the penalties.
 type Sampler struct {
-	cfg SamplerConfig
-	rng *rand.Rand
+	cfg    SamplerConfig
+	rng    *rand.Rand
+	counts map[int32]int  // generated tokens
+	prompt map[int32]bool // prompt tokens, for the repetition penalty
 }
 
 // NewSampler validates the configuration.
 func NewSampler(c SamplerConfig) (*Sampler, error) {
 	var errs []error
-	if c.Temperature < 0 || math.IsNaN(c.Temperature) || math.IsInf(c.Temperature, 0) {
+	bad := func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
+	if c.Temperature < 0 || bad(c.Temperature) {
 		errs = append(errs, fmt.Errorf("temperature %v: want a finite value ≥ 0", c.Temperature))
 	}
 	if c.TopK < 0 {
 		errs = append(errs, fmt.Errorf("top_k %d: want ≥ 0", c.TopK))
 	}
-	if c.TopP < 0 || c.TopP > 1 || math.IsNaN(c.TopP) {
+	if c.TopP < 0 || c.TopP > 1 || bad(c.TopP) {
 		errs = append(errs, fmt.Errorf("top_p %v: want 0 to 1", c.TopP))
+	}
+	if c.MinP < 0 || c.MinP > 1 || bad(c.MinP) {
+		errs = append(errs, fmt.Errorf("min_p %v: want 0 to 1", c.MinP))
+	}
+	if bad(c.PresencePenalty) || bad(c.FrequencyPenalty) {
+		errs = append(errs, errors.New("presence and frequency penalties must be finite"))
+	}
+	if c.RepetitionPenalty < 0 || bad(c.RepetitionPenalty) {
+		errs = append(errs, fmt.Errorf("repetition_penalty %v: want > 0", c.RepetitionPenalty))
 	}
 	if c.VocabLimit < 0 {
 		errs = append(errs, fmt.Errorf("vocab limit %d: want ≥ 0", c.VocabLimit))
@@ -43,16 +64,60 @@ func NewSampler(c SamplerConfig) (*Sampler, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return &Sampler{cfg: c, rng: rand.New(rand.NewPCG(c.Seed, c.Seed^0x9e3779b97f4a7c15))}, nil
+	return &Sampler{cfg: c, rng: rand.New(rand.NewPCG(c.Seed, c.Seed^0x9e3779b97f4a7c15)),
+		counts: map[int32]int{}, prompt: map[int32]bool{}}, nil
 }
 
-// Sample picks the next token id.
-func (s *Sampler) Sample(logits []float32) int32 {
-	v := len(logits)
-	if s.cfg.VocabLimit > 0 && s.cfg.VocabLimit < v {
-		v = s.cfg.VocabLimit
+// SetPrompt tells the repetition penalty which tokens the prompt holds.
+func (s *Sampler) SetPrompt(tokens []int32) {
+	for _, t := range tokens {
+		s.prompt[t] = true
 	}
-	logits = logits[:v]
+}
+
+// TokenLogprob is the log-probability of a chosen token under the model's
+// distribution (before temperature and penalties), with the most likely
+// alternatives.
+type TokenLogprob struct {
+	ID      int32
+	Logprob float64
+	Top     []Alternative
+}
+
+// Alternative is one of the most likely tokens at a position.
+type Alternative struct {
+	ID      int32
+	Logprob float64
+}
+
+// Sample picks the next token id and records it.
+func (s *Sampler) Sample(logits []float32) int32 {
+	id := s.pick(logits)
+	s.counts[id]++
+	return id
+}
+
+// SampleLogprobs picks the next token and also returns its log-probability
+// and the top alternatives (top ≤ 0: none).
+func (s *Sampler) SampleLogprobs(logits []float32, top int) (int32, TokenLogprob) {
+	lp := LogSoftmax(s.limit(logits))
+	id := s.Sample(logits)
+	out := TokenLogprob{ID: id, Logprob: lp[id]}
+	if top > 0 {
+		out.Top = TopLogprobs(lp, top)
+	}
+	return id, out
+}
+
+func (s *Sampler) limit(logits []float32) []float32 {
+	if v := s.cfg.VocabLimit; v > 0 && v < len(logits) {
+		return logits[:v]
+	}
+	return logits
+}
+
+func (s *Sampler) pick(raw []float32) int32 {
+	logits := s.penalized(s.limit(raw))
 	if s.cfg.Temperature == 0 {
 		return Argmax(logits)
 	}
@@ -60,14 +125,14 @@ func (s *Sampler) Sample(logits []float32) int32 {
 		id int32
 		p  float64
 	}
-	cs := make([]cand, 0, v)
+	cs := make([]cand, 0, len(logits))
 	for i, l := range logits {
-		if !math.IsNaN(float64(l)) {
+		if !math.IsNaN(float64(l)) && !math.IsInf(float64(l), -1) {
 			cs = append(cs, cand{int32(i), float64(l) / s.cfg.Temperature})
 		}
 	}
 	if len(cs) == 0 {
-		return 0
+		return Argmax(logits)
 	}
 	sort.SliceStable(cs, func(i, j int) bool { return cs[i].p > cs[j].p })
 	if k := s.cfg.TopK; k > 0 && k < len(cs) {
@@ -79,6 +144,14 @@ func (s *Sampler) Sample(logits []float32) int32 {
 		cs[i].p = math.Exp(cs[i].p - top)
 		sum += cs[i].p
 	}
+	if m := s.cfg.MinP; m > 0 {
+		// cs[0].p is 1 after the shift: keep p ≥ MinP.
+		n := len(cs)
+		for n > 1 && cs[n-1].p < m {
+			n--
+		}
+		cs = cs[:n]
+	}
 	if p := s.cfg.TopP; p > 0 && p < 1 {
 		var cum float64
 		for i := range cs {
@@ -88,10 +161,10 @@ func (s *Sampler) Sample(logits []float32) int32 {
 				break
 			}
 		}
-		sum = 0
-		for _, c := range cs {
-			sum += c.p
-		}
+	}
+	sum = 0
+	for _, c := range cs {
+		sum += c.p
 	}
 	r := s.rng.Float64() * sum
 	for _, c := range cs {
@@ -103,6 +176,43 @@ func (s *Sampler) Sample(logits []float32) int32 {
 	return cs[len(cs)-1].id
 }
 
+// penalized applies the repetition, presence and frequency penalties to a
+// copy of the logits (unchanged when all are off).
+func (s *Sampler) penalized(logits []float32) []float32 {
+	c := s.cfg
+	rep := c.RepetitionPenalty != 0 && c.RepetitionPenalty != 1
+	if !rep && c.PresencePenalty == 0 && c.FrequencyPenalty == 0 {
+		return logits
+	}
+	out := append([]float32(nil), logits...)
+	if rep {
+		apply := func(id int32) {
+			if int(id) >= len(out) {
+				return
+			}
+			if out[id] > 0 {
+				out[id] = float32(float64(out[id]) / c.RepetitionPenalty)
+			} else {
+				out[id] = float32(float64(out[id]) * c.RepetitionPenalty)
+			}
+		}
+		for id := range s.prompt {
+			apply(id)
+		}
+		for id := range s.counts {
+			if !s.prompt[id] {
+				apply(id)
+			}
+		}
+	}
+	for id, n := range s.counts {
+		if int(id) < len(out) {
+			out[id] -= float32(c.PresencePenalty + c.FrequencyPenalty*float64(n))
+		}
+	}
+	return out
+}
+
 // Argmax returns the first index of the largest logit, as torch.argmax does.
 func Argmax(logits []float32) int32 {
 	best := 0
@@ -112,4 +222,52 @@ func Argmax(logits []float32) int32 {
 		}
 	}
 	return int32(best)
+}
+
+// LogSoftmax is log(softmax(logits)) in float64.
+func LogSoftmax(logits []float32) []float64 {
+	m := math.Inf(-1)
+	for _, v := range logits {
+		if !math.IsNaN(float64(v)) {
+			m = math.Max(m, float64(v))
+		}
+	}
+	var sum float64
+	for _, v := range logits {
+		if !math.IsNaN(float64(v)) {
+			sum += math.Exp(float64(v) - m)
+		}
+	}
+	out := make([]float64, len(logits))
+	lse := m + math.Log(sum)
+	for i, v := range logits {
+		if math.IsNaN(float64(v)) {
+			out[i] = math.Inf(-1)
+		} else {
+			out[i] = float64(v) - lse
+		}
+	}
+	return out
+}
+
+// TopLogprobs returns the n most likely ids, most likely first (ties: lower id).
+func TopLogprobs(lp []float64, n int) []Alternative {
+	out := make([]Alternative, 0, n+1)
+	for i, v := range lp {
+		if len(out) == n && v <= out[n-1].Logprob {
+			continue
+		}
+		j := len(out)
+		if j == n {
+			j--
+		} else {
+			out = append(out, Alternative{})
+		}
+		for j > 0 && out[j-1].Logprob < v {
+			out[j] = out[j-1]
+			j--
+		}
+		out[j] = Alternative{ID: int32(i), Logprob: v}
+	}
+	return out
 }

@@ -130,3 +130,43 @@ func TestSegments(t *testing.T) {
 		}
 	}
 }
+
+func TestPenaltiesAndMinP(t *testing.T) {
+	logits := []float32{3, 2.9, 1, -1}
+	s, err := NewSampler(SamplerConfig{PresencePenalty: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Greedy picks 0, then the presence penalty moves it below token 1.
+	if got := []int32{s.Sample(logits), s.Sample(logits)}; !cmp.Equal(got, []int32{0, 1}) {
+		t.Errorf("presence penalty: drew %v, want [0 1]", got)
+	}
+	r, _ := NewSampler(SamplerConfig{RepetitionPenalty: 2})
+	r.SetPrompt([]int32{0})
+	if got := r.Sample(logits); got != 1 {
+		t.Errorf("repetition penalty on a prompt token: drew %d, want 1", got)
+	}
+	// min_p 0.5 at temperature 1 keeps only tokens 0 and 1.
+	m, _ := NewSampler(SamplerConfig{Temperature: 1, MinP: 0.5, Seed: 9})
+	for i := 0; i < 200; i++ {
+		if id := m.Sample(logits); id > 1 {
+			t.Fatalf("min_p drew %d", id)
+		}
+	}
+}
+
+func TestLogprobs(t *testing.T) {
+	s, _ := NewSampler(SamplerConfig{})
+	id, lp := s.SampleLogprobs([]float32{0, float32(math.Log(3)), -50}, 2)
+	if id != 1 || math.Abs(lp.Logprob-math.Log(0.75)) > 1e-6 {
+		t.Errorf("got id %d logprob %v, want 1 and log(0.75)", id, lp.Logprob)
+	}
+	if len(lp.Top) != 2 || lp.Top[0].ID != 1 || lp.Top[1].ID != 0 {
+		t.Errorf("top alternatives %+v", lp.Top)
+	}
+	got := TopLogprobs([]float64{-1, -3, -0.5, -3, -2}, 3)
+	want := []Alternative{{2, -0.5}, {0, -1}, {4, -2}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("TopLogprobs (-want +got):\n%s", diff)
+	}
+}
