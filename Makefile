@@ -1,27 +1,30 @@
 # aimac / aima-engine. `make test` is the command CI runs (.ci/run).
 GO      ?= go
 BIN     ?= bin
-DEMO    ?= $(BIN)/demo-tiny
 
-.PHONY: build test lint demo fuzz clean
+.PHONY: build test lint demo fuzz clean testdata
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 # lint: gofmt check and go vet.
 lint:
-	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	@unformatted=$$(gofmt -l .); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
-test: lint
+test: lint testdata
 	$(GO) test -count=1 ./...
 
-# demo: synthesize the tiny model and generate with it on the CPU backend.
+# demo: serve a synthesized tiny model on the CPU backend and answer one request.
 demo: build
-	rm -rf $(DEMO)
-	$(BIN)/aimac synth --preset tiny --seed 1 --out $(DEMO)
-	$(BIN)/aima-engine probe generate --model-dir $(DEMO) --tokens 1,2,3,4,5,6,7 --max-tokens 16
+	scripts/demo.sh $(BIN)
+
+# testdata: reference files the tests need that are fetched, not committed.
+testdata: tokenizer/testdata/qwen3/tokenizer.json
+
+tokenizer/testdata/qwen3/tokenizer.json:
+	tokenizer/testdata/fetch.sh
 
 # fuzz: a short run of every fuzz target (FUZZTIME each).
 FUZZTIME ?= 20s

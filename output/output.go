@@ -72,6 +72,9 @@ type Options struct {
 	// NewCallID returns the id of each tool call; nil numbers them "call_0",
 	// "call_1", ….
 	NewCallID func() string
+	// Raw passes the text through as content, untrimmed, with no reasoning
+	// or tool-call parsing — only stop strings apply (text completions).
+	Raw bool
 }
 
 // Kind says what an Event carries.
@@ -190,9 +193,12 @@ func New(o Options) *Parser {
 			}
 		}
 	}
-	if o.StartInReasoning {
+	switch {
+	case o.Raw:
+		p.toolsOn, p.tools, p.st, p.trimLead = false, nil, stContent, false
+	case o.StartInReasoning:
 		p.st, p.trimSet = stReasoning, whitespace
-	} else {
+	default:
 		p.st, p.trimSet, p.firstOutput = stContent, "\n", true
 	}
 	return p

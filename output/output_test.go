@@ -261,3 +261,19 @@ func TestKindString(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+func TestRaw(t *testing.T) {
+	p := New(Options{Raw: true, Stop: []string{"END"}, Tools: []ToolSchema{{Name: "f"}}})
+	var r Result
+	for _, piece := range []string{"\n\n<think>a", "</think> <tool_call>\n<function=f>", " x EN", "D tail"} {
+		r.Add(p.Write(piece)...)
+	}
+	r.Add(p.Close()...)
+	want := Result{Content: "\n\n<think>a</think> <tool_call>\n<function=f> x "}
+	if diff := cmp.Diff(want, r); diff != "" {
+		t.Errorf("raw (-want +got):\n%s", diff)
+	}
+	if !p.Stopped() {
+		t.Error("stop string not seen")
+	}
+}

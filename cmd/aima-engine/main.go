@@ -1,5 +1,6 @@
-// Command aima-engine runs a compiled engine: probes that check it from the
-// outside (logits, greedy generation) on the CPU backend or any target.
+// Command aima-engine runs a compiled engine: the OpenAI-compatible server,
+// and probes that check it from the outside (logits, greedy generation,
+// tokenization) on the CPU backend or any target.
 package main
 
 import (
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +19,7 @@ import (
 	"github.com/aimaproject/aimac/loader"
 	"github.com/aimaproject/aimac/npy"
 	"github.com/aimaproject/aimac/runtime"
+	"github.com/aimaproject/aimac/tokenizer"
 )
 
 func main() {
@@ -36,8 +39,8 @@ func root() *cobra.Command {
 		SilenceErrors: true,
 	}
 	probe := &cobra.Command{Use: "probe", Short: "Check the engine from outside: logits and greedy generation"}
-	probe.AddCommand(logitsCmd(), generateCmd())
-	c.AddCommand(probe)
+	probe.AddCommand(logitsCmd(), generateCmd(), tokenizeCmd())
+	c.AddCommand(probe, serveCmd())
 	return c
 }
 
@@ -48,13 +51,30 @@ type loadFlags struct {
 	tokens  string
 }
 
-func (f *loadFlags) register(c *cobra.Command) {
-	c.Flags().StringVar(&f.o.ModelDir, "model-dir", "", "checkpoint directory (required)")
+// registerModel adds the flags that choose the model and its plan.
+func (f *loadFlags) registerModel(c *cobra.Command) {
+	c.Flags().StringVar(&f.o.ModelDir, "model-dir", "", "checkpoint directory")
 	c.Flags().StringVar(&f.o.PlanFile, "plan", "", "plan file made by `aimac plan` (default: plan the model now)")
 	c.Flags().StringVar(&f.o.Target, "target", "cpu", "target when planning now")
 	c.Flags().StringVar(&f.buckets, "buckets", "64,256,1024", "prefill buckets when planning now")
-	c.Flags().IntVar(&f.o.ContextTokens, "context-tokens", 4096, "context capacity when planning now")
+	c.Flags().IntVar(&f.o.ContextTokens, "context-tokens", 4096, "context capacity (prompt + output) when planning now")
+}
+
+func (f *loadFlags) register(c *cobra.Command) {
+	f.registerModel(c)
 	c.Flags().StringVar(&f.tokens, "tokens", "", "prompt token ids, comma-separated (required)")
+}
+
+func (f *loadFlags) parseBuckets() error {
+	f.o.Buckets = nil
+	for _, s := range strings.Split(f.buckets, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("--buckets %q: %q is not an integer", f.buckets, s)
+		}
+		f.o.Buckets = append(f.o.Buckets, n)
+	}
+	return nil
 }
 
 func (f *loadFlags) load() (*loader.Loaded, []int32, error) {
@@ -65,12 +85,8 @@ func (f *loadFlags) load() (*loader.Loaded, []int32, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, s := range strings.Split(f.buckets, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil {
-			return nil, nil, fmt.Errorf("--buckets %q: %q is not an integer", f.buckets, s)
-		}
-		f.o.Buckets = append(f.o.Buckets, n)
+	if err := f.parseBuckets(); err != nil {
+		return nil, nil, err
 	}
 	l, err := loader.Open(f.o)
 	if err != nil {
@@ -174,5 +190,35 @@ func generateCmd() *cobra.Command {
 	f.register(c)
 	c.Flags().IntVar(&maxTokens, "max-tokens", 16, "tokens to generate")
 	c.Flags().StringVar(&stop, "stop", "", "token ids that end generation, comma-separated (default: none)")
+	return c
+}
+
+func tokenizeCmd() *cobra.Command {
+	var dir, file, text string
+	c := &cobra.Command{
+		Use:   "tokenize",
+		Short: "Print the token ids of a text as a JSON array",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (dir == "") == (file == "") {
+				return fmt.Errorf("give exactly one of --model-dir and --tokenizer")
+			}
+			if file == "" {
+				file = filepath.Join(dir, "tokenizer.json")
+			}
+			tok, err := tokenizer.Load(file)
+			if err != nil {
+				return err
+			}
+			ids := tok.Encode(text)
+			if ids == nil {
+				ids = []int32{}
+			}
+			return json.NewEncoder(cmd.OutOrStdout()).Encode(ids)
+		},
+	}
+	c.Flags().StringVar(&dir, "model-dir", "", "checkpoint directory holding tokenizer.json")
+	c.Flags().StringVar(&file, "tokenizer", "", "a tokenizer.json file")
+	c.Flags().StringVar(&text, "text", "", "the text to tokenize")
 	return c
 }

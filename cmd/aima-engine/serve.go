@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aimaproject/aimac/chat"
+	"github.com/aimaproject/aimac/loader"
+	"github.com/aimaproject/aimac/server"
+	"github.com/aimaproject/aimac/server/auth"
+	"github.com/aimaproject/aimac/synth"
+	"github.com/aimaproject/aimac/tokenizer"
+)
+
+// serveFlags are serve's options.
+type serveFlags struct {
+	load        loadFlags
+	host        string
+	port        int
+	apiKeyFile  string
+	allowUnauth bool
+	name        string
+	logFormat   string
+	demo        bool
+	cfg         server.Config
+}
+
+func serveCmd() *cobra.Command {
+	var f serveFlags
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the model through an OpenAI-compatible HTTP API",
+		Long: `Serve the model: /v1/chat/completions, /v1/completions, /v1/responses,
+/v1/models, /tokenize, /detokenize, /health, /ready and /metrics.
+
+The address is bound first (a port conflict fails at once); then the model is
+loaded and warmed, a JSON readiness line is printed on stdout, and requests are
+served by one engine worker behind a bounded queue. SIGINT or SIGTERM stops
+admitting requests, lets the active one finish within --drain-timeout, and exits 0.
+
+--demo synthesizes the tiny model and serves it on the CPU backend: nothing to download.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return serve(cmd, &f) },
+	}
+	fl := c.Flags()
+	f.load.registerModel(c)
+	fl.StringVar(&f.host, "host", "127.0.0.1", "address to listen on")
+	fl.IntVar(&f.port, "port", 8000, "port to listen on")
+	fl.StringVar(&f.apiKeyFile, "api-key-file", "", "file holding the API key (must not be group/world-readable)")
+	fl.BoolVar(&f.allowUnauth, "allow-unauthenticated", false, "allow a non-loopback address without an API key")
+	fl.StringVar(&f.name, "model-name", "", "model id in the API (default: the model directory's name)")
+	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
+	fl.BoolVar(&f.demo, "demo", false, "serve a synthesized tiny model on the CPU backend")
+	fl.IntVar(&f.cfg.QueueDepth, "queue-depth", 16, "requests that may wait for the engine")
+	fl.DurationVar(&f.cfg.QueueTimeout, "queue-timeout", 5*time.Minute, "longest wait in the queue (503 queue_timeout)")
+	fl.DurationVar(&f.cfg.RequestTimeout, "request-timeout", 30*time.Minute, "end-to-end deadline of a request (504)")
+	fl.DurationVar(&f.cfg.DrainTimeout, "drain-timeout", 30*time.Second, "how long shutdown waits for the active request")
+	fl.Int64Var(&f.cfg.MaxBodyBytes, "max-body-bytes", 4<<20, "request body limit (413 beyond)")
+	fl.BoolVar(&f.cfg.EnableShutdown, "enable-shutdown-endpoint", false, "accept POST /shutdown")
+	fl.BoolVar(&f.cfg.EnableThinking, "enable-thinking", true, "think before answering unless a request says otherwise")
+	fl.IntVar(&f.cfg.ResponsesStore, "responses-store", 256, "Responses API objects kept for previous_response_id")
+	return c
+}
+
+func serve(cmd *cobra.Command, f *serveFlags) error {
+	var handler slog.Handler
+	switch f.logFormat {
+	case "text":
+		handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
+	case "json":
+		handler = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
+	default:
+		return fmt.Errorf("--log-format %q: want text or json", f.logFormat)
+	}
+	log := slog.New(handler)
+	f.cfg.Logger = log
+
+	if f.apiKeyFile != "" {
+		key, err := auth.LoadKeyFile(f.apiKeyFile)
+		if err != nil {
+			return err
+		}
+		f.cfg.APIKey = key
+	}
+	if err := auth.CheckBind(f.host, f.cfg.APIKey != "", f.allowUnauth); err != nil {
+		return err
+	}
+	if f.demo {
+		if f.load.o.ModelDir != "" {
+			return fmt.Errorf("--demo serves its own model: drop --model-dir")
+		}
+		dir, err := os.MkdirTemp("", "aima-demo-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		f.load.o.ModelDir = filepath.Join(dir, "tiny")
+		log.Info("synthesizing the demo model", "dir", f.load.o.ModelDir)
+		if err := synth.Write(synth.Options{Preset: "tiny", Seed: 1, Out: f.load.o.ModelDir}); err != nil {
+			return err
+		}
+		if f.name == "" {
+			f.name = "aima-demo-tiny"
+		}
+	}
+	if f.load.o.ModelDir == "" {
+		return fmt.Errorf("--model-dir is required (or --demo)")
+	}
+	if err := f.load.parseBuckets(); err != nil {
+		return err
+	}
+	// Bind first: a port conflict fails before the model is loaded.
+	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.port)))
+	if err != nil {
+		return err
+	}
+	srv := server.New(f.cfg)
+	ctx := cmd.Context()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+
+	l, m, err := loadModel(ctx, f)
+	if err != nil {
+		srv.Shutdown()
+		<-served
+		return err
+	}
+	defer l.Close()
+	srv.SetModel(m)
+	ready, _ := json.Marshal(server.Ready{Event: "ready", Address: "http://" + ln.Addr().String(), Model: m.ID,
+		ContextTokens: m.Engine.Capacity(), Target: m.Target})
+	fmt.Fprintln(cmd.OutOrStdout(), string(ready))
+	log.Info("serving", "address", ln.Addr().String(), "model", m.ID)
+	if err := <-served; err != nil {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// loadModel loads the engine, tokenizer, template and generation config,
+// and warms the engine up.
+func loadModel(ctx context.Context, f *serveFlags) (*loader.Loaded, *server.Model, error) {
+	dir := f.load.o.ModelDir
+	tok, err := tokenizer.LoadDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl, err := chat.Load(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	gen, err := loader.GenerationConfig(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := loader.Open(f.load.o)
+	if err != nil {
+		return nil, nil, err
+	}
+	name := f.name
+	if name == "" {
+		name = filepath.Base(filepath.Clean(dir))
+	}
+	m := &server.Model{ID: name, Engine: l.Engine, Tokenizer: tok, Template: tmpl, StopIDs: gen.EOS,
+		VocabLimit: tok.Size(), Target: l.Plan.Target, Sampling: gen.Sampling}
+	for _, special := range []string{"<|im_end|>", "<|endoftext|>"} {
+		if id, ok := tok.ID(special); ok && !containsID(m.StopIDs, id) {
+			m.StopIDs = append(m.StopIDs, id)
+		}
+	}
+	// Warm up: one short prefill and one decode step.
+	if _, err := l.Engine.Prefill(ctx, tok.Encode("Hello"), nil); err != nil {
+		l.Close()
+		return nil, nil, fmt.Errorf("warm-up: %w", err)
+	}
+	if err := l.Engine.Reset(); err != nil {
+		l.Close()
+		return nil, nil, err
+	}
+	return l, m, nil
+}
+
+func containsID(ids []int32, id int32) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
