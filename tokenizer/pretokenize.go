@@ -163,22 +163,36 @@ func (s scanner) split(text string, yield func(string)) {
 	}
 }
 
-// wordClass is the pattern's letter run class: [\p{L}\p{M}] or \p{L}.
-func (s scanner) wordClass(c charClass) bool {
-	return c == classLetter || (s.marksAreLetters && c == classMark)
+// wordSet is the pattern's letter run class, [\p{L}\p{M}] or \p{L}.
+func (s scanner) wordSet() uint8 {
+	if s.marksAreLetters {
+		return 1<<classLetter | 1<<classMark
+	}
+	return 1 << classLetter
 }
 
-// punctClass is [^\s\p{L}\p{M}\p{N}] (or [^\s\p{L}\p{N}]).
-func (s scanner) punctClass(c charClass) bool {
-	return c == classOther || (!s.marksAreLetters && c == classMark)
+// punctSet is [^\s\p{L}\p{M}\p{N}] (or [^\s\p{L}\p{N}]).
+func (s scanner) punctSet() uint8 {
+	if s.marksAreLetters {
+		return 1 << classOther
+	}
+	return 1<<classOther | 1<<classMark
 }
 
-// run returns the end of the longest run of runes from i whose class
-// satisfies ok.
-func run(text string, i int, ok func(charClass) bool) int {
+// runWhile returns the end of the longest run of runes from i whose class
+// is in the set (a bit mask of 1<<charClass).
+func runWhile(text string, i int, set uint8) int {
 	for i < len(text) {
+		c := text[i]
+		if c < utf8.RuneSelf {
+			if set&(1<<asciiClass[c]) == 0 {
+				break
+			}
+			i++
+			continue
+		}
 		r, n := utf8.DecodeRuneInString(text[i:])
-		if !ok(classify(r)) {
+		if set&(1<<classifySlow(r)) == 0 {
 			break
 		}
 		i += n
@@ -249,13 +263,14 @@ func (s scanner) match(text string, i int) int {
 			return end
 		}
 	}
+	word := s.wordSet()
 	if c0 != classNewline && c0 != classLetter && c0 != classNumber {
-		if end := run(text, i+n0, s.wordClass); end > i+n0 {
+		if end := runWhile(text, i+n0, word); end > i+n0 {
 			return end
 		}
 	}
-	if s.wordClass(c0) {
-		return run(text, i, s.wordClass)
+	if word&(1<<c0) != 0 {
+		return runWhile(text, i, word)
 	}
 	if c0 == classNumber {
 		return i + n0
@@ -264,8 +279,8 @@ func (s scanner) match(text string, i int) int {
 	if r0 == ' ' {
 		j += n0
 	}
-	if end := run(text, j, s.punctClass); end > j {
-		return run(text, end, func(c charClass) bool { return c == classNewline })
+	if end := runWhile(text, j, s.punctSet()); end > j {
+		return runWhile(text, end, 1<<classNewline)
 	}
 	if c0 == classSpace || c0 == classNewline {
 		end, lastNewline, lastStart := i, -1, i

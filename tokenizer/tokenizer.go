@@ -12,10 +12,12 @@
 package tokenizer
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -70,7 +72,11 @@ func LoadDir(dir string) (*Tokenizer, error) {
 func parse(data []byte) (*Tokenizer, error) {
 	var f fileJSON
 	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("invalid JSON: %w", err)
+		var syntax *json.SyntaxError
+		if errors.As(err, &syntax) || errors.Is(err, io.ErrUnexpectedEOF) || len(bytes.TrimSpace(data)) == 0 {
+			return nil, fmt.Errorf("invalid JSON: %w", err)
+		}
+		return nil, fmt.Errorf("not a tokenizer.json object: %w", err)
 	}
 	if f.Version != nil && *f.Version != "1.0" {
 		return nil, fmt.Errorf("version %q is not supported (want 1.0)", *f.Version)
