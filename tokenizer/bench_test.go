@@ -34,7 +34,7 @@ func BenchmarkEncodeCold(b *testing.B) {
 	b.SetBytes(int64(len(text)))
 	b.ResetTimer()
 	for b.Loop() {
-		tok.model.cache = wordCache{seed: tok.model.cache.seed}
+		tok.model.cache = newWordCache()
 		tok.Encode(text)
 	}
 }

@@ -2,7 +2,10 @@ package tokenizer
 
 import (
 	"hash/maphash"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // bpeModel is the byte-level BPE model of SPEC §6: each pre-token's bytes
@@ -35,23 +38,16 @@ type symbol struct {
 	dead       bool
 }
 
-// mergeCand is a possible merge of the symbol at pos with its successor.
-type mergeCand struct {
-	rank  uint32
-	pos   int32
-	newID int32
-}
-
-// before orders candidates as HF's merge heap does: lowest rank first, then
+// A merge candidate is packed as rank<<32 | pos: the merge of the symbol at
+// pos with its successor by the merge of that rank. Ordering the packed
+// values orders candidates as HF's merge heap does: lowest rank first, then
 // leftmost position.
-func (a mergeCand) before(b mergeCand) bool {
-	return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos)
-}
+func mergeCand(rank uint32, pos int32) uint64 { return uint64(rank)<<32 | uint64(uint32(pos)) }
 
 // mergeScratch holds the buffers of one merge, reused across words.
 type mergeScratch struct {
 	syms []symbol
-	heap []mergeCand
+	heap []uint64
 }
 
 // encodeWord appends the ids of one pre-token (raw bytes) to out, through
@@ -119,34 +115,39 @@ func (m *bpeModel) merge(piece string, out []int32) []int32 {
 	h := sc.heap[:0]
 	for i := 0; i+1 < len(syms); i++ {
 		if v, ok := m.merges[pairKey(syms[i].id, syms[i+1].id)]; ok {
-			h = heapPush(h, mergeCand{rank: uint32(v >> 32), pos: int32(i), newID: int32(uint32(v))})
+			h = heapPush(h, mergeCand(uint32(v>>32), int32(i)))
 		}
 	}
 	for len(h) > 0 {
-		var top mergeCand
+		var top uint64
 		h, top = heapPop(h)
-		cur := &syms[top.pos]
+		rank, pos := uint32(top>>32), int32(uint32(top))
+		cur := &syms[pos]
 		if cur.dead || cur.next < 0 {
 			continue
 		}
 		right := &syms[cur.next]
-		if v, ok := m.merges[pairKey(cur.id, right.id)]; !ok || int32(uint32(v)) != top.newID {
+		// Stale when the pair at pos has changed since the candidate was
+		// pushed: ranks name pairs one to one, so comparing them is HF's
+		// comparison of the merged ids.
+		v, ok := m.merges[pairKey(cur.id, right.id)]
+		if !ok || uint32(v>>32) != rank {
 			continue
 		}
-		cur.id = top.newID
+		cur.id = int32(uint32(v))
 		right.dead = true
 		cur.next = right.next
 		if cur.next >= 0 {
-			syms[cur.next].prev = top.pos
+			syms[cur.next].prev = pos
 		}
 		if cur.prev >= 0 {
 			if v, ok := m.merges[pairKey(syms[cur.prev].id, cur.id)]; ok {
-				h = heapPush(h, mergeCand{rank: uint32(v >> 32), pos: cur.prev, newID: int32(uint32(v))})
+				h = heapPush(h, mergeCand(uint32(v>>32), cur.prev))
 			}
 		}
 		if cur.next >= 0 {
 			if v, ok := m.merges[pairKey(cur.id, syms[cur.next].id)]; ok {
-				h = heapPush(h, mergeCand{rank: uint32(v >> 32), pos: top.pos, newID: int32(uint32(v))})
+				h = heapPush(h, mergeCand(uint32(v>>32), pos))
 			}
 		}
 	}
@@ -157,71 +158,84 @@ func (m *bpeModel) merge(piece string, out []int32) []int32 {
 	return out
 }
 
-// heapPush adds c to the binary min-heap h.
-func heapPush(h []mergeCand, c mergeCand) []mergeCand {
+// heapPush adds c to the 4-ary min-heap h (shallower than a binary one,
+// as HF's QuaternaryHeap).
+func heapPush(h []uint64, c uint64) []uint64 {
 	h = append(h, c)
 	i := len(h) - 1
 	for i > 0 {
-		p := (i - 1) / 2
-		if !h[i].before(h[p]) {
+		p := (i - 1) / 4
+		if h[p] <= c {
 			break
 		}
-		h[i], h[p] = h[p], h[i]
+		h[i] = h[p]
 		i = p
 	}
+	h[i] = c
 	return h
 }
 
-// heapPop removes and returns the first candidate of the min-heap h.
-func heapPop(h []mergeCand) ([]mergeCand, mergeCand) {
+// heapPop removes and returns the smallest candidate of the 4-ary heap h.
+func heapPop(h []uint64) ([]uint64, uint64) {
 	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
+	last := h[len(h)-1]
+	h = h[:len(h)-1]
+	n := len(h)
+	if n == 0 {
+		return h, top
+	}
 	i := 0
 	for {
-		l := 2*i + 1
-		if l >= len(h) {
+		c := 4*i + 1
+		if c >= n {
 			break
 		}
-		c := l
-		if r := l + 1; r < len(h) && h[r].before(h[l]) {
-			c = r
+		m := c
+		for k := c + 1; k < c+4 && k < n; k++ {
+			if h[k] < h[m] {
+				m = k
+			}
 		}
-		if !h[c].before(h[i]) {
+		if h[m] >= last {
 			break
 		}
-		h[i], h[c] = h[c], h[i]
-		i = c
+		h[i] = h[m]
+		i = m
 	}
+	h[i] = last
 	return h, top
 }
 
-// Cache bounds: pre-tokens longer than cacheMaxKey bytes are not cached, and
-// a shard that reaches cacheShardCap entries starts over, so memory stays
+// Cache bounds: pre-tokens longer than cacheMaxKey bytes are not cached,
+// and the cache holds at most cacheSlots entries, so its memory stays
 // bounded whatever text is encoded.
 const (
-	cacheShards   = 16
-	cacheShardCap = 4096
-	cacheMaxKey   = 256
+	cacheSlots  = 1 << 16
+	cacheMaxKey = 256
 )
 
-// wordCache maps pre-tokens to their ids. It is sharded so that concurrent
-// Encode calls rarely wait on one another.
+// wordCache maps pre-tokens to their ids. It is direct-mapped by hash, a
+// newer entry replacing an older one in its slot, and lock-free: slots are
+// swapped atomically, so concurrent Encode calls never wait on each other.
 type wordCache struct {
-	seed   maphash.Seed
-	shards [cacheShards]cacheShard
+	seed  maphash.Seed
+	slots []atomic.Pointer[cacheEntry]
 }
 
-// cacheShard is one lock-protected part of the cache.
-type cacheShard struct {
-	mu sync.Mutex
-	m  map[string][]int32
+// cacheEntry is one cached pre-token and its ids; immutable once stored.
+type cacheEntry struct {
+	key string
+	ids []int32
 }
 
-// shard picks the shard that holds key.
-func (c *wordCache) shard(key string) *cacheShard {
-	return &c.shards[maphash.String(c.seed, key)%cacheShards]
+// newWordCache returns an empty cache.
+func newWordCache() wordCache {
+	return wordCache{seed: maphash.MakeSeed(), slots: make([]atomic.Pointer[cacheEntry], cacheSlots)}
+}
+
+// slot is where key lives.
+func (c *wordCache) slot(key string) *atomic.Pointer[cacheEntry] {
+	return &c.slots[maphash.String(c.seed, key)&(cacheSlots-1)]
 }
 
 // get returns the cached ids of key; callers must not modify them.
@@ -229,26 +243,17 @@ func (c *wordCache) get(key string) ([]int32, bool) {
 	if len(key) > cacheMaxKey {
 		return nil, false
 	}
-	s := c.shard(key)
-	s.mu.Lock()
-	ids, ok := s.m[key]
-	s.mu.Unlock()
-	return ids, ok
+	if e := c.slot(key).Load(); e != nil && e.key == key {
+		return e.ids, true
+	}
+	return nil, false
 }
 
-// put stores a copy of ids under a copy of key (the key is usually a slice
-// of a larger text that the cache must not keep alive).
+// put stores copies of key (usually a slice of a larger text that the cache
+// must not keep alive) and ids.
 func (c *wordCache) put(key string, ids []int32) {
 	if len(key) > cacheMaxKey {
 		return
 	}
-	k := string([]byte(key))
-	v := append([]int32(nil), ids...)
-	s := c.shard(key)
-	s.mu.Lock()
-	if s.m == nil || len(s.m) >= cacheShardCap {
-		s.m = make(map[string][]int32, 256)
-	}
-	s.m[k] = v
-	s.mu.Unlock()
+	c.slot(key).Store(&cacheEntry{key: strings.Clone(key), ids: slices.Clone(ids)})
 }

@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"io"
 	"math"
 	"os"
@@ -149,8 +148,7 @@ func (t *Tokenizer) buildModel(mj *modelJSON) error {
 		}
 		t.vocab[s] = int32(id)
 	}
-	m := &bpeModel{unkID: -1, fuseUnk: mj.FuseUnk, ignoreMerges: mj.IgnoreMerges, vocab: t.vocab}
-	m.cache.seed = maphash.MakeSeed()
+	m := &bpeModel{unkID: -1, fuseUnk: mj.FuseUnk, ignoreMerges: mj.IgnoreMerges, vocab: t.vocab, cache: newWordCache()}
 	if mj.UnkToken != nil {
 		id, ok := t.vocab[*mj.UnkToken]
 		if !ok {
@@ -322,8 +320,8 @@ func (t *Tokenizer) Encode(text string) []int32 {
 	text = lossyString(text)
 	out := make([]int32, 0, len(text)/3+1)
 	normalized := func(seg string) {
-		if t.nfc && !norm.NFC.IsNormalString(seg) {
-			seg = norm.NFC.String(seg)
+		if t.nfc {
+			seg = norm.NFC.String(seg) // seg itself when already NFC
 		}
 		if t.normed == nil {
 			out = t.encodeNormalized(seg, out)
