@@ -44,7 +44,9 @@ func newSplitter(pattern string) (splitter, error) {
 
 // compileRegexp2 compiles an Oniguruma pattern with regexp2's .NET syntax,
 // which agrees with it on the constructs HF files use (\p{..} classes,
-// (?i:..), look-ahead). A panic inside the third-party parser on a hostile
+// (?i:..), look-ahead) except for rare case foldings: under (?i) Oniguruma
+// matches U+017F for 's', regexp2 does not, one reason the Qwen patterns
+// use the scanner. A panic inside the third-party parser on a hostile
 // pattern is turned into an error so Load never panics.
 func compileRegexp2(pattern string) (re *regexp2.Regexp, err error) {
 	defer func() {
@@ -69,6 +71,7 @@ type regexSplitter struct {
 	re *regexp2.Regexp
 }
 
+// split yields the gaps and matches of a regexp2 search over text.
 func (r regexSplitter) split(text string, yield func(string)) {
 	if text == "" {
 		return
@@ -155,6 +158,7 @@ type scanner struct {
 	marksAreLetters bool
 }
 
+// split yields the pattern's successive matches, which tile the text.
 func (s scanner) split(text string, yield func(string)) {
 	for i := 0; i < len(text); {
 		end := s.match(text, i)
@@ -200,10 +204,10 @@ func runWhile(text string, i int, set uint8) int {
 	return i
 }
 
-// foldASCII is Oniguruma's case folding for the letters of the contraction
-// alternatives: ASCII case, plus U+017F LATIN SMALL LETTER LONG S, which
-// folds to 's' (checked against HF: "'ſa" splits as "'ſ" + "a").
-func foldASCII(r rune) rune {
+// foldContraction is Oniguruma's case folding for the letters of the
+// contraction alternatives: ASCII case, plus U+017F LATIN SMALL LETTER LONG
+// S, which folds to 's' (checked against HF: "'ſa" splits as "'ſ" + "a").
+func foldContraction(r rune) rune {
 	switch {
 	case r >= 'A' && r <= 'Z':
 		return r + 'a' - 'A'
@@ -220,7 +224,7 @@ func contraction(text string, i int) int {
 		return -1
 	}
 	r1, n1 := utf8.DecodeRuneInString(text[i:])
-	switch foldASCII(r1) {
+	switch foldContraction(r1) {
 	case 's', 't', 'm', 'd':
 		return i + n1
 	case 'r', 'v', 'l':
@@ -230,10 +234,10 @@ func contraction(text string, i int) int {
 		}
 		r2, n2 := utf8.DecodeRuneInString(text[j:])
 		want := 'e'
-		if foldASCII(r1) == 'l' {
+		if foldContraction(r1) == 'l' {
 			want = 'l'
 		}
-		if foldASCII(r2) == want {
+		if foldContraction(r2) == want {
 			return j + n2
 		}
 	}
