@@ -115,6 +115,10 @@ func parse(data []byte) (*Tokenizer, error) {
 	}
 	var mj modelJSON
 	if err := json.Unmarshal(f.Model, &mj); err != nil {
+		// Other model types lay their fields out differently; name the type.
+		if typ, terr := componentType(f.Model); terr == nil && typ != "BPE" {
+			return nil, fmt.Errorf("model: type %q is not supported (only BPE)", typ)
+		}
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	if err := t.buildModel(&mj); err != nil {

@@ -55,6 +55,10 @@ func TestLoadErrors(t *testing.T) {
 		want   string
 	}{
 		{"model type", func(d map[string]any) { model(d)["type"] = "WordPiece" }, `model: type "WordPiece" is not supported`},
+		{"model type with other layout", func(d map[string]any) {
+			model(d)["type"] = "Unigram"
+			model(d)["vocab"] = []any{[]any{"a", -1.5}}
+		}, `model: type "Unigram" is not supported`},
 		{"model type missing", func(d map[string]any) { delete(model(d), "type") }, `model: missing "type"`},
 		{"model missing", func(d map[string]any) { delete(d, "model") }, "model: missing"},
 		{"dropout", func(d map[string]any) { model(d)["dropout"] = 0.1 }, "dropout"},
