@@ -1,0 +1,218 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/aimaproject/aimac/openai"
+	"github.com/aimaproject/aimac/output"
+	"github.com/aimaproject/aimac/runtime"
+	"github.com/aimaproject/aimac/server/queue"
+)
+
+// genParams is one generation, independent of the endpoint.
+type genParams struct {
+	prompt      []int32
+	maxNew      int
+	sampler     runtime.SamplerConfig
+	logprobs    bool
+	topLogprobs int
+	parse       output.Options
+	// forced is assistant text the prompt already commits the model to
+	// (a required tool call's opening): parsed as output, never generated.
+	forced string
+}
+
+// genStep is what one sampled token produced.
+type genStep struct {
+	events  []output.Event
+	text    string // the decoded text piece (raw, before parsing)
+	logprob *tokenLogprob
+}
+
+// tokenLogprob is a generated token's log-probability with its text.
+type tokenLogprob struct {
+	runtime.TokenLogprob
+	token string
+	bytes []byte
+	top   []alternative
+}
+
+type alternative struct {
+	token   string
+	bytes   []byte
+	logprob float64
+}
+
+// genResult is the whole generation.
+type genResult struct {
+	promptTokens, completionTokens int
+	finish                         string // stop, length or tool_calls
+	result                         output.Result
+	text                           string // raw decoded text (completions)
+	logprobs                       []tokenLogprob
+}
+
+// generate runs a prompt and samples until a stop token, a stop string, a
+// complete required tool call or the token budget, calling emit for every
+// token's events as they are decoded (live streaming).
+func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(genStep) error) (*genResult, error) {
+	if err := m.Engine.Reset(); err != nil {
+		return nil, err
+	}
+	sampler, err := runtime.NewSampler(p.sampler)
+	if err != nil {
+		return nil, err
+	}
+	sampler.SetPrompt(p.prompt)
+	res := &genResult{promptTokens: len(p.prompt)}
+	parser := output.New(p.parse)
+	add := func(st genStep) error {
+		res.result.Add(st.events...)
+		res.text += st.text
+		if st.logprob != nil {
+			res.logprobs = append(res.logprobs, *st.logprob)
+		}
+		if len(st.events) == 0 && st.logprob == nil && st.text == "" {
+			return nil
+		}
+		return emit(st)
+	}
+	if p.forced != "" {
+		if err := add(genStep{events: parser.Write(p.forced)}); err != nil {
+			return nil, err
+		}
+	}
+	start := time.Now()
+	logits, err := m.Engine.Prefill(ctx, p.prompt, nil)
+	if err != nil {
+		return nil, err
+	}
+	dec := m.Tokenizer.NewDecoder(true)
+	stopped := false
+	for {
+		var tok int32
+		var lp *tokenLogprob
+		if p.logprobs {
+			t, l := sampler.SampleLogprobs(logits, p.topLogprobs)
+			tok, lp = t, s.describe(m, l)
+		} else {
+			tok = sampler.Sample(logits)
+		}
+		res.completionTokens++
+		if res.completionTokens == 1 {
+			s.metrics.TTFT(time.Since(start))
+		}
+		if slices.Contains(m.StopIDs, tok) {
+			res.finish = "stop"
+			break
+		}
+		piece, err := dec.Add(tok)
+		if err != nil {
+			return nil, err
+		}
+		if err := add(genStep{events: parser.Write(piece), text: piece, logprob: lp}); err != nil {
+			return nil, err
+		}
+		if parser.Stopped() {
+			res.finish, stopped = "stop", true
+			break
+		}
+		if res.completionTokens >= p.maxNew {
+			res.finish = "length"
+			break
+		}
+		if logits, err = m.Engine.Decode(ctx, tok); err != nil {
+			return nil, err
+		}
+	}
+	var tail []output.Event
+	var text string
+	if !stopped {
+		text = dec.Flush()
+		tail = parser.Write(text)
+	}
+	tail = append(tail, parser.Close()...)
+	if err := add(genStep{events: tail, text: text}); err != nil {
+		return nil, err
+	}
+	if parser.HasToolCalls() && res.finish == "stop" {
+		res.finish = "tool_calls"
+	}
+	if d := time.Since(start).Seconds(); d > 0 && res.completionTokens > 1 {
+		s.metrics.DecodeRate(float64(res.completionTokens) / d)
+	}
+	s.metrics.Tokens(res.promptTokens, res.completionTokens)
+	return res, nil
+}
+
+// describe adds token text to a logprob.
+func (s *Server) describe(m *Model, l runtime.TokenLogprob) *tokenLogprob {
+	out := &tokenLogprob{TokenLogprob: l, bytes: m.Tokenizer.TokenBytes(l.ID)}
+	out.token = string(out.bytes)
+	for _, a := range l.Top {
+		b := m.Tokenizer.TokenBytes(a.ID)
+		out.top = append(out.top, alternative{token: string(b), bytes: b, logprob: a.Logprob})
+	}
+	return out
+}
+
+// admit takes a place in the queue and waits for the engine, before any
+// response header is written, so 429 and 503 stay real statuses. The
+// returned done must be called when the request leaves the engine.
+func (s *Server) admit(ctx context.Context) (done func(), apiErr *openai.Error) {
+	t, err := s.queue.Admit()
+	switch {
+	case errors.Is(err, queue.ErrFull):
+		return nil, openai.QueueFull()
+	case errors.Is(err, queue.ErrClosed):
+		return nil, openai.ShuttingDown()
+	case err != nil:
+		return nil, openai.Internal(err.Error())
+	}
+	waitStart := time.Now()
+	if err := t.Wait(ctx); err != nil {
+		switch {
+		case errors.Is(err, queue.ErrWaitTimeout):
+			return nil, openai.QueueTimeout()
+		case errors.Is(err, context.DeadlineExceeded):
+			return nil, openai.RequestTimeout()
+		default:
+			return nil, clientGone
+		}
+	}
+	s.metrics.QueueWait(time.Since(waitStart))
+	return t.Done, nil
+}
+
+// clientGone marks a request whose client left: nothing more is written.
+var clientGone = &openai.Error{Status: 499, Message: "client closed the request", Type: "invalid_request_error", Code: "client_closed_request"}
+
+// failure maps a generation error to an API error.
+func failure(ctx context.Context, err error) *openai.Error {
+	var apiErr *openai.Error
+	switch {
+	case errors.As(err, &apiErr):
+		return apiErr
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return openai.RequestTimeout()
+	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+		return clientGone
+	}
+	return openai.Internal(err.Error())
+}
+
+// respond writes a non-streaming result or error, staying silent when the
+// client has gone.
+func respond(w http.ResponseWriter, v any, apiErr *openai.Error) {
+	switch {
+	case apiErr == clientGone:
+	case apiErr != nil:
+		writeError(w, apiErr)
+	default:
+		writeJSON(w, http.StatusOK, v)
+	}
+}

@@ -1,0 +1,339 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/aimaproject/aimac/openai"
+	"github.com/aimaproject/aimac/server/auth"
+	"github.com/aimaproject/aimac/server/metrics"
+	"github.com/aimaproject/aimac/server/queue"
+	"github.com/aimaproject/aimac/server/sdnotify"
+)
+
+// Config is the server's behaviour; zero values take the defaults.
+type Config struct {
+	APIKey            string        // "" disables authentication
+	QueueDepth        int           // waiting requests (default 16)
+	QueueTimeout      time.Duration // longest wait in the queue (default 5m)
+	RequestTimeout    time.Duration // end-to-end deadline of a request (default 30m)
+	DrainTimeout      time.Duration // how long shutdown waits for the active request (default 30s)
+	MaxBodyBytes      int64         // request body limit (default 4 MiB)
+	EnableShutdown    bool          // POST /shutdown
+	EnableThinking    bool          // the default when a request does not say
+	ResponsesStore    int           // stored Responses API objects (default 256)
+	Logger            *slog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.QueueDepth <= 0 {
+		c.QueueDepth = 16
+	}
+	if c.QueueTimeout <= 0 {
+		c.QueueTimeout = 5 * time.Minute
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 30 * time.Minute
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 4 << 20
+	}
+	if c.ResponsesStore <= 0 {
+		c.ResponsesStore = 256
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+}
+
+// Server serves one model.
+type Server struct {
+	cfg       Config
+	log       *slog.Logger
+	queue     *queue.Queue
+	metrics   *metrics.Metrics
+	responses *store
+	router    chi.Router
+
+	mu    sync.RWMutex
+	model *Model // nil until loaded
+
+	ready        atomic.Bool
+	shuttingDown atomic.Bool
+	shutdownOnce sync.Once
+	shutdownCh   chan struct{} // closed when shutdown is asked for (signal or POST /shutdown)
+	baseCtx      context.Context
+	cancelAll    context.CancelFunc
+	created      int64
+}
+
+// New makes a server; SetModel makes it ready.
+func New(cfg Config) *Server {
+	cfg.defaults()
+	s := &Server{cfg: cfg, log: cfg.Logger, shutdownCh: make(chan struct{}), created: time.Now().Unix()}
+	s.baseCtx, s.cancelAll = context.WithCancel(context.Background())
+	s.queue = queue.New(queue.Config{Depth: cfg.QueueDepth, WaitTimeout: cfg.QueueTimeout})
+	s.metrics = metrics.New(func() (int, int) { st := s.queue.Stats(); return st.Waiting, st.Running })
+	s.responses = newStore(cfg.ResponsesStore)
+	s.router = s.routes()
+	return s
+}
+
+// SetModel installs the loaded, warmed model and marks the server ready.
+func (s *Server) SetModel(m *Model) {
+	s.mu.Lock()
+	s.model = m
+	s.mu.Unlock()
+	s.ready.Store(m != nil)
+	if m != nil {
+		if _, err := sdnotify.Notify("READY=1"); err != nil {
+			s.log.Warn("systemd notify", "error", err)
+		}
+	}
+}
+
+func (s *Server) currentModel() *Model {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.model
+}
+
+// Handler is the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.router }
+
+func (s *Server) routes() chi.Router {
+	r := chi.NewRouter()
+	r.Use(s.requestID, s.recoverer, s.observe)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, openai.NotFound("no route for "+r.Method+" "+r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, openai.MethodNotAllowed())
+	})
+	r.Get("/health", s.health)
+	r.Get("/ready", s.readyz)
+	r.Group(func(r chi.Router) {
+		r.Use(auth.Middleware(s.cfg.APIKey))
+		r.Handle("/metrics", s.metrics.Handler())
+		r.Get("/v1/models", s.listModels)
+		r.Get("/v1/models/{id}", s.getModel)
+		r.Group(func(r chi.Router) {
+			r.Use(s.jsonBody)
+			r.Post("/v1/chat/completions", s.chatCompletions)
+			r.Post("/v1/completions", s.completions)
+			r.Post("/v1/responses", s.createResponse)
+			r.Post("/tokenize", s.tokenize)
+			r.Post("/detokenize", s.detokenize)
+			if s.cfg.EnableShutdown {
+				r.Post("/shutdown", s.shutdownEndpoint)
+			}
+		})
+		r.Get("/v1/responses/{id}", s.getResponse)
+		r.Delete("/v1/responses/{id}", s.deleteResponse)
+	})
+	return r
+}
+
+type ctxKey int
+
+const requestIDKey ctxKey = 0
+
+// requestID tags every request with an id, echoed in x-request-id.
+func (s *Server) requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if id == "" || len(id) > 128 {
+			id = newID("req_")
+		}
+		w.Header().Set("X-Request-Id", id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+	})
+}
+
+func reqID(r *http.Request) string {
+	id, _ := r.Context().Value(requestIDKey).(string)
+	return id
+}
+
+// recoverer turns a panic into a logged 500: no input may crash the process.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("panic", "request_id", reqID(r), "panic", fmt.Sprint(v))
+				writeError(w, openai.Internal("internal error (request "+reqID(r)+")"))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// statusWriter remembers the status for metrics and logs.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// observe logs each request and counts it by route and status.
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		route := chi.RouteContext(r.Context()).RoutePattern()
+		if route == "" {
+			route = "unmatched"
+		}
+		if sw.status == 0 {
+			sw.status = http.StatusOK
+		}
+		d := time.Since(start)
+		s.metrics.Request(route, sw.status, d)
+		s.log.Info("request", "request_id", reqID(r), "method", r.Method, "path", r.URL.Path, "status", sw.status, "duration", d)
+	})
+}
+
+// jsonBody enforces the body limit and the JSON content type.
+func (s *Server) jsonBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ct := r.Header.Get("Content-Type"); ct != "" {
+			mt, _, err := mime.ParseMediaType(ct)
+			if err != nil || mt != "application/json" {
+				writeError(w, openai.UnsupportedMediaType())
+				return
+			}
+		}
+		if r.ContentLength > s.cfg.MaxBodyBytes {
+			writeError(w, openai.BodyTooLarge(s.cfg.MaxBodyBytes))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// readBody reads a request body under the limit.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *openai.Error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, openai.BodyTooLarge(s.cfg.MaxBodyBytes)
+		}
+		return nil, openai.InvalidRequest("", "reading the request body: "+err.Error())
+	}
+	return body, nil
+}
+
+// writeError writes an OpenAI error response.
+func writeError(w http.ResponseWriter, e *openai.Error) {
+	if e.Status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, e.Status, e)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"encoding the response failed","type":"server_error","param":null,"code":"internal_error"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+func newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// Ready is the readiness line printed once the server listens.
+type Ready struct {
+	Event         string `json:"event"`
+	Address       string `json:"address"`
+	Model         string `json:"model"`
+	ContextTokens int    `json:"context_tokens"`
+	Target        string `json:"target"`
+}
+
+// Serve serves on a bound listener until ctx is done or shutdown is asked
+// for, then drains: stop admitting (503), let the active request finish
+// within the drain deadline (cancel it after), and return nil.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{Handler: s.router, ReadHeaderTimeout: 30 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return s.baseCtx }}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	case <-s.shutdownCh:
+	}
+	s.log.Info("shutting down", "drain_timeout", s.cfg.DrainTimeout)
+	sdnotify.Notify("STOPPING=1")
+	s.shuttingDown.Store(true)
+	s.queue.Close()
+	dctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
+	defer cancel()
+	if err := hs.Shutdown(dctx); err != nil {
+		// The drain deadline passed: cancel the active request and close.
+		s.cancelAll()
+		hs.Close()
+	}
+	s.cancelAll()
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Shutdown asks a serving server to drain and stop.
+func (s *Server) Shutdown() {
+	s.shutdownOnce.Do(func() { close(s.shutdownCh) })
+}
+
+func (s *Server) shutdownEndpoint(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "shutting_down"})
+	s.Shutdown()
+}
