@@ -25,6 +25,12 @@ type Options struct {
 	Target        string
 	Buckets       []int
 	ContextTokens int
+	// PrefixCacheBytes is the prefix cache's byte bound, counted in the
+	// memory plan.
+	PrefixCacheBytes int64
+	// MemoryLimit is what the engine may allocate (0: the host's available
+	// memory on the CPU backend).
+	MemoryLimit int64
 }
 
 // Loaded is a ready engine with what it was made from.
@@ -35,6 +41,8 @@ type Loaded struct {
 	// TokenizerVocab is the number of real token ids (0 when the model
 	// directory has no tokenizer.json): ids at or above it are padding.
 	TokenizerVocab int
+	// Memory is the memory plan.
+	Memory runtime.Memory
 }
 
 // Open loads the model. The caller closes the result.
@@ -68,6 +76,11 @@ func Open(o Options) (*Loaded, error) {
 			return nil, err
 		}
 	}
+	mem := runtime.MemoryOf(p, o.PrefixCacheBytes)
+	if err := fits(mem, o.MemoryLimit, p.ContextTokens); err != nil {
+		ck.Close()
+		return nil, err
+	}
 	be, err := Backend(p.Target)
 	if err != nil {
 		ck.Close()
@@ -84,7 +97,22 @@ func Open(o Options) (*Loaded, error) {
 		ck.Close()
 		return nil, err
 	}
-	return &Loaded{Engine: e, Checkpoint: ck, Plan: p, TokenizerVocab: vocab}, nil
+	return &Loaded{Engine: e, Checkpoint: ck, Plan: p, TokenizerVocab: vocab, Memory: mem}, nil
+}
+
+// fits refuses a memory plan larger than the limit (the host's available
+// memory when 0; the CPU backend maps weights from the file, so they are
+// not counted against it).
+func fits(m runtime.Memory, limit int64, contextTokens int) error {
+	if limit == 0 {
+		limit = runtime.HostAvailable()
+	}
+	if limit <= 0 || m.Allocated() <= limit {
+		return nil
+	}
+	return fmt.Errorf("the engine needs %s (KV cache %s for %d context tokens, states %s, activations %s, prefix cache %s) but only %s is available: lower --context-tokens or the prefix cache size",
+		runtime.HumanBytes(m.Allocated()), runtime.HumanBytes(m.KV), contextTokens, runtime.HumanBytes(m.State),
+		runtime.HumanBytes(m.Activations), runtime.HumanBytes(m.PrefixCache), runtime.HumanBytes(limit))
 }
 
 // Close releases the engine and the checkpoint's mappings.

@@ -60,3 +60,22 @@ func TestOpenWithPlanFile(t *testing.T) {
 		t.Errorf("gpu plan: error %v", err)
 	}
 }
+
+func TestMemoryPlanRefusesWhatDoesNotFit(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	if err := synth.Write(synth.Options{Preset: "tiny", Seed: 1, Out: dir}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(Options{ModelDir: dir, Buckets: []int{8}, ContextTokens: 100000, MemoryLimit: 1 << 20})
+	if err == nil || !strings.Contains(err.Error(), "for 100000 context tokens") || !strings.Contains(err.Error(), "lower --context-tokens") {
+		t.Errorf("error %v", err)
+	}
+	l, err := Open(Options{ModelDir: dir, Buckets: []int{8}, ContextTokens: 64, PrefixCacheBytes: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.Memory.KV == 0 || l.Memory.PrefixCache != 1000 {
+		t.Errorf("memory plan %+v", l.Memory)
+	}
+}
