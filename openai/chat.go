@@ -43,9 +43,12 @@ type ChatRequest struct {
 	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs,omitempty"` // an object
 	ReasoningEffort    *string         `json:"reasoning_effort,omitempty"`
 
-	User     string          `json:"user,omitempty"`
-	Metadata json.RawMessage `json:"metadata,omitempty"` // an object of strings
-	Store    *bool           `json:"store,omitempty"`
+	User string `json:"user,omitempty"`
+	// CachePrompt false keeps this request out of the prefix cache: it
+	// neither restores from nor adds to it (default true).
+	CachePrompt *bool           `json:"cache_prompt,omitempty"`
+	Metadata    json.RawMessage `json:"metadata,omitempty"` // an object of strings
+	Store       *bool           `json:"store,omitempty"`
 }
 
 // Message is one chat message.
@@ -251,6 +254,8 @@ func (r *ChatRequest) decode(root *node) *Error {
 			r.ReasoningEffort, err = optStr(v, p)
 		case "user":
 			r.User, err = str(v, p)
+		case "cache_prompt":
+			r.CachePrompt, err = optBool(v, p)
 		case "metadata":
 			r.Metadata, err = object(v, p)
 		case "store":

@@ -231,3 +231,23 @@ func TestChatHelpers(t *testing.T) {
 		}
 	}
 }
+
+func TestCachePrompt(t *testing.T) {
+	r, err := DecodeChatRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"cache_prompt":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.CachePrompt == nil || *r.CachePrompt {
+		t.Errorf("cache_prompt = %v, want false", r.CachePrompt)
+	}
+	c, err := DecodeCompletionRequest([]byte(`{"model":"m","prompt":"x","cache_prompt":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CachePrompt == nil || !*c.CachePrompt {
+		t.Errorf("completion cache_prompt = %v, want true", c.CachePrompt)
+	}
+	if _, err := DecodeChatRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"cache_prompt":1}`)); err == nil {
+		t.Error("cache_prompt 1 accepted")
+	}
+}

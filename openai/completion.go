@@ -30,6 +30,8 @@ type CompletionRequest struct {
 	Logprobs      *int           `json:"logprobs,omitempty"` // 0..20 alternatives per token
 	Echo          bool           `json:"echo,omitempty"`
 	User          string         `json:"user,omitempty"`
+	// CachePrompt false keeps this request out of the prefix cache.
+	CachePrompt *bool `json:"cache_prompt,omitempty"`
 }
 
 // Prompt is one completion prompt: text, or token ids when Tokens is non-nil.
@@ -104,6 +106,8 @@ func DecodeCompletionRequest(body []byte) (*CompletionRequest, *Error) {
 			r.Echo, err = boolean(v, p)
 		case "user":
 			r.User, err = str(v, p)
+		case "cache_prompt":
+			r.CachePrompt, err = optBool(v, p)
 		default:
 			if check, ok := completionUnsupported[key]; ok {
 				return check(v, p)
