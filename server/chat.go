@@ -50,6 +50,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	prompt.parse.Stop = req.StopStrings()
 	p := genParams{prompt: prompt.ids, maxNew: maxNew, parse: prompt.parse, forced: prompt.forced, logprobs: req.Logprobs,
+		oneCall: prompt.parse.Tools != nil && req.ParallelToolCalls != nil && !*req.ParallelToolCalls,
 		sampler: samplerConfig(m, samplingRequest{temperature: req.Temperature, topP: req.TopP, minP: req.MinP, topK: req.TopK,
 			presencePenalty: req.PresencePenalty, frequencyPenalty: req.FrequencyPenalty, repetitionPenalty: req.RepetitionPenalty, seed: req.Seed})}
 	if req.TopLogprobs != nil {
@@ -82,7 +83,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	ck := openai.ChatChunker{ID: id, Model: m.ID, Created: created}
 	if err := stream.Data(ck.Role()); err != nil {
-		cancel()
+		leftEarly(w)
 		return
 	}
 	var pending []tokenLogprob // logprobs of tokens whose text is still held back
@@ -117,10 +118,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return nil
 	})
 	if err != nil {
-		if e := failure(ctx, err); e != clientGone {
-			stream.Data(e)
-			stream.Done()
-		}
+		streamFailed(ctx, w, stream, err)
 		return
 	}
 	fin := ck.Finish(res.finish)
@@ -128,6 +126,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		fin.Choices[0].Logprobs = chatLogprobs(pending)
 	}
 	if stream.Data(fin) != nil {
+		leftEarly(w)
 		return
 	}
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {

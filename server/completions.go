@@ -109,6 +109,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	offset := len(echo)
 	if echo != "" {
 		if send(echo, nil, "", 0) != nil {
+			leftEarly(w)
 			return
 		}
 	}
@@ -128,13 +129,11 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		return nil
 	})
 	if err != nil {
-		if e := failure(ctx, err); e != clientGone {
-			stream.Data(e)
-			stream.Done()
-		}
+		streamFailed(ctx, w, stream, err)
 		return
 	}
 	if send("", pending, res.finish, offset) != nil {
+		leftEarly(w)
 		return
 	}
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {

@@ -2,15 +2,18 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aimaproject/aimac/openai"
 	"github.com/aimaproject/aimac/output"
 	"github.com/aimaproject/aimac/runtime"
 	"github.com/aimaproject/aimac/server/queue"
+	"github.com/aimaproject/aimac/server/sse"
 )
 
 // genParams is one generation, independent of the endpoint.
@@ -24,6 +27,9 @@ type genParams struct {
 	// forced is assistant text the prompt already commits the model to
 	// (a required tool call's opening): parsed as output, never generated.
 	forced string
+	// oneCall ends the generation once the first tool call is complete
+	// (parallel_tool_calls false).
+	oneCall bool
 }
 
 // genStep is what one sampled token produced.
@@ -56,9 +62,11 @@ type genResult struct {
 	logprobs                       []tokenLogprob
 }
 
-// generate runs a prompt and samples until a stop token, a stop string, a
-// complete required tool call or the token budget, calling emit for every
-// token's events as they are decoded (live streaming).
+// generate runs a prompt and samples until a stop token, a stop string, the
+// first complete tool call when only one is allowed, or the token budget,
+// calling emit for every token's events as they are decoded (live
+// streaming). ctx is checked between decode steps, so a client that leaves
+// stops the engine whatever the engine itself checks.
 func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(genStep) error) (*genResult, error) {
 	if err := m.Engine.Reset(); err != nil {
 		return nil, err
@@ -70,7 +78,25 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 	sampler.SetPrompt(p.prompt)
 	res := &genResult{promptTokens: len(p.prompt)}
 	parser := output.New(p.parse)
+	callDone := false // the one allowed tool call is complete
+	var args string   // the arguments of the call being parsed
 	add := func(st genStep) error {
+		if p.oneCall {
+			for i, e := range st.events {
+				if callDone {
+					st.events = st.events[:i] // nothing after the call
+					break
+				}
+				switch e.Kind {
+				case output.ToolCallStart:
+					args = ""
+				case output.ToolCallArguments:
+					// The arguments become a valid object only with their closing brace.
+					args += e.Text
+					callDone = strings.HasSuffix(e.Text, "}") && json.Valid([]byte(args))
+				}
+			}
+		}
 		res.result.Add(st.events...)
 		res.text += st.text
 		if st.logprob != nil {
@@ -94,6 +120,9 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 	dec := m.Tokenizer.NewDecoder(true)
 	stopped := false
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		var tok int32
 		var lp *tokenLogprob
 		if p.logprobs {
@@ -117,7 +146,7 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 		if err := add(genStep{events: parser.Write(piece), text: piece, logprob: lp}); err != nil {
 			return nil, err
 		}
-		if parser.Stopped() {
+		if parser.Stopped() || callDone {
 			res.finish, stopped = "stop", true
 			break
 		}
@@ -210,9 +239,39 @@ func failure(ctx context.Context, err error) *openai.Error {
 func respond(w http.ResponseWriter, v any, apiErr *openai.Error) {
 	switch {
 	case apiErr == clientGone:
+		leftEarly(w)
 	case apiErr != nil:
 		writeError(w, apiErr)
 	default:
 		writeJSON(w, http.StatusOK, v)
+	}
+}
+
+// streamFailed ends a stream whose generation failed: an error chunk and
+// [DONE] while the client listens, nothing once it has gone.
+func streamFailed(ctx context.Context, w http.ResponseWriter, stream *sse.Writer, err error) {
+	e := failure(ctx, err)
+	if e == clientGone {
+		leftEarly(w)
+		return
+	}
+	stream.Data(e)
+	stream.Done()
+}
+
+// leftEarly records that the client went away, so that the request is
+// counted and logged as 499 (nginx's "client closed request") rather than
+// as the status it never received in full.
+func leftEarly(w http.ResponseWriter) {
+	for {
+		switch x := w.(type) {
+		case *statusWriter:
+			x.gone = true
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return
+		}
 	}
 }

@@ -71,6 +71,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := genParams{prompt: prompt.ids, maxNew: maxNew, parse: prompt.parse, forced: prompt.forced,
+		oneCall: prompt.parse.Tools != nil && req.ParallelToolCalls != nil && !*req.ParallelToolCalls,
 		sampler: samplerConfig(m, samplingRequest{temperature: req.Temperature, topP: req.TopP})}
 
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
@@ -102,6 +103,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if send(b.Start()) != nil {
+			leftEarly(w)
 			return
 		}
 	}

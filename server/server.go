@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,16 +27,16 @@ import (
 
 // Config is the server's behaviour; zero values take the defaults.
 type Config struct {
-	APIKey            string        // "" disables authentication
-	QueueDepth        int           // waiting requests (default 16)
-	QueueTimeout      time.Duration // longest wait in the queue (default 5m)
-	RequestTimeout    time.Duration // end-to-end deadline of a request (default 30m)
-	DrainTimeout      time.Duration // how long shutdown waits for the active request (default 30s)
-	MaxBodyBytes      int64         // request body limit (default 4 MiB)
-	EnableShutdown    bool          // POST /shutdown
-	EnableThinking    bool          // the default when a request does not say
-	ResponsesStore    int           // stored Responses API objects (default 256)
-	Logger            *slog.Logger
+	APIKey         string        // "" disables authentication
+	QueueDepth     int           // waiting requests (default 16)
+	QueueTimeout   time.Duration // longest wait in the queue (default 5m)
+	RequestTimeout time.Duration // end-to-end deadline of a request (default 30m)
+	DrainTimeout   time.Duration // how long shutdown waits for the active request (default 30s)
+	MaxBodyBytes   int64         // request body limit (default 4 MiB)
+	EnableShutdown bool          // POST /shutdown
+	EnableThinking bool          // the default when a request does not say
+	ResponsesStore int           // stored Responses API objects (default 256)
+	Logger         *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -121,11 +120,19 @@ func (s *Server) Handler() http.Handler { return s.router }
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.requestID, s.recoverer, s.observe)
+	// observe wraps recoverer so that a recovered panic is counted and
+	// logged as the 500 it became.
+	r.Use(s.requestID, s.observe, s.recoverer)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, openai.NotFound("no route for "+r.Method+" "+r.URL.Path))
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		// RFC 9110 §15.5.6: a 405 lists the methods the path accepts.
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+			if r.Match(chi.NewRouteContext(), m, req.URL.Path) {
+				w.Header().Add("Allow", m)
+			}
+		}
 		writeError(w, openai.MethodNotAllowed())
 	})
 	r.Get("/health", s.health)
@@ -134,7 +141,8 @@ func (s *Server) routes() chi.Router {
 		r.Use(auth.Middleware(s.cfg.APIKey))
 		r.Handle("/metrics", s.metrics.Handler())
 		r.Get("/v1/models", s.listModels)
-		r.Get("/v1/models/{id}", s.getModel)
+		// Model ids may hold slashes ("Qwen/Qwen3.6-35B-A3B").
+		r.Get("/v1/models/*", s.getModel)
 		r.Group(func(r chi.Router) {
 			r.Use(s.jsonBody)
 			r.Post("/v1/chat/completions", s.chatCompletions)
@@ -193,6 +201,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	gone   bool // the client left before the response was complete
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -211,6 +220,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// statusClientClosed counts requests whose client left early.
+const statusClientClosed = 499
+
 // observe logs each request and counts it by route and status.
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -223,6 +235,9 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		}
 		if sw.status == 0 {
 			sw.status = http.StatusOK
+		}
+		if sw.gone {
+			sw.status = statusClientClosed
 		}
 		d := time.Since(start)
 		s.metrics.Request(route, sw.status, d)
@@ -270,8 +285,10 @@ func writeError(w http.ResponseWriter, e *openai.Error) {
 	writeJSON(w, e.Status, e)
 }
 
+// writeJSON writes v as the SSE streams do, without escaping <, > and &, so
+// that streamed and non-streamed text read the same on the wire.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := openai.Marshal(v)
 	if err != nil {
 		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"encoding the response failed","type":"server_error","param":null,"code":"internal_error"}}`)
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"net/url"
 
 	"github.com/go-chi/chi/v5"
 
@@ -52,7 +53,13 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
+	id := chi.URLParam(r, "*")
+	if r.URL.RawPath != "" {
+		// chi routed the escaped path (clients send "a%2Fb" for "a/b").
+		if u, err := url.PathUnescape(id); err == nil {
+			id = u
+		}
+	}
 	m := s.currentModel()
 	if m == nil || m.ID != id {
 		writeError(w, openai.ModelNotFound(id))
