@@ -115,10 +115,10 @@ type scripted struct {
 
 	mu      sync.Mutex
 	delay   time.Duration // each Decode takes this long
-	answer  []int32 // the scripted tokens; <|im_end|> follows
-	loop    bool    // repeat the answer forever instead of ending
-	pos     int     // tokens in the sequence
-	step    int     // answer tokens fed back so far
+	answer  []int32       // the scripted tokens; <|im_end|> follows
+	loop    bool          // repeat the answer forever instead of ending
+	pos     int           // tokens in the sequence
+	step    int           // answer tokens fed back so far
 	prompts [][]int32
 	wrong   []int32 // fed-back tokens that were not the scripted ones
 	panicAt int     // Decode panics at this step when > 0
