@@ -20,6 +20,9 @@
 //	aima_completion_tokens_total                      counter
 //	aima_prefix_cache_hits_total                      counter
 //	aima_prefix_cache_misses_total                    counter
+//	aima_prefix_cache_evictions_total                 counter
+//	aima_prefix_cache_entries                         gauge
+//	aima_prefix_cache_bytes                           gauge
 package metrics
 
 import (
@@ -66,6 +69,15 @@ type Metrics struct {
 	completionTokens uint64
 	cacheHits        uint64
 	cacheMisses      uint64
+	cacheStats       func() (entries int, bytes int64, evictions uint64)
+}
+
+// SetPrefixCacheStats reports the prefix cache's size and evictions at every
+// scrape.
+func (m *Metrics) SetPrefixCacheStats(f func() (entries int, bytes int64, evictions uint64)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cacheStats = f
 }
 
 // New returns an empty set of metrics. queueStats is called at every scrape
@@ -225,6 +237,18 @@ func (m *Metrics) render() []byte {
 		e.header(c.name, "counter", c.help)
 		e.sample(c.name, nil, float64(c.value))
 	}
+	var entries int
+	var bytes int64
+	var evictions uint64
+	if m.cacheStats != nil {
+		entries, bytes, evictions = m.cacheStats()
+	}
+	e.header("aima_prefix_cache_evictions_total", "counter", "Prefix cache entries evicted to stay within its bounds.")
+	e.sample("aima_prefix_cache_evictions_total", nil, float64(evictions))
+	e.header("aima_prefix_cache_entries", "gauge", "Prefix cache entries held.")
+	e.sample("aima_prefix_cache_entries", nil, float64(entries))
+	e.header("aima_prefix_cache_bytes", "gauge", "Host bytes the prefix cache holds.")
+	e.sample("aima_prefix_cache_bytes", nil, float64(bytes))
 	return e.buf.Bytes()
 }
 
