@@ -4,6 +4,8 @@ import (
 	"math"
 	"os"
 	"testing"
+
+	"github.com/aimaproject/aimac/runtime"
 )
 
 // sharedTemp holds files the package's tests share (the tiny checkpoint).
@@ -30,26 +32,10 @@ func TestMain(m *testing.M) {
 
 // klDivergence is KL(p‖q) of the softmaxes of two logit rows, in float64.
 func klDivergence(p, q []float32) float64 {
-	lp, lq := logSoftmax(p), logSoftmax(q)
+	lp, lq := runtime.LogSoftmax(p), runtime.LogSoftmax(q)
 	var kl float64
 	for i := range lp {
 		kl += math.Exp(lp[i]) * (lp[i] - lq[i])
 	}
 	return kl
-}
-
-func logSoftmax(x []float32) []float64 {
-	m := math.Inf(-1)
-	for _, v := range x {
-		m = math.Max(m, float64(v))
-	}
-	var s float64
-	for _, v := range x {
-		s += math.Exp(float64(v) - m)
-	}
-	out := make([]float64, len(x))
-	for i, v := range x {
-		out[i] = float64(v) - m - math.Log(s)
-	}
-	return out
 }
