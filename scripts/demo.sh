@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Serve the synthesized tiny model on the CPU backend, answer one chat
 # request through the OpenAI API, then stop the server with SIGTERM.
+# Thinking is turned off so that the answer shows as content (the tiny
+# model's reasoning would otherwise use up the token budget).
 set -euo pipefail
 bin=${1:-bin}
 port=${DEMO_PORT:-18080}
@@ -19,7 +21,8 @@ echo "POST /v1/chat/completions"
 curl -sS "http://127.0.0.1:$port/v1/chat/completions" -H 'Content-Type: application/json' -d '{
   "model": "aima-demo-tiny",
   "messages": [{"role": "user", "content": "Hello! Who are you?"}],
-  "max_tokens": 24, "temperature": 0
+  "max_tokens": 24, "temperature": 0,
+  "chat_template_kwargs": {"enable_thinking": false}
 }'
 echo
 kill -TERM "$pid"

@@ -263,15 +263,21 @@ func streamFailed(ctx context.Context, w http.ResponseWriter, stream *sse.Writer
 // counted and logged as 499 (nginx's "client closed request") rather than
 // as the status it never received in full.
 func leftEarly(w http.ResponseWriter) {
+	if sw := statusOf(w); sw != nil {
+		sw.gone = true
+	}
+}
+
+// statusOf finds the statusWriter that observe put around w, nil if none.
+func statusOf(w http.ResponseWriter) *statusWriter {
 	for {
 		switch x := w.(type) {
 		case *statusWriter:
-			x.gone = true
-			return
+			return x
 		case interface{ Unwrap() http.ResponseWriter }:
 			w = x.Unwrap()
 		default:
-			return
+			return nil
 		}
 	}
 }

@@ -11,7 +11,9 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -189,8 +191,22 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				s.log.Error("panic", "request_id", reqID(r), "panic", fmt.Sprint(v))
-				writeError(w, openai.Internal("internal error (request "+reqID(r)+")"))
+				s.log.Error("panic", "request_id", reqID(r), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				e := openai.Internal("internal error (request " + reqID(r) + ")")
+				sw := statusOf(w)
+				if sw == nil || sw.status == 0 {
+					writeError(w, e)
+					return
+				}
+				// The response had begun: count it as the 500 it became and
+				// end a chat or completions stream as any error after the
+				// headers ends, with an error chunk and [DONE].
+				sw.status = http.StatusInternalServerError
+				if strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") && r.URL.Path != "/v1/responses" {
+					b, _ := openai.Marshal(e)
+					w.Write([]byte("data: " + string(b) + "\n\ndata: [DONE]\n\n"))
+					http.NewResponseController(w).Flush()
+				}
 			}
 		}()
 		next.ServeHTTP(w, r)

@@ -206,6 +206,14 @@ func TestPanicIs500(t *testing.T) {
 	if got := scrape(t, h)["aima_requests_total"][`endpoint="/v1/chat/completions",status="500"`]; got != 1 {
 		t.Errorf("500s counted %v", got)
 	}
+	// A fault after the stream began ends the stream with an error chunk.
+	evs := h.stream(t, "/v1/chat/completions", userChat("hi", map[string]any{"stream": true}))
+	if last := evs[len(evs)-1].data; !strings.Contains(last, `"internal_error"`) {
+		t.Errorf("the stream ended with %s", last)
+	}
+	if got := scrape(t, h)["aima_requests_total"][`endpoint="/v1/chat/completions",status="500"`]; got != 2 {
+		t.Errorf("500s counted %v, want 2", got)
+	}
 	// The queue was released: the next request runs.
 	h.eng.mu.Lock()
 	h.eng.panicAt = 0
