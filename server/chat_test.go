@@ -289,6 +289,15 @@ func TestChatScripted(t *testing.T) {
 		},
 		want: answer{Reasoning: "STOP is a word.", Content: "answer ", Finish: "stop"},
 	}, {
+		name:   "logprobs with a stop string and markup held back for tools",
+		script: "Hm.\n</think>\n\nA <b> tag, < 3 and <tool STOP more",
+		params: func(p *oai.ChatCompletionNewParams) {
+			p.Tools = []oai.ChatCompletionToolUnionParam{weatherTool}
+			p.Stop = oai.ChatCompletionNewParamsStopUnion{OfString: oai.String("STOP")}
+			p.Logprobs, p.TopLogprobs = oai.Bool(true), oai.Int(2)
+		},
+		want: answer{Reasoning: "Hm.", Content: "A <b> tag, < 3 and <tool ", Finish: "stop"},
+	}, {
 		name:   "max_tokens",
 		script: "A long thought that goes on.\n</think>\n\nNever reached.",
 		params: func(p *oai.ChatCompletionNewParams) { p.MaxCompletionTokens = oai.Int(3) },
@@ -325,6 +334,8 @@ func TestChatScripted(t *testing.T) {
 			if want.Completion == 0 {
 				want.Completion = got.Completion
 			}
+			// Logprobs are checked against the stream below.
+			want.Logprobs = got.Logprobs
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("non-streamed (-want +got):\n%s", diff)
 			}
@@ -587,5 +598,67 @@ func TestChatStreamWire(t *testing.T) {
 	r := h.do(t, http.MethodPost, "/v1/chat/completions", userChat("hi", nil))
 	if strings.Contains(string(r.body), `\u003c`) || !strings.Contains(string(r.body), "<several>") {
 		t.Errorf("non-streamed content is escaped: %s", r.body)
+	}
+}
+
+// TestChatToolCallDeltas checks the wire form of a streamed tool call: one
+// delta with the index, id, type and name, then the arguments in several
+// fragments as they are decoded.
+func TestChatToolCallDeltas(t *testing.T) {
+	t.Parallel()
+	h := start(t, server.Config{})
+	h.eng.say(h.f, "Look.\n</think>\n\n"+weatherCall)
+	evs := h.stream(t, "/v1/chat/completions", userChat("Weather?", map[string]any{"stream": true, "tools": []any{weatherToolJSON}}))
+	type delta struct {
+		Index    *int    `json:"index"`
+		ID       *string `json:"id"`
+		Type     *string `json:"type"`
+		Function struct {
+			Name      *string `json:"name"`
+			Arguments *string `json:"arguments"`
+		} `json:"function"`
+	}
+	var calls []delta
+	finish := ""
+	for _, e := range evs {
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					ToolCalls []delta `json:"tool_calls"`
+				} `json:"delta"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(e.data), &c); err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Choices) == 1 {
+			calls = append(calls, c.Choices[0].Delta.ToolCalls...)
+			if c.Choices[0].FinishReason != nil {
+				finish = *c.Choices[0].FinishReason
+			}
+		}
+	}
+	if len(calls) < 4 {
+		t.Fatalf("the call came in %d deltas; its arguments should stream", len(calls))
+	}
+	first := calls[0]
+	if first.Index == nil || *first.Index != 0 || first.ID == nil || !strings.HasPrefix(*first.ID, "call_") ||
+		first.Type == nil || *first.Type != "function" || first.Function.Name == nil || *first.Function.Name != "get_weather" {
+		t.Errorf("the first delta does not open the call: %+v", first)
+	}
+	args := ""
+	for i, d := range calls[1:] {
+		if d.Index == nil || *d.Index != 0 || d.ID != nil || d.Type != nil || d.Function.Name != nil || d.Function.Arguments == nil {
+			t.Errorf("delta %d is not an argument fragment: %+v", i+1, d)
+			continue
+		}
+		args += *d.Function.Arguments
+	}
+	if diff := cmp.Diff(map[string]any{"city": "Paris", "days": json.Number("3"), "zip": "75001"}, arguments(t, args)); diff != "" {
+		t.Errorf("arguments (-want +got):\n%s", diff)
+	}
+	if finish != "tool_calls" {
+		t.Errorf("finish_reason %q", finish)
 	}
 }

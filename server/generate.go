@@ -133,7 +133,13 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 		}
 		res.completionTokens++
 		if res.completionTokens == 1 {
-			s.metrics.TTFT(time.Since(start))
+			// Time to first token counts from the request's arrival, as
+			// the client waits: queue, template, prefill.
+			arrived, ok := ctx.Value(arrivalKey).(time.Time)
+			if !ok {
+				arrived = start
+			}
+			s.metrics.TTFT(time.Since(arrived))
 		}
 		if slices.Contains(m.StopIDs, tok) {
 			res.finish = "stop"

@@ -215,6 +215,13 @@ func TestResponsesStreaming(t *testing.T) {
 			Calls: []call{{"get_weather", `{"city": "Paris", "days": 3, "zip": "75001"}`}}},
 		last: "response.completed",
 	}, {
+		name:   "tool_choice required",
+		script: "get_weather>\n<parameter=city>\nRome\n</parameter>\n</function>\n</tool_call>",
+		params: responses.ResponseNewParams{Tools: []responses.ToolUnionParam{weather},
+			ToolChoice: responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: oai.Opt(responses.ToolChoiceOptionsRequired)}},
+		want: outputSummary{Status: "completed", Calls: []call{{"get_weather", `{"city": "Rome"}`}}},
+		last: "response.completed",
+	}, {
 		name:   "max_output_tokens",
 		script: "A very long line of reasoning that never ends.",
 		params: responses.ResponseNewParams{MaxOutputTokens: oai.Int(4)},

@@ -164,7 +164,10 @@ func (s *Server) routes() chi.Router {
 
 type ctxKey int
 
-const requestIDKey ctxKey = 0
+const (
+	requestIDKey ctxKey = iota
+	arrivalKey          // when the request arrived, for time to first token
+)
 
 // requestID tags every request with an id, echoed in x-request-id.
 func (s *Server) requestID(next http.Handler) http.Handler {
@@ -174,7 +177,8 @@ func (s *Server) requestID(next http.Handler) http.Handler {
 			id = newID("req_")
 		}
 		w.Header().Set("X-Request-Id", id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+		ctx := context.WithValue(context.WithValue(r.Context(), requestIDKey, id), arrivalKey, time.Now())
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	oai "github.com/openai/openai-go/v3"
@@ -296,5 +297,25 @@ func TestMetrics(t *testing.T) {
 	}
 	if got := m["aima_queue_depth"][""]; got != 0 {
 		t.Errorf("queue depth %v", got)
+	}
+}
+
+// TestTTFTCountsQueueWait checks that time to first token counts from the
+// request's arrival: a request queued behind a 100 ms one waits that long.
+func TestTTFTCountsQueueWait(t *testing.T) {
+	t.Parallel()
+	h := start(t, server.Config{})
+	h.eng.say(h.f, strings.Repeat("la ", 10)).slow(10 * time.Millisecond)
+	first := make(chan struct{})
+	go func() {
+		defer close(first)
+		h.do(t, http.MethodPost, "/v1/chat/completions", userChat("one", map[string]any{"reasoning_effort": "none"}))
+	}()
+	waitFor(t, 5*time.Second, "the first request to run", func() bool { return h.health(t).Queue.Running == 1 })
+	h.do(t, http.MethodPost, "/v1/chat/completions", userChat("two", map[string]any{"reasoning_effort": "none"}))
+	<-first
+	m := scrape(t, h)
+	if n, sum := m["aima_ttft_seconds_count"][""], m["aima_ttft_seconds_sum"][""]; n != 2 || sum < 0.05 {
+		t.Errorf("TTFT: %v observations summing to %vs; the queued request waited about 0.1s", n, sum)
 	}
 }
