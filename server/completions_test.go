@@ -133,9 +133,7 @@ func TestCompletions(t *testing.T) {
 				t.Fatal(err)
 			}
 			// No chat template: the prompt is prefilled as given.
-			h.eng.mu.Lock()
-			prefilled := h.eng.prompts[len(h.eng.prompts)-1]
-			h.eng.mu.Unlock()
+			prefilled := h.eng.lastIDs(t)
 			if !slices.Equal(prefilled, ids) {
 				t.Errorf("prefilled %v, want %v", prefilled, ids)
 			}

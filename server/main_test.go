@@ -119,19 +119,17 @@ type scripted struct {
 	loop    bool          // repeat the answer forever instead of ending
 	pos     int           // tokens in the sequence
 	step    int           // answer tokens fed back so far
-	prompts [][]int32
+	prompt  []int32 // the latest prefilled prompt
 	wrong   []int32 // fed-back tokens that were not the scripted ones
 	panicAt int     // Decode panics at this step when > 0
 
 	decodes  atomic.Int64 // Decode calls, ever
 	prefills atomic.Int64
-	started  chan struct{} // receives (without blocking) on every Prefill
 }
 
 // newScripted returns a scripted engine for the fixture's vocabulary.
 func newScripted(f *fixture) *scripted {
-	return &scripted{capacity: 4096, limit: f.tok.Size(), vocab: f.tok.Size() + 64, end: f.end,
-		started: make(chan struct{}, 1)}
+	return &scripted{capacity: 4096, limit: f.tok.Size(), vocab: f.tok.Size() + 64, end: f.end}
 }
 
 // say scripts the next answers: the tokens of text, then <|im_end|>.
@@ -165,17 +163,18 @@ func (e *scripted) Prefill(ctx context.Context, tokens []int32, _ runtime.RowsFu
 		return nil, err
 	}
 	e.prefills.Add(1)
-	select {
-	case e.started <- struct{}{}:
-	default:
-	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(tokens) == 0 || e.pos+len(tokens) > e.capacity {
 		return nil, errors.New("scripted: prefill beyond the context")
 	}
+	for _, t := range tokens {
+		if t < 0 || int(t) >= e.vocab {
+			return nil, errors.New("scripted: token id outside the vocabulary")
+		}
+	}
 	e.pos += len(tokens)
-	e.prompts = append(e.prompts, append([]int32(nil), tokens...))
+	e.prompt = append([]int32(nil), tokens...)
 	return e.logitsLocked(), nil
 }
 
@@ -241,15 +240,21 @@ func (e *scripted) logitsLocked() []float32 {
 	return l
 }
 
-// lastPrompt returns the text of the latest prefilled prompt.
-func (e *scripted) lastPrompt(t *testing.T, f *fixture) string {
+// lastIDs returns the latest prefilled prompt.
+func (e *scripted) lastIDs(t *testing.T) []int32 {
 	t.Helper()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if len(e.prompts) == 0 {
+	if e.prompt == nil {
 		t.Fatal("no prompt was prefilled")
 	}
-	text, err := f.tok.Decode(e.prompts[len(e.prompts)-1], false)
+	return e.prompt
+}
+
+// lastPrompt returns the text of the latest prefilled prompt.
+func (e *scripted) lastPrompt(t *testing.T, f *fixture) string {
+	t.Helper()
+	text, err := f.tok.Decode(e.lastIDs(t), false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func TestOverload(t *testing.T) {
 	t.Parallel()
 	const clients, depth = 40, 4
 	h := start(t, server.Config{QueueDepth: depth, QueueTimeout: 5 * time.Second})
-	h.eng.say(h.f, "one two three").slow(5 * time.Millisecond)
+	h.eng.say(h.f, "one two three").slow(20 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	tr := &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: clients}

@@ -53,9 +53,7 @@ func TestTokenize(t *testing.T) {
 	if chat.Count != res.Usage.PromptTokens || chat.Count != len(chat.Tokens) {
 		t.Errorf("tokenize counts %d (%d ids), the chat request prefilled %d", chat.Count, len(chat.Tokens), res.Usage.PromptTokens)
 	}
-	h.eng.mu.Lock()
-	prefilled := h.eng.prompts[len(h.eng.prompts)-1]
-	h.eng.mu.Unlock()
+	prefilled := h.eng.lastIDs(t)
 	if diff := cmp.Diff(prefilled, chat.Tokens); diff != "" {
 		t.Errorf("tokenize ids differ from the prefilled prompt (-prefilled +tokenize):\n%s", diff)
 	}
