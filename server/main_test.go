@@ -119,9 +119,9 @@ type scripted struct {
 	loop    bool          // repeat the answer forever instead of ending
 	pos     int           // tokens in the sequence
 	step    int           // answer tokens fed back so far
-	prompt  []int32 // the latest prefilled prompt
-	wrong   []int32 // fed-back tokens that were not the scripted ones
-	panicAt int     // Decode panics at this step when > 0
+	prompt  []int32       // the latest prefilled prompt
+	wrong   []int32       // fed-back tokens that were not the scripted ones
+	panicAt int           // Decode panics at this step when > 0
 
 	decodes  atomic.Int64 // Decode calls, ever
 	prefills atomic.Int64
