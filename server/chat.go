@@ -50,6 +50,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	prompt.parse.Stop = req.StopStrings()
 	p := genParams{prompt: prompt.ids, maxNew: maxNew, parse: prompt.parse, forced: prompt.forced, logprobs: req.Logprobs,
+		boundary: turnBoundary(m, prompt.ids), noCache: req.CachePrompt != nil && !*req.CachePrompt,
 		oneCall: prompt.parse.Tools != nil && req.ParallelToolCalls != nil && !*req.ParallelToolCalls,
 		sampler: samplerConfig(m, samplingRequest{temperature: req.Temperature, topP: req.TopP, minP: req.MinP, topK: req.TopK,
 			presencePenalty: req.PresencePenalty, frequencyPenalty: req.FrequencyPenalty, repetitionPenalty: req.RepetitionPenalty, seed: req.Seed})}
@@ -136,7 +137,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 }
 
 func usage(res *genResult) openai.Usage {
-	return openai.NewUsage(res.promptTokens, res.completionTokens, 0)
+	return openai.NewUsage(res.promptTokens, res.completionTokens, res.cachedTokens)
 }
 
 // chatCompletion is the non-streaming response.

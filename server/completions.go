@@ -60,7 +60,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr)
 		return
 	}
-	p := genParams{prompt: ids, maxNew: maxNew,
+	p := genParams{prompt: ids, maxNew: maxNew, noCache: req.CachePrompt != nil && !*req.CachePrompt,
 		parse: output.Options{Raw: true, Stop: req.Stop},
 		sampler: samplerConfig(m, samplingRequest{temperature: req.Temperature, topP: req.TopP, minP: req.MinP, topK: req.TopK,
 			presencePenalty: req.PresencePenalty, frequencyPenalty: req.FrequencyPenalty, repetitionPenalty: req.RepetitionPenalty, seed: req.Seed})}

@@ -30,6 +30,11 @@ type genParams struct {
 	// oneCall ends the generation once the first tool call is complete
 	// (parallel_tool_calls false).
 	oneCall bool
+	// boundary is the chat turn boundary in prompt (0: none): the prefix
+	// cache snapshots the state there for the conversation's next turn.
+	boundary int
+	// noCache keeps the request out of the prefix cache (cache_prompt false).
+	noCache bool
 }
 
 // genStep is what one sampled token produced.
@@ -56,6 +61,7 @@ type alternative struct {
 // genResult is the whole generation.
 type genResult struct {
 	promptTokens, completionTokens int
+	cachedTokens                   int    // prompt tokens restored from the prefix cache
 	finish                         string // stop, length or tool_calls
 	result                         output.Result
 	text                           string // raw decoded text (completions)
@@ -68,9 +74,6 @@ type genResult struct {
 // streaming). ctx is checked between decode steps, so a client that leaves
 // stops the engine whatever the engine itself checks.
 func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(genStep) error) (*genResult, error) {
-	if err := m.Engine.Reset(); err != nil {
-		return nil, err
-	}
 	sampler, err := runtime.NewSampler(p.sampler)
 	if err != nil {
 		return nil, err
@@ -113,10 +116,11 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 		}
 	}
 	start := time.Now()
-	logits, err := m.Engine.Prefill(ctx, p.prompt, nil)
+	logits, cached, pending, err := s.startSequence(ctx, m, p.prompt, p.boundary, !p.noCache)
 	if err != nil {
 		return nil, err
 	}
+	res.cachedTokens = cached
 	dec := m.Tokenizer.NewDecoder(true)
 	stopped := false
 	for {
@@ -181,6 +185,7 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 		s.metrics.DecodeRate(float64(res.completionTokens) / d)
 	}
 	s.metrics.Tokens(res.promptTokens, res.completionTokens)
+	s.commit(pending)
 	return res, nil
 }
 

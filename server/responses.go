@@ -70,7 +70,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr)
 		return
 	}
-	p := genParams{prompt: prompt.ids, maxNew: maxNew, parse: prompt.parse, forced: prompt.forced,
+	p := genParams{prompt: prompt.ids, maxNew: maxNew, parse: prompt.parse, forced: prompt.forced, boundary: turnBoundary(m, prompt.ids),
 		oneCall: prompt.parse.Tools != nil && req.ParallelToolCalls != nil && !*req.ParallelToolCalls,
 		sampler: samplerConfig(m, samplingRequest{temperature: req.Temperature, topP: req.TopP})}
 
@@ -143,7 +143,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	if res.result.Reasoning != "" {
 		reasoning = len(m.Tokenizer.Encode(res.result.Reasoning))
 	}
-	evs := b.Finish(openai.NewResponseUsage(res.promptTokens, res.completionTokens, 0, min(reasoning, res.completionTokens)), incomplete)
+	evs := b.Finish(openai.NewResponseUsage(res.promptTokens, res.completionTokens, res.cachedTokens, min(reasoning, res.completionTokens)), incomplete)
 	resp := b.Response()
 	if resp.Store {
 		history, _ := req.Conversation(history)

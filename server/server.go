@@ -21,6 +21,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/aimaproject/aimac/openai"
+	"github.com/aimaproject/aimac/prefixcache"
+	"github.com/aimaproject/aimac/runtime"
 	"github.com/aimaproject/aimac/server/auth"
 	"github.com/aimaproject/aimac/server/metrics"
 	"github.com/aimaproject/aimac/server/queue"
@@ -38,7 +40,11 @@ type Config struct {
 	EnableShutdown bool          // POST /shutdown
 	EnableThinking bool          // the default when a request does not say
 	ResponsesStore int           // stored Responses API objects (default 256)
-	Logger         *slog.Logger
+	// PrefixCacheEntries and PrefixCacheBytes bound the prefix cache of
+	// engine snapshots; either ≤ 0 disables it.
+	PrefixCacheEntries int
+	PrefixCacheBytes   int64
+	Logger             *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -72,6 +78,7 @@ type Server struct {
 	queue     *queue.Queue
 	metrics   *metrics.Metrics
 	responses *store
+	prefix    *prefixCache
 	router    chi.Router
 
 	mu    sync.RWMutex
@@ -94,6 +101,11 @@ func New(cfg Config) *Server {
 	s.queue = queue.New(queue.Config{Depth: cfg.QueueDepth, WaitTimeout: cfg.QueueTimeout})
 	s.metrics = metrics.New(func() (int, int) { st := s.queue.Stats(); return st.Waiting, st.Running })
 	s.responses = newStore(cfg.ResponsesStore)
+	s.prefix = prefixcache.New[*runtime.Snapshot](cfg.PrefixCacheEntries, cfg.PrefixCacheBytes)
+	s.metrics.SetPrefixCacheStats(func() (int, int64, uint64) {
+		st := s.prefix.Stats()
+		return st.Entries, st.Bytes, st.Evictions
+	})
 	s.router = s.routes()
 	return s
 }

@@ -31,6 +31,7 @@ type serveFlags struct {
 	name        string
 	logFormat   string
 	demo        bool
+	cacheMiB    int64
 	cfg         server.Config
 }
 
@@ -68,6 +69,8 @@ admitting requests, lets the active one finish within --drain-timeout, and exits
 	fl.BoolVar(&f.cfg.EnableShutdown, "enable-shutdown-endpoint", false, "accept POST /shutdown")
 	fl.BoolVar(&f.cfg.EnableThinking, "enable-thinking", true, "think before answering unless a request says otherwise")
 	fl.IntVar(&f.cfg.ResponsesStore, "responses-store", 256, "Responses API objects kept for previous_response_id")
+	fl.IntVar(&f.cfg.PrefixCacheEntries, "prefix-cache-entries", 16, "state snapshots the prefix cache keeps (0 disables it)")
+	fl.Int64Var(&f.cacheMiB, "prefix-cache-mib", 4096, "host memory the prefix cache may hold, MiB (0 disables it)")
 	return c
 }
 
@@ -118,6 +121,14 @@ func serve(cmd *cobra.Command, f *serveFlags) error {
 	if err := f.load.parseBuckets(); err != nil {
 		return err
 	}
+	if f.cacheMiB < 0 || f.cfg.PrefixCacheEntries < 0 {
+		return fmt.Errorf("--prefix-cache-mib and --prefix-cache-entries must be ≥ 0")
+	}
+	f.cfg.PrefixCacheBytes = f.cacheMiB << 20
+	if f.cfg.PrefixCacheEntries == 0 {
+		f.cfg.PrefixCacheBytes = 0
+	}
+	f.load.o.PrefixCacheBytes = f.cfg.PrefixCacheBytes
 	// Bind first: a port conflict fails before the model is loaded.
 	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.port)))
 	if err != nil {
@@ -167,6 +178,7 @@ func loadModel(ctx context.Context, f *serveFlags) (*loader.Loaded, *server.Mode
 	if err != nil {
 		return nil, nil, err
 	}
+	fmt.Fprint(os.Stderr, l.Memory.String())
 	name := f.name
 	if name == "" {
 		name = filepath.Base(filepath.Clean(dir))

@@ -1,0 +1,98 @@
+package server
+
+import (
+	"context"
+
+	"github.com/aimaproject/aimac/prefixcache"
+	"github.com/aimaproject/aimac/runtime"
+)
+
+// Snapshotter is implemented by engines whose sequence state can be saved
+// and restored (*runtime.Engine); the prefix cache needs it.
+type Snapshotter interface {
+	Snapshot(logits []float32) (*runtime.Snapshot, error)
+	Restore(s *runtime.Snapshot) error
+}
+
+// prefixCache is the server's cache of engine snapshots.
+type prefixCache = prefixcache.Cache[*runtime.Snapshot]
+
+// pendingSnapshot is a snapshot to add to the cache once the request
+// succeeds: a failed or cancelled request never changes the cache.
+type pendingSnapshot struct {
+	tokens []int32
+	snap   *runtime.Snapshot
+}
+
+// startSequence puts the engine at the end of prompt and returns the logits
+// of its next token. With the cache it restores the longest cached prefix
+// (an exact hit needs no prefill at all) and prefills only the rest, taking
+// snapshots at the turn boundary (where the next chat turn's prompt will
+// diverge) and at the prompt's end, to be committed after success.
+func (s *Server) startSequence(ctx context.Context, m *Model, prompt []int32, boundary int, useCache bool) (logits []float32, cached int, pending []pendingSnapshot, err error) {
+	snapper, ok := m.Engine.(Snapshotter)
+	if !ok || !useCache || !s.prefix.Enabled() {
+		if err := m.Engine.Reset(); err != nil {
+			return nil, 0, nil, err
+		}
+		logits, err := m.Engine.Prefill(ctx, prompt, nil)
+		return logits, 0, nil, err
+	}
+	snap, n := s.prefix.Lookup(prompt)
+	s.metrics.PrefixCache(n > 0)
+	if n > 0 {
+		if err := snapper.Restore(snap); err != nil {
+			return nil, 0, nil, err
+		}
+		logits, cached = snap.Logits(), n
+	} else if err := m.Engine.Reset(); err != nil {
+		return nil, 0, nil, err
+	}
+	pos := n
+	take := func(end int) error {
+		if logits, err = m.Engine.Prefill(ctx, prompt[pos:end], nil); err != nil {
+			return err
+		}
+		pos = end
+		sn, err := snapper.Snapshot(logits)
+		if err != nil {
+			return err
+		}
+		pending = append(pending, pendingSnapshot{tokens: prompt[:end], snap: sn})
+		return nil
+	}
+	if boundary > pos && boundary < len(prompt) {
+		if err := take(boundary); err != nil {
+			return nil, 0, nil, err
+		}
+	}
+	if pos < len(prompt) {
+		if err := take(len(prompt)); err != nil {
+			return nil, 0, nil, err
+		}
+	}
+	return logits, cached, pending, nil
+}
+
+// commit adds a successful request's snapshots to the cache.
+func (s *Server) commit(pending []pendingSnapshot) {
+	for _, p := range pending {
+		s.prefix.Put(p.tokens, p.snap)
+	}
+}
+
+// turnBoundary is where the generation prompt starts: the last
+// "<|im_start|>" of a chat prompt. The next turn of the conversation repeats
+// everything before it, whatever the template drops from the answer.
+func turnBoundary(m *Model, prompt []int32) int {
+	id, ok := m.Tokenizer.ID("<|im_start|>")
+	if !ok {
+		return 0
+	}
+	for i := len(prompt) - 1; i > 0; i-- {
+		if prompt[i] == id {
+			return i
+		}
+	}
+	return 0
+}

@@ -1,0 +1,190 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/aimaproject/aimac/loader"
+	"github.com/aimaproject/aimac/server"
+)
+
+// cacheServer serves the tiny model on the CPU engine with a prefix cache.
+func cacheServer(t *testing.T, entries int, bytes int64) (*httptest.Server, *server.Server) {
+	t.Helper()
+	f := tiny(t)
+	l, err := loader.Open(loader.Options{ModelDir: f.dir, Buckets: []int{16, 64}, ContextTokens: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	srv := server.New(server.Config{EnableThinking: true, PrefixCacheEntries: entries, PrefixCacheBytes: bytes})
+	srv.SetModel(f.model(l.Engine))
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	return ts, srv
+}
+
+// turn is what a greedy chat request answered.
+type turn struct {
+	Content, Reasoning string
+	Prompt, Cached     int
+}
+
+func chatTurn(t *testing.T, ts *httptest.Server, messages []map[string]string, cache bool) turn {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": modelID, "messages": messages, "max_tokens": 12,
+		"temperature": 0, "cache_prompt": cache})
+	resp, err := http.Post(ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, raw)
+	}
+	var out struct {
+		Choices []struct {
+			Message struct {
+				Content          string `json:"content"`
+				ReasoningContent string `json:"reasoning_content"`
+			} `json:"message"`
+		} `json:"choices"`
+		Usage struct {
+			PromptTokens        int `json:"prompt_tokens"`
+			PromptTokensDetails struct {
+				CachedTokens int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	m := out.Choices[0].Message
+	return turn{m.Content, m.ReasoningContent, out.Usage.PromptTokens, out.Usage.PromptTokensDetails.CachedTokens}
+}
+
+func user(text string) map[string]string      { return map[string]string{"role": "user", "content": text} }
+func assistant(text string) map[string]string { return map[string]string{"role": "assistant", "content": text} }
+
+// answerOnly compares answers, not cache accounting.
+func answerOnly(t turn) turn { t.Cached = 0; return t }
+
+// TestPrefixCacheHits: an exact repeat restores the whole prompt, a second
+// chat turn restores up to the first turn's boundary (the template drops
+// old reasoning, the cache still hits), and every hit answers exactly as a
+// cold run does.
+func TestPrefixCacheHits(t *testing.T) {
+	ts, _ := cacheServer(t, 8, 64<<20)
+	first := []map[string]string{user("Tell me about the weather in Paris today.")}
+	cold := chatTurn(t, ts, first, false)
+	if cold.Cached != 0 {
+		t.Fatalf("cold request reports %d cached tokens", cold.Cached)
+	}
+	fill := chatTurn(t, ts, first, true)
+	if diff := cmp.Diff(answerOnly(cold), answerOnly(fill)); diff != "" {
+		t.Errorf("first cached run differs from cold (-cold +cached):\n%s", diff)
+	}
+	exact := chatTurn(t, ts, first, true)
+	if exact.Cached != exact.Prompt {
+		t.Errorf("exact repeat: %d of %d prompt tokens cached, want all", exact.Cached, exact.Prompt)
+	}
+	if diff := cmp.Diff(answerOnly(cold), answerOnly(exact)); diff != "" {
+		t.Errorf("exact hit differs from cold (-cold +hit):\n%s", diff)
+	}
+
+	second := append(append([]map[string]string{}, first...), assistant(cold.Content+"Sunny."), user("And tomorrow?"))
+	want := chatTurn(t, ts, second, false)
+	got := chatTurn(t, ts, second, true)
+	if got.Cached == 0 || got.Cached >= got.Prompt {
+		t.Errorf("second turn: %d of %d prompt tokens cached, want the first turn's prefix", got.Cached, got.Prompt)
+	}
+	if diff := cmp.Diff(answerOnly(want), answerOnly(got)); diff != "" {
+		t.Errorf("second turn with the cache differs from cold (-cold +cached):\n%s", diff)
+	}
+}
+
+// TestPrefixCacheConversationsIsolated interleaves two conversations: each
+// hit restores its own state.
+func TestPrefixCacheConversationsIsolated(t *testing.T) {
+	ts, _ := cacheServer(t, 8, 64<<20)
+	a := []map[string]string{user("First conversation: count to three.")}
+	b := []map[string]string{user("Second conversation: name a color.")}
+	wantA, wantB := chatTurn(t, ts, a, false), chatTurn(t, ts, b, false)
+	for round := 0; round < 2; round++ {
+		gotA, gotB := chatTurn(t, ts, a, true), chatTurn(t, ts, b, true)
+		if diff := cmp.Diff(answerOnly(wantA), answerOnly(gotA)); diff != "" {
+			t.Errorf("round %d conversation a (-cold +cached):\n%s", round, diff)
+		}
+		if diff := cmp.Diff(answerOnly(wantB), answerOnly(gotB)); diff != "" {
+			t.Errorf("round %d conversation b (-cold +cached):\n%s", round, diff)
+		}
+		a = append(a, assistant(gotA.Content), user("Go on."))
+		b = append(b, assistant(gotB.Content), user("Another."))
+		wantA, wantB = chatTurn(t, ts, a, false), chatTurn(t, ts, b, false)
+	}
+}
+
+// TestPrefixCacheUntouchedByCancelledRequest: a request cancelled while it
+// runs adds nothing to the cache and changes no entry.
+func TestPrefixCacheUntouchedByCancelledRequest(t *testing.T) {
+	ts, _ := cacheServer(t, 8, 64<<20)
+	conv := []map[string]string{user("A question that is answered at length.")}
+	want := chatTurn(t, ts, conv, false)
+	before := metric(t, ts, "aima_prefix_cache_entries")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	body, _ := json.Marshal(map[string]any{"model": modelID, "stream": true, "max_tokens": 400, "temperature": 0,
+		"messages": []map[string]string{user("Another question, abandoned midway.")}})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/v1/chat/completions", strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bufio.NewReader(resp.Body).ReadString('\n') // the first chunk: generation has begun
+	cancel()
+	resp.Body.Close()
+
+	waitFor(t, 5e9, "the cancelled request to leave", func() bool {
+		return metric(t, ts, "aima_queue_running") == 0
+	})
+	if after := metric(t, ts, "aima_prefix_cache_entries"); after != before {
+		t.Errorf("cache entries went from %v to %v after a cancelled request", before, after)
+	}
+	if got := chatTurn(t, ts, conv, true); !cmp.Equal(answerOnly(want), answerOnly(got)) {
+		t.Errorf("after the cancelled request: %+v, want %+v", got, want)
+	}
+	if hits := metric(t, ts, "aima_prefix_cache_hits_total"); hits < 0 {
+		t.Errorf("hits %v", hits)
+	}
+}
+
+// metric reads one unlabelled series from /metrics.
+func metric(t *testing.T, ts *httptest.Server, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(raw), "\n") {
+		var v float64
+		if strings.HasPrefix(line, name+" ") {
+			fmt.Sscan(strings.TrimPrefix(line, name+" "), &v)
+			return v
+		}
+	}
+	t.Fatalf("no series %s in /metrics", name)
+	return 0
+}
