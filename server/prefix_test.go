@@ -151,7 +151,18 @@ func TestPrefixCacheUntouchedByCancelledRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bufio.NewReader(resp.Body).ReadString('\n') // the first chunk: generation has begun
+	// Past the role chunk, two token chunks: the prompt is prefilled and
+	// decoding has begun.
+	rd := bufio.NewReader(resp.Body)
+	for chunks := 0; chunks < 3; {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream ended early: %v", err)
+		}
+		if strings.HasPrefix(line, "data: ") {
+			chunks++
+		}
+	}
 	cancel()
 	resp.Body.Close()
 
