@@ -124,6 +124,9 @@ func serve(cmd *cobra.Command, f *serveFlags) error {
 	if f.cacheMiB < 0 || f.cfg.PrefixCacheEntries < 0 {
 		return fmt.Errorf("--prefix-cache-mib and --prefix-cache-entries must be ≥ 0")
 	}
+	if f.demo && !cmd.Flags().Changed("prefix-cache-mib") {
+		f.cacheMiB = 256 // the tiny model's snapshots are small
+	}
 	f.cfg.PrefixCacheBytes = f.cacheMiB << 20
 	if f.cfg.PrefixCacheEntries == 0 {
 		f.cfg.PrefixCacheBytes = 0
