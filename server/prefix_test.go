@@ -73,8 +73,10 @@ func chatTurn(t *testing.T, ts *httptest.Server, messages []map[string]string, c
 	return turn{m.Content, m.ReasoningContent, out.Usage.PromptTokens, out.Usage.PromptTokensDetails.CachedTokens}
 }
 
-func user(text string) map[string]string      { return map[string]string{"role": "user", "content": text} }
-func assistant(text string) map[string]string { return map[string]string{"role": "assistant", "content": text} }
+func user(text string) map[string]string { return map[string]string{"role": "user", "content": text} }
+func assistant(text string) map[string]string {
+	return map[string]string{"role": "assistant", "content": text}
+}
 
 // answerOnly compares answers, not cache accounting.
 func answerOnly(t turn) turn { t.Cached = 0; return t }
