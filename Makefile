@@ -15,6 +15,7 @@ lint:
 
 test: lint testdata
 	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -race ./server/... ./runtime/...
 
 # demo: serve a synthesized tiny model on the CPU backend and answer one request.
 demo: build
