@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/aimaproject/aimac/arch"
 	"github.com/aimaproject/aimac/checkpoint"
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/planner"
@@ -31,6 +32,10 @@ type Options struct {
 	// MemoryLimit is what the engine may allocate (0: the host's available
 	// memory on the CPU backend).
 	MemoryLimit int64
+	// Synthetic generates the weights from SyntheticSeed instead of reading
+	// them: only config.json of the model directory is read.
+	Synthetic     bool
+	SyntheticSeed uint64
 }
 
 // Loaded is a ready engine with what it was made from.
@@ -47,23 +52,30 @@ type Loaded struct {
 
 // Open loads the model. The caller closes the result.
 func Open(o Options) (*Loaded, error) {
-	ck, err := checkpoint.Open(o.ModelDir)
-	if err != nil {
-		return nil, err
-	}
-	m, err := planner.FromCheckpoint(filepath.Base(o.ModelDir), ck)
-	if err != nil {
-		ck.Close()
-		return nil, err
+	var ck *checkpoint.Checkpoint
+	var m *planner.Model
+	var err error
+	if o.Synthetic {
+		if m, err = configOnly(o.ModelDir); err != nil {
+			return nil, err
+		}
+	} else {
+		if ck, err = checkpoint.Open(o.ModelDir); err != nil {
+			return nil, err
+		}
+		if m, err = planner.FromCheckpoint(filepath.Base(o.ModelDir), ck); err != nil {
+			ck.Close()
+			return nil, err
+		}
 	}
 	var p *plan.Plan
 	if o.PlanFile != "" {
 		if p, err = plan.ReadFile(o.PlanFile); err != nil {
-			ck.Close()
+			closeCheckpoint(ck)
 			return nil, err
 		}
 		if p.Model.Fingerprint != m.Fingerprint() {
-			ck.Close()
+			closeCheckpoint(ck)
 			return nil, fmt.Errorf("plan %s was made for model %s, but %s is %s", o.PlanFile, p.Model.Fingerprint, o.ModelDir, m.Fingerprint())
 		}
 	} else {
@@ -72,29 +84,33 @@ func Open(o Options) (*Loaded, error) {
 			target = "cpu"
 		}
 		if p, err = planner.Plan(m, planner.Options{Target: target, Buckets: o.Buckets, ContextTokens: o.ContextTokens}); err != nil {
-			ck.Close()
+			closeCheckpoint(ck)
 			return nil, err
 		}
 	}
 	mem := runtime.MemoryOf(p, o.PrefixCacheBytes)
 	if err := fits(mem, o.MemoryLimit, p.ContextTokens); err != nil {
-		ck.Close()
+		closeCheckpoint(ck)
 		return nil, err
 	}
 	be, err := Backend(p.Target)
 	if err != nil {
-		ck.Close()
+		closeCheckpoint(ck)
 		return nil, err
 	}
-	e, err := runtime.NewEngine(p, be, runtime.CheckpointWeights(ck))
+	weights := runtime.SyntheticWeights(o.SyntheticSeed)
+	if ck != nil {
+		weights = runtime.CheckpointWeights(ck)
+	}
+	e, err := runtime.NewEngine(p, be, weights)
 	if err != nil {
-		ck.Close()
+		closeCheckpoint(ck)
 		return nil, err
 	}
 	vocab, err := TokenizerVocab(o.ModelDir)
 	if err != nil {
 		e.Close()
-		ck.Close()
+		closeCheckpoint(ck)
 		return nil, err
 	}
 	return &Loaded{Engine: e, Checkpoint: ck, Plan: p, TokenizerVocab: vocab, Memory: mem}, nil
@@ -117,7 +133,26 @@ func fits(m runtime.Memory, limit int64, contextTokens int) error {
 
 // Close releases the engine and the checkpoint's mappings.
 func (l *Loaded) Close() error {
-	return errors.Join(l.Engine.Close(), l.Checkpoint.Close())
+	err := l.Engine.Close()
+	if l.Checkpoint != nil {
+		err = errors.Join(err, l.Checkpoint.Close())
+	}
+	return err
+}
+
+// configOnly describes the model of DIR/config.json with the dtypes Qwen
+// ships, for synthetic weights.
+func configOnly(dir string) (*planner.Model, error) {
+	path := filepath.Join(dir, checkpoint.ConfigFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := arch.ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return planner.FromConfig(filepath.Base(dir), cfg), nil
 }
 
 // Backend returns the backend that runs plans for target.
@@ -158,4 +193,10 @@ func TokenizerVocab(dir string) (int, error) {
 		n = max(n, t.ID+1)
 	}
 	return n, nil
+}
+
+func closeCheckpoint(ck *checkpoint.Checkpoint) {
+	if ck != nil {
+		ck.Close()
+	}
 }

@@ -1,6 +1,8 @@
 package loader
 
 import (
+	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -77,5 +79,36 @@ func TestMemoryPlanRefusesWhatDoesNotFit(t *testing.T) {
 	defer l.Close()
 	if l.Memory.KV == 0 || l.Memory.PrefixCache != 1000 {
 		t.Errorf("memory plan %+v", l.Memory)
+	}
+}
+
+// TestSyntheticWeights: only config.json is read; the plan's fingerprint is
+// the one the checkpoint's config and shipped dtypes give.
+func TestSyntheticWeights(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	if err := synth.Write(synth.Options{Preset: "tiny", Seed: 1, Out: src}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(Options{ModelDir: dir, Buckets: []int{8}, ContextTokens: 32, Synthetic: true, SyntheticSeed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.Checkpoint != nil {
+		t.Error("synthetic weights opened a checkpoint")
+	}
+	if _, err := l.Engine.Prefill(context.Background(), []int32{1, 2, 3}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(Options{ModelDir: t.TempDir(), Buckets: []int{8}, ContextTokens: 32, Synthetic: true}); err == nil {
+		t.Error("synthetic weights without a config.json were accepted")
 	}
 }

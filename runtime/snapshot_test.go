@@ -2,7 +2,10 @@ package runtime_test
 
 import (
 	"context"
+	"slices"
 	"testing"
+
+	"github.com/aimaproject/aimac/runtime"
 )
 
 // TestSnapshotRestore: restoring a snapshot and continuing gives exactly the
@@ -56,5 +59,36 @@ func TestSnapshotRestore(t *testing.T) {
 			}
 		}
 		compareRows(t, "restored", want[29:len(seq)-1], got[29:len(seq)-1])
+	}
+}
+
+// TestSyntheticWeights: an engine on generated weights runs, is
+// deterministic for a seed and differs between seeds.
+func TestSyntheticWeights(t *testing.T) {
+	base := open(t, []int{8, 32}, 64)
+	p := base.Plan
+	run := func(seed uint64) []float32 {
+		e, err := runtime.NewEngine(p, runtime.NewCPU(), runtime.SyntheticWeights(seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		l, err := e.Prefill(context.Background(), prompt(20, e.Vocab()), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range l {
+			if v != v {
+				t.Fatal("NaN logits from synthetic weights")
+			}
+		}
+		return l
+	}
+	a, b, c := run(1), run(1), run(2)
+	if !slices.Equal(a, b) {
+		t.Error("the same seed gave different logits")
+	}
+	if slices.Equal(a, c) {
+		t.Error("different seeds gave the same logits")
 	}
 }

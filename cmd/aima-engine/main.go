@@ -46,9 +46,10 @@ func root() *cobra.Command {
 
 // loadFlags are the flags every probe shares.
 type loadFlags struct {
-	o       loader.Options
-	buckets string
-	tokens  string
+	o         loader.Options
+	buckets   string
+	tokens    string
+	synthetic string
 }
 
 // registerModel adds the flags that choose the model and its plan.
@@ -58,11 +59,25 @@ func (f *loadFlags) registerModel(c *cobra.Command) {
 	c.Flags().StringVar(&f.o.Target, "target", "cpu", "target when planning now")
 	c.Flags().StringVar(&f.buckets, "buckets", "64,256,1024", "prefill buckets when planning now")
 	c.Flags().IntVar(&f.o.ContextTokens, "context-tokens", 4096, "context capacity (prompt + output) when planning now")
+	c.Flags().StringVar(&f.synthetic, "synthetic-weights", "", "generate the weights from this seed instead of reading them (only config.json is read)")
 }
 
 func (f *loadFlags) register(c *cobra.Command) {
 	f.registerModel(c)
 	c.Flags().StringVar(&f.tokens, "tokens", "", "prompt token ids, comma-separated (required)")
+}
+
+// parseSynthetic reads --synthetic-weights.
+func (f *loadFlags) parseSynthetic() error {
+	if f.synthetic == "" {
+		return nil
+	}
+	seed, err := strconv.ParseUint(f.synthetic, 10, 64)
+	if err != nil {
+		return fmt.Errorf("--synthetic-weights %q: want a seed, a non-negative integer", f.synthetic)
+	}
+	f.o.Synthetic, f.o.SyntheticSeed = true, seed
+	return nil
 }
 
 func (f *loadFlags) parseBuckets() error {
@@ -86,6 +101,9 @@ func (f *loadFlags) load() (*loader.Loaded, []int32, error) {
 		return nil, nil, err
 	}
 	if err := f.parseBuckets(); err != nil {
+		return nil, nil, err
+	}
+	if err := f.parseSynthetic(); err != nil {
 		return nil, nil, err
 	}
 	l, err := loader.Open(f.o)
