@@ -12,14 +12,8 @@ import (
 
 // chatCompletions serves POST /v1/chat/completions.
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	body, apiErr := s.readBody(w, r)
-	if apiErr != nil {
-		writeError(w, apiErr)
-		return
-	}
-	req, apiErr := openai.DecodeChatRequest(body)
-	if apiErr != nil {
-		writeError(w, apiErr)
+	req, ok := decodeBody(s, w, r, openai.DecodeChatRequest)
+	if !ok {
 		return
 	}
 	m, apiErr := s.serving(req.Model)

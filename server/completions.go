@@ -13,14 +13,8 @@ import (
 // completions serves POST /v1/completions: a raw prompt (text or token
 // ids), no chat template, no reasoning or tool parsing.
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
-	body, apiErr := s.readBody(w, r)
-	if apiErr != nil {
-		writeError(w, apiErr)
-		return
-	}
-	req, apiErr := openai.DecodeCompletionRequest(body)
-	if apiErr != nil {
-		writeError(w, apiErr)
+	req, ok := decodeBody(s, w, r, openai.DecodeCompletionRequest)
+	if !ok {
 		return
 	}
 	m, apiErr := s.serving(req.Model)

@@ -15,14 +15,8 @@ import (
 // createResponse serves POST /v1/responses, continuing a stored
 // conversation when previous_response_id names one.
 func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
-	body, apiErr := s.readBody(w, r)
-	if apiErr != nil {
-		writeError(w, apiErr)
-		return
-	}
-	req, apiErr := openai.DecodeResponsesRequest(body)
-	if apiErr != nil {
-		writeError(w, apiErr)
+	req, ok := decodeBody(s, w, r, openai.DecodeResponsesRequest)
+	if !ok {
 		return
 	}
 	m, apiErr := s.serving(req.Model)

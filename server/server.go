@@ -309,6 +309,20 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *open
 	return body, nil
 }
 
+// decodeBody reads a request body under the limit and decodes it; on
+// failure it has written the error response and returns false.
+func decodeBody[T any](s *Server, w http.ResponseWriter, r *http.Request, decode func([]byte) (T, *openai.Error)) (T, bool) {
+	var req T
+	body, apiErr := s.readBody(w, r)
+	if apiErr == nil {
+		if req, apiErr = decode(body); apiErr == nil {
+			return req, true
+		}
+	}
+	writeError(w, apiErr)
+	return req, false
+}
+
 // writeError writes an OpenAI error response.
 func writeError(w http.ResponseWriter, e *openai.Error) {
 	if e.Status == http.StatusTooManyRequests {

@@ -9,14 +9,8 @@ import (
 // tokenize serves POST /tokenize: a prompt, or messages (and tools)
 // rendered with the chat template, to token ids.
 func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
-	body, apiErr := s.readBody(w, r)
-	if apiErr != nil {
-		writeError(w, apiErr)
-		return
-	}
-	req, apiErr := openai.DecodeTokenizeRequest(body)
-	if apiErr != nil {
-		writeError(w, apiErr)
+	req, ok := decodeBody(s, w, r, openai.DecodeTokenizeRequest)
+	if !ok {
 		return
 	}
 	m, apiErr := s.servingOptional(req.Model)
@@ -50,14 +44,8 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 
 // detokenize serves POST /detokenize: token ids to text.
 func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
-	body, apiErr := s.readBody(w, r)
-	if apiErr != nil {
-		writeError(w, apiErr)
-		return
-	}
-	req, apiErr := openai.DecodeDetokenizeRequest(body)
-	if apiErr != nil {
-		writeError(w, apiErr)
+	req, ok := decodeBody(s, w, r, openai.DecodeDetokenizeRequest)
+	if !ok {
 		return
 	}
 	m, apiErr := s.servingOptional(req.Model)
