@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -145,7 +146,7 @@ func serve(cmd *cobra.Command, f *serveFlags) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, ln) }()
 
-	l, m, err := loadModel(ctx, f)
+	l, m, err := loadModel(ctx, f, cmd.ErrOrStderr())
 	if err != nil {
 		srv.Shutdown()
 		<-served
@@ -166,7 +167,7 @@ func serve(cmd *cobra.Command, f *serveFlags) error {
 
 // loadModel loads the engine, tokenizer, template and generation config,
 // and warms the engine up.
-func loadModel(ctx context.Context, f *serveFlags) (*loader.Loaded, *server.Model, error) {
+func loadModel(ctx context.Context, f *serveFlags, stderr io.Writer) (*loader.Loaded, *server.Model, error) {
 	dir := f.load.o.ModelDir
 	tok, err := tokenizer.LoadDir(dir)
 	if err != nil {
@@ -184,7 +185,7 @@ func loadModel(ctx context.Context, f *serveFlags) (*loader.Loaded, *server.Mode
 	if err != nil {
 		return nil, nil, err
 	}
-	fmt.Fprint(os.Stderr, l.Memory.String())
+	fmt.Fprint(stderr, l.Memory.String())
 	name := f.name
 	if name == "" {
 		name = filepath.Base(filepath.Clean(dir))
