@@ -662,3 +662,30 @@ func TestChatToolCallDeltas(t *testing.T) {
 		t.Errorf("finish_reason %q", finish)
 	}
 }
+
+// TestThinkingDefault: thinking is on unless the server's default turns it
+// off; a request's own choice wins either way.
+func TestThinkingDefault(t *testing.T) {
+	for _, tt := range []struct {
+		disable bool
+		kwargs  string
+		want    string
+	}{
+		{false, ``, "<think>\n"},
+		{true, ``, "<think>\n\n</think>\n\n"},
+		{true, `,"chat_template_kwargs":{"enable_thinking":true}`, "<think>\n"},
+		{false, `,"reasoning_effort":"none"`, "<think>\n\n</think>\n\n"},
+	} {
+		h := start(t, server.Config{DisableThinking: tt.disable})
+		h.eng.say(h.f, "Fine.")
+		resp, err := h.post(context.Background(), t, "/v1/chat/completions",
+			`{"model":"`+modelID+`","messages":[{"role":"user","content":"Hi"}]`+tt.kwargs+`}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if p := h.eng.lastPrompt(t, h.f); !strings.HasSuffix(p, "<|im_start|>assistant\n"+tt.want) {
+			t.Errorf("disable %v, kwargs %q: prompt ends %q", tt.disable, tt.kwargs, p[max(0, len(p)-40):])
+		}
+	}
+}

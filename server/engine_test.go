@@ -28,7 +28,7 @@ func TestRealEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	srv := server.New(server.Config{EnableThinking: true})
+	srv := server.New(server.Config{})
 	srv.SetModel(f.model(l.Engine))
 	h := &harness{f: f, srv: srv, ts: httptest.NewServer(srv.Handler())}
 	defer h.ts.Close()

@@ -18,7 +18,7 @@ func FuzzChatHandler(f *testing.F) {
 	fx := tiny(f)
 	eng := newScripted(fx)
 	eng.say(fx, "Hm.\n</think>\n\nSure.\n\n"+weatherCall)
-	srv := server.New(server.Config{MaxBodyBytes: 1 << 16, EnableThinking: true})
+	srv := server.New(server.Config{MaxBodyBytes: 1 << 16})
 	srv.SetModel(fx.model(eng))
 	h := srv.Handler()
 

@@ -286,7 +286,6 @@ func start(t *testing.T, cfg server.Config) *harness {
 	t.Helper()
 	f := tiny(t)
 	h := &harness{f: f, eng: newScripted(f)}
-	cfg.EnableThinking = true
 	h.srv = server.New(cfg)
 	h.srv.SetModel(f.model(h.eng))
 	h.ts = httptest.NewServer(h.srv.Handler())

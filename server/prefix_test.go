@@ -26,7 +26,7 @@ func cacheServer(t *testing.T, entries int, bytes int64) (*httptest.Server, *ser
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	srv := server.New(server.Config{EnableThinking: true, PrefixCacheEntries: entries, PrefixCacheBytes: bytes})
+	srv := server.New(server.Config{PrefixCacheEntries: entries, PrefixCacheBytes: bytes})
 	srv.SetModel(f.model(l.Engine))
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)

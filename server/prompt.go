@@ -58,7 +58,7 @@ func (s *Server) buildChatPromptOpts(m *Model, in chatInput, addGenerationPrompt
 	if forced != "" {
 		off := false
 		thinking = &off
-	} else if thinking == nil && !s.cfg.EnableThinking {
+	} else if thinking == nil && s.cfg.DisableThinking {
 		off := false
 		thinking = &off
 	}

@@ -31,15 +31,15 @@ import (
 
 // Config is the server's behaviour; zero values take the defaults.
 type Config struct {
-	APIKey         string        // "" disables authentication
-	QueueDepth     int           // waiting requests (default 16)
-	QueueTimeout   time.Duration // longest wait in the queue (default 5m)
-	RequestTimeout time.Duration // end-to-end deadline of a request (default 30m)
-	DrainTimeout   time.Duration // how long shutdown waits for the active request (default 30s)
-	MaxBodyBytes   int64         // request body limit (default 4 MiB)
-	EnableShutdown bool          // POST /shutdown
-	EnableThinking bool          // the default when a request does not say
-	ResponsesStore int           // stored Responses API objects (default 256)
+	APIKey          string        // "" disables authentication
+	QueueDepth      int           // waiting requests (default 16)
+	QueueTimeout    time.Duration // longest wait in the queue (default 5m)
+	RequestTimeout  time.Duration // end-to-end deadline of a request (default 30m)
+	DrainTimeout    time.Duration // how long shutdown waits for the active request (default 30s)
+	MaxBodyBytes    int64         // request body limit (default 4 MiB)
+	EnableShutdown  bool          // POST /shutdown
+	DisableThinking bool          // answer without thinking unless a request asks for it
+	ResponsesStore  int           // stored Responses API objects (default 256)
 	// PrefixCacheEntries and PrefixCacheBytes bound the prefix cache of
 	// engine snapshots; either ≤ 0 disables it.
 	PrefixCacheEntries int

@@ -33,6 +33,7 @@ type serveFlags struct {
 	logFormat   string
 	demo        bool
 	cacheMiB    int64
+	thinking    bool
 	cfg         server.Config
 }
 
@@ -68,7 +69,7 @@ admitting requests, lets the active one finish within --drain-timeout, and exits
 	fl.DurationVar(&f.cfg.DrainTimeout, "drain-timeout", 30*time.Second, "how long shutdown waits for the active request")
 	fl.Int64Var(&f.cfg.MaxBodyBytes, "max-body-bytes", 4<<20, "request body limit (413 beyond)")
 	fl.BoolVar(&f.cfg.EnableShutdown, "enable-shutdown-endpoint", false, "accept POST /shutdown")
-	fl.BoolVar(&f.cfg.EnableThinking, "enable-thinking", true, "think before answering unless a request says otherwise")
+	fl.BoolVar(&f.thinking, "enable-thinking", true, "think before answering unless a request says otherwise")
 	fl.IntVar(&f.cfg.ResponsesStore, "responses-store", 256, "Responses API objects kept for previous_response_id")
 	fl.IntVar(&f.cfg.PrefixCacheEntries, "prefix-cache-entries", 16, "state snapshots the prefix cache keeps (0 disables it)")
 	fl.Int64Var(&f.cacheMiB, "prefix-cache-mib", 4096, "host memory the prefix cache may hold, MiB (0 disables it)")
@@ -128,6 +129,7 @@ func serve(cmd *cobra.Command, f *serveFlags) error {
 	if f.cacheMiB < 0 || f.cfg.PrefixCacheEntries < 0 {
 		return fmt.Errorf("--prefix-cache-mib and --prefix-cache-entries must be ≥ 0")
 	}
+	f.cfg.DisableThinking = !f.thinking
 	if f.demo && !cmd.Flags().Changed("prefix-cache-mib") {
 		f.cacheMiB = 256 // the tiny model's snapshots are small
 	}
