@@ -126,8 +126,24 @@ func (c *Compiler) SyntaxCheckCUDA(ctx context.Context, srcs []Source, o Options
 	return c.run(ctx, srcs, o, mode{name: "cuda-syntax", target: SM90, ext: ".cu", argv: argv})
 }
 
-// readNotes runs llvm-readelf --notes on an AMD object and parses it.
+// readNotes runs llvm-readelf --notes on an AMD object and parses it. An
+// offload bundle (what hipcc --genco writes) is unpacked first, since
+// llvm-readelf reads only the ELF inside.
 func (c *Compiler) readNotes(ctx context.Context, obj, _ string) (map[string]Resources, error) {
+	data, err := os.ReadFile(obj)
+	if err != nil {
+		return nil, err
+	}
+	elfObj, err := AMDGPUObject(data)
+	if err != nil {
+		return nil, err
+	}
+	if len(elfObj) != len(data) {
+		obj += ".elf"
+		if err := os.WriteFile(obj, elfObj, 0o644); err != nil {
+			return nil, err
+		}
+	}
 	out, err := exec.CommandContext(ctx, c.Readelf, "--notes", obj).CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("%s --notes: %v: %s", c.Readelf, err, trimLog(string(out)))

@@ -225,3 +225,25 @@ func TestSyntaxCheckCUDA(t *testing.T) {
 		}
 	}
 }
+
+// TestReadNotesBundle reads the report of a real object wrapped the way
+// hipcc --genco wraps it.
+func TestReadNotesBundle(t *testing.T) {
+	c := clang19(t)
+	res, err := c.Compile(context.Background(), GFX1151, []Source{scaleKernel("k", 1)}, Options{Flags: []string{"-DSCALE=1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := makeBundle([]string{"host-x86_64-unknown-linux-gnu-", "hipv4-amdgcn-amd-amdhsa--gfx1151"}, [][]byte{nil, res[0].Object})
+	p := filepath.Join(t.TempDir(), "k.bundle")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.readNotes(context.Background(), p, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(res[0].Kernels, got); d != "" {
+		t.Errorf("notes of the bundle (-want +got):\n%s", d)
+	}
+}

@@ -314,3 +314,21 @@ func TestErrorMessage(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", d)
 	}
 }
+
+// The parsers read tool output that may come from other tool versions: they
+// must return an error, never panic.
+func FuzzParseAMDNotes(f *testing.F) {
+	for _, name := range []string{"notes_clang19.txt", "notes_hipcc.txt"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(b))
+	}
+	f.Fuzz(func(t *testing.T, s string) { ParseAMDNotes(s) })
+}
+
+func FuzzParsePtxasVerbose(f *testing.F) {
+	f.Add(ptxasSample)
+	f.Fuzz(func(t *testing.T, s string) { ParsePtxasVerbose(s) })
+}
