@@ -21,7 +21,8 @@ func gridFor(op *ir.Op, tokens int) (grid, block []int) {
 	case ir.MatMul:
 		grid = []int{ceil(int(p["n"]), warps), rows, 1}
 	case ir.MoEExperts:
-		grid = []int{ceil(int(p["hidden"]), warps), rows, 1}
+		// One block per token: its experts' activations stay in shared memory.
+		grid = []int{rows, 1, 1}
 	case ir.RMSNorm:
 		grid = []int{rows * int(p["heads"]), 1, 1}
 	case ir.GatedRMSNorm:

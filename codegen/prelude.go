@@ -1,0 +1,129 @@
+package codegen
+
+// The preludes are the only dialect-specific text: they spell the keywords,
+// thread indices, barrier, lane shuffle, bit casts and the transcendental
+// functions the templates use. Templates see the same vocabulary in both:
+//
+//	KERNEL                  extern "C" entry point with the block-size bound
+//	DEVICE                  an inlined device function
+//	SHARED                  a block-shared (LDS) variable
+//	TID_X BID_X BID_Y BDIM_X WARP_SIZE LANE WARP
+//	block_sync()            __syncthreads
+//	shfl_xor(v, m)          lane v of lane^m (float), within the 32-lane warp
+//	f32_bits / bits_f32     bit casts
+//	fexp flog fsqrt         float expf, logf, sqrtf
+//	bf16                    unsigned short BF16 storage
+var preludes = map[Dialect]string{HIP: hipPrelude, CUDA: cudaPrelude}
+
+// hipPrelude targets gfx1151 in wave32 with clang builtins only (no
+// __ocml/__ockl calls), so `-nogpulib -nogpuinc` links.
+const hipPrelude = `// ---- prelude: HIP (gfx1151, wave32), self-contained ----
+#define KERNEL extern "C" __attribute__((global)) __attribute__((amdgpu_flat_work_group_size(1, 256)))
+#define DEVICE static __attribute__((device)) inline __attribute__((always_inline))
+#define SHARED __attribute__((shared))
+#define CONSTANT __attribute__((constant))
+#define TID_X ((int)__builtin_amdgcn_workitem_id_x())
+#define BID_X ((int)__builtin_amdgcn_workgroup_id_x())
+#define BID_Y ((int)__builtin_amdgcn_workgroup_id_y())
+#define BDIM_X 256
+#define WARP_SIZE 32
+#define LANE (TID_X & (WARP_SIZE - 1))
+#define WARP (TID_X / WARP_SIZE)
+typedef unsigned short bf16;
+// __syncthreads as HIP spells it: release fence, s_barrier, acquire fence.
+DEVICE void block_sync() {
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+  __builtin_amdgcn_s_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+}
+DEVICE unsigned int f32_bits(float x) { return __builtin_bit_cast(unsigned int, x); }
+DEVICE float bits_f32(unsigned int u) { return __builtin_bit_cast(float, u); }
+// Butterfly shuffle through ds_bpermute (byte addresses of the source lane).
+DEVICE float shfl_xor(float v, int mask) {
+  int lane = (int)__builtin_amdgcn_mbcnt_lo(~0u, 0u);
+  return __builtin_bit_cast(float, __builtin_amdgcn_ds_bpermute((lane ^ mask) << 2, __builtin_bit_cast(int, v)));
+}
+DEVICE float fexp(float x) { return __builtin_expf(x); }
+DEVICE float flog(float x) { return __builtin_logf(x); }
+DEVICE float fsqrt(float x) { return __builtin_sqrtf(x); }
+DEVICE double drint(double x) { return __builtin_rint(x); }
+`
+
+// cudaPrelude works for nvcc (which predefines the CUDA keywords) and for
+// clang's CUDA front end without headers or libdevice: thread indices,
+// barrier and shuffles are inline PTX, and exp/log are written out (range
+// reduction + polynomial, within 2 ulp) because clang cannot lower
+// __builtin_expf for NVPTX without libdevice.
+const cudaPrelude = `// ---- prelude: CUDA (sm_90), self-contained ----
+#ifndef __NVCC__
+#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+#define __shared__ __attribute__((shared))
+#define __constant__ __attribute__((constant))
+#define __launch_bounds__(n) __attribute__((launch_bounds(n)))
+#endif
+#define KERNEL extern "C" __global__ __launch_bounds__(256)
+#define DEVICE static __device__ inline __attribute__((always_inline))
+#define SHARED __shared__
+#define CONSTANT __constant__
+DEVICE int sreg_tid_x() { int r; asm("mov.u32 %0, %%tid.x;" : "=r"(r)); return r; }
+DEVICE int sreg_ctaid_x() { int r; asm("mov.u32 %0, %%ctaid.x;" : "=r"(r)); return r; }
+DEVICE int sreg_ctaid_y() { int r; asm("mov.u32 %0, %%ctaid.y;" : "=r"(r)); return r; }
+#define TID_X sreg_tid_x()
+#define BID_X sreg_ctaid_x()
+#define BID_Y sreg_ctaid_y()
+#define BDIM_X 256
+#define WARP_SIZE 32
+#define LANE (TID_X & (WARP_SIZE - 1))
+#define WARP (TID_X / WARP_SIZE)
+typedef unsigned short bf16;
+DEVICE void block_sync() { asm volatile("bar.sync 0;" ::: "memory"); }
+DEVICE unsigned int f32_bits(float x) { unsigned int u; asm("mov.b32 %0, %1;" : "=r"(u) : "f"(x)); return u; }
+DEVICE float bits_f32(unsigned int u) { float x; asm("mov.b32 %0, %1;" : "=f"(x) : "r"(u)); return x; }
+DEVICE float shfl_xor(float v, int mask) {
+  float r;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(mask));
+  return r;
+}
+DEVICE float fsqrt(float x) { float r; asm("sqrt.rn.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
+DEVICE double drint(double x) { double r; asm("cvt.rni.f64.f64 %0, %1;" : "=d"(r) : "d"(x)); return r; }
+DEVICE float frint(float x) { float r; asm("cvt.rni.f32.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
+// expf: x = k·ln2 + r, |r| ≤ ln2/2, e^r by its Taylor series to r^8, 2^k in two steps.
+DEVICE float fexp(float x) {
+  if (x != x) return x;
+  if (x > 88.7228394f) return bits_f32(0x7f800000u);
+  if (x < -103.972084f) return 0.0f;
+  float k = frint(x * 1.44269502f);
+  float r = x - k * 0.693145752f;
+  r = r - k * 1.42860677e-06f;
+  float p = 2.48015873e-05f;
+  p = p * r + 1.98412698e-04f;
+  p = p * r + 1.38888889e-03f;
+  p = p * r + 8.33333333e-03f;
+  p = p * r + 4.16666667e-02f;
+  p = p * r + 1.66666667e-01f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  int ki = (int)k;
+  int k1 = ki / 2, k2 = ki - ki / 2;
+  return p * bits_f32((unsigned int)(k1 + 127) << 23) * bits_f32((unsigned int)(k2 + 127) << 23);
+}
+// logf for positive normal x: x = m·2^e with m in [√½, √2), log m = 2·atanh(f/(2+f)).
+DEVICE float flog(float x) {
+  unsigned int u = f32_bits(x);
+  int e = (int)((u >> 23) & 0xff) - 127;
+  float m = bits_f32((u & 0x007fffffu) | 0x3f800000u);
+  if (m > 1.41421356f) { m = m * 0.5f; e += 1; }
+  float f = m - 1.0f;
+  float s = f / (2.0f + f);
+  float s2 = s * s;
+  float p = 1.0f / 11.0f;
+  p = p * s2 + 1.0f / 9.0f;
+  p = p * s2 + 1.0f / 7.0f;
+  p = p * s2 + 1.0f / 5.0f;
+  p = p * s2 + 1.0f / 3.0f;
+  p = p * s2 + 1.0f;
+  return (float)e * 0.693147181f + 2.0f * s * p;
+}
+`

@@ -1,0 +1,10 @@
+package kernels
+
+import "embed"
+
+// Templates holds the GPU kernel templates, one per op family
+// (<family>.tmpl), plus common.tmpl with the dialect-neutral helpers every
+// kernel shares. Package codegen renders them per dialect and plan kernel.
+//
+//go:embed *.tmpl
+var Templates embed.FS
