@@ -80,6 +80,7 @@ func AMDGPUObject(data []byte) ([]byte, error) {
 	return found, nil
 }
 
+// firstErr keeps the header reader's error checks to one line per entry.
 func firstErr(errs ...error) error {
 	for _, err := range errs {
 		if err != nil {

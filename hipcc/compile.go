@@ -66,6 +66,7 @@ type Error struct {
 	Failures []Failure
 }
 
+// Error lists every failure with its compiler message indented under it.
 func (e *Error) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "hipcc: %s: %d of %d kernels failed:", e.Target, len(e.Failures), e.Total)
@@ -181,6 +182,8 @@ type entry struct {
 	ObjectSHA256 string               `json:"object_sha256"`
 }
 
+// run validates the request and feeds srcs to a worker pool; each result
+// lands at its source's index, so output order never depends on timing.
 func (c *Compiler) run(ctx context.Context, srcs []Source, o Options, m mode) ([]Result, error) {
 	seen := map[string]bool{}
 	for i, s := range srcs {
@@ -340,11 +343,14 @@ func (c *Compiler) build(ctx context.Context, s Source, key string, m mode) (ent
 	return ent, obj, nil
 }
 
+// isExit tells a compiler that ran and failed (its message says why) from
+// one that could not start (the Go error says why).
 func isExit(err error) bool {
 	var ee *exec.ExitError
 	return errors.As(err, &ee)
 }
 
+// sha is the hex sha256 kept with a cached object to detect damage.
 func sha(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
@@ -383,6 +389,8 @@ func storeEntry(dir, key string, ent entry, obj []byte) error {
 	return writeAtomic(filepath.Join(dir, key+".json"), append(j, '\n'))
 }
 
+// writeAtomic writes path through a temporary file in the same directory
+// and a rename, so concurrent compiles never read half a file.
 func writeAtomic(path string, data []byte) error {
 	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
 	if err != nil {

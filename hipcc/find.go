@@ -1,16 +1,3 @@
-// Package hipcc drives the device compilers that turn rendered GPU kernel
-// sources into loadable code objects.
-//
-// It knows nothing of models: it finds a compiler for a target (hipcc or
-// clang++ with lld for AMD gfx1151, nvcc for NVIDIA sm_90), builds the exact
-// command lines, splits user flags with shell quoting rules, compiles many
-// sources in parallel through a content-addressed cache, reads each object's
-// resource report (llvm-readelf notes on AMD, ptxas -v on NVIDIA) and maps
-// compile errors and register spills back to kernel names.
-//
-// The sources it compiles are self-contained (no vendor headers), so the AMD
-// path runs with a plain distribution clang (-nogpulib -nogpuinc) and clang's
-// CUDA front end can check CUDA sources without a CUDA install.
 package hipcc
 
 import (
@@ -87,6 +74,7 @@ type env struct {
 
 var osEnv = env{lookPath: exec.LookPath, getenv: os.Getenv, version: runVersion}
 
+// runVersion asks a driver for its version, which identifies it and keys the cache.
 func runVersion(path string) (string, error) {
 	out, err := exec.Command(path, "--version").CombinedOutput()
 	if err != nil {
@@ -109,6 +97,7 @@ func FindClang() (*Compiler, error) { return osEnv.findClang() }
 // for callers that name a compiler explicitly instead of searching.
 func Probe(path string) (*Compiler, error) { return osEnv.probe(path) }
 
+// find implements Find against an environment (the real one, or a test's).
 func (e env) find(t Target) (*Compiler, error) {
 	switch t {
 	case GFX1151:
@@ -173,6 +162,7 @@ func (e env) resolve(cand string) (string, error) {
 	return p, nil
 }
 
+// findClang tries clang drivers newest first, recording why each was passed over.
 func (e env) findClang() (*Compiler, error) {
 	var tried []string
 	for _, name := range clangNames {
@@ -279,6 +269,7 @@ func (e env) companion(path, name string, major int) string {
 	return ""
 }
 
+// firstLine shortens tool output for error messages.
 func firstLine(s string) string {
 	s = strings.TrimSpace(s)
 	if i := strings.IndexByte(s, '\n'); i >= 0 {

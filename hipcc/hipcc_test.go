@@ -220,6 +220,21 @@ func TestParsePtxasVerbose(t *testing.T) {
 		t.Errorf("Spills: moe_gate %q, rmsnorm %q", got["moe_gate"].Spills(), got["_Z7rmsnormPfPKfi"].Spills())
 	}
 
+	// Captured from nvcc 13.0.88 -cubin -arch=sm_90a -Xptxas -v -maxrregcount=32
+	// (three separate compiles, concatenated).
+	got, err = ParsePtxasVerbose(readTestdata(t, "ptxas_nvcc13.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]Resources{
+		"pressure": {Registers: 32, StackBytes: 440, SpillStores: 940, SpillLoads: 992},
+		"stack":    {Registers: 32, StackBytes: 256, SharedBytes: 4096},
+		"twice":    {Registers: 8},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("ParsePtxasVerbose(nvcc 13) (-want +got):\n%s", d)
+	}
+
 	empty, err := ParsePtxasVerbose("")
 	if err != nil || len(empty) != 0 {
 		t.Errorf("empty log: %v, %v", empty, err)
@@ -330,5 +345,8 @@ func FuzzParseAMDNotes(f *testing.F) {
 
 func FuzzParsePtxasVerbose(f *testing.F) {
 	f.Add(ptxasSample)
+	if b, err := os.ReadFile(filepath.Join("testdata", "ptxas_nvcc13.txt")); err == nil {
+		f.Add(string(b))
+	}
 	f.Fuzz(func(t *testing.T, s string) { ParsePtxasVerbose(s) })
 }

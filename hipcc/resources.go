@@ -164,6 +164,7 @@ func ParseAMDNotes(notes string) (map[string]Resources, error) {
 	return out, nil
 }
 
+// unquoteYAML strips the quotes YAML puts around names that need them.
 func unquoteYAML(s string) string {
 	if len(s) >= 2 && (s[0] == '\'' && s[len(s)-1] == '\'') {
 		return strings.ReplaceAll(s[1:len(s)-1], "''", "'")
