@@ -19,7 +19,7 @@ var preludes = map[Dialect]string{HIP: hipPrelude, CUDA: cudaPrelude}
 // __ocml/__ockl calls), so `-nogpulib -nogpuinc` links.
 const hipPrelude = `// ---- prelude: HIP (gfx1151, wave32), self-contained ----
 #define KERNEL extern "C" __attribute__((global)) __attribute__((amdgpu_flat_work_group_size(1, 256)))
-#define DEVICE static __attribute__((device)) inline __attribute__((always_inline))
+#define DEVICE static __attribute__((device)) inline __attribute__((always_inline, unused))
 #define SHARED __attribute__((shared))
 #define CONSTANT __attribute__((constant))
 #define TID_X ((int)__builtin_amdgcn_workitem_id_x())
@@ -63,7 +63,7 @@ const cudaPrelude = `// ---- prelude: CUDA (sm_90), self-contained ----
 #define __launch_bounds__(n) __attribute__((launch_bounds(n)))
 #endif
 #define KERNEL extern "C" __global__ __launch_bounds__(256)
-#define DEVICE static __device__ inline __attribute__((always_inline))
+#define DEVICE static __device__ inline __attribute__((always_inline, unused))
 #define SHARED __shared__
 #define CONSTANT __constant__
 DEVICE int sreg_tid_x() { int r; asm("mov.u32 %0, %%tid.x;" : "=r"(r)); return r; }

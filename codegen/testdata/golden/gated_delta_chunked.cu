@@ -8,7 +8,7 @@
 #define __launch_bounds__(n) __attribute__((launch_bounds(n)))
 #endif
 #define KERNEL extern "C" __global__ __launch_bounds__(256)
-#define DEVICE static __device__ inline __attribute__((always_inline))
+#define DEVICE static __device__ inline __attribute__((always_inline, unused))
 #define SHARED __shared__
 #define CONSTANT __constant__
 DEVICE int sreg_tid_x() { int r; asm("mov.u32 %0, %%tid.x;" : "=r"(r)); return r; }
@@ -123,6 +123,7 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // (kernels.GatedDeltaChunked is tested against the same recurrence). It is correct
 // but not yet fast: the chunked matrix form with matrix cores is the next step.
 constexpr int CHUNK = 64;
+static_assert(CHUNK > 0, "chunk size");
 // The state lives in registers: thread TID_X owns column i = TID_X % V_DIM and rows
 // a0..a0+KP-1 (a0 = part·KP, part = TID_X / V_DIM); partial dot products over the
 // rows of the SPLIT parts meet in shared memory. Rows t < n only; q, k and v row t

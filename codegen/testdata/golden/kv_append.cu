@@ -8,7 +8,7 @@
 #define __launch_bounds__(n) __attribute__((launch_bounds(n)))
 #endif
 #define KERNEL extern "C" __global__ __launch_bounds__(256)
-#define DEVICE static __device__ inline __attribute__((always_inline))
+#define DEVICE static __device__ inline __attribute__((always_inline, unused))
 #define SHARED __shared__
 #define CONSTANT __constant__
 DEVICE int sreg_tid_x() { int r; asm("mov.u32 %0, %%tid.x;" : "=r"(r)); return r; }

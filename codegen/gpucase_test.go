@@ -1,0 +1,286 @@
+package codegen
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"flag"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/aimaproject/aimac/bf16"
+	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
+	"github.com/aimaproject/aimac/plan"
+)
+
+var gpuCases = flag.String("gpucases", "", "write CUDA differential cases (sources, inputs, reference outputs) to this directory")
+
+// gpuCase is one kernel run: plan kernel, logical rows, position.
+type gpuCase struct {
+	name string
+	k    plan.Kernel
+	n    int
+	pos  int
+}
+
+// caseArg describes one argument file of a written case.
+type caseArg struct {
+	File  string `json:"file"`
+	DType string `json:"dtype"`
+	Out   bool   `json:"out"`
+}
+
+// caseMeta is what the device-side runner reads.
+type caseMeta struct {
+	Kernel string    `json:"kernel"`
+	Grid   []int     `json:"grid"`
+	N      int       `json:"n"`
+	Pos    int       `json:"pos"`
+	HasPos bool      `json:"has_pos"`
+	Args   []caseArg `json:"args"`
+}
+
+// caseGrid mirrors planner's grid rule for a launch of n rows.
+func caseGrid(k plan.Kernel, rows int) []int {
+	p := k.Params
+	w := Threads / 32
+	c := func(a, b int) int { return (a + b - 1) / b }
+	switch ir.Kind(k.Family) {
+	case ir.MatMul:
+		return []int{c(int(p["n"]), w), rows, 1}
+	case ir.RMSNorm:
+		return []int{rows * int(p["heads"]), 1, 1}
+	case ir.GatedRMSNorm:
+		return []int{rows * int(p["heads"]), 1, 1}
+	case ir.GatedDeltaChunked, ir.GatedDeltaRecurrent:
+		return []int{int(p["v_heads"]), 1, 1}
+	case ir.CausalConv1dSiLU:
+		return []int{c(int(p["channels"]), Threads), 1, 1}
+	case ir.Attention:
+		return []int{int(p["q_heads"]), rows, 1}
+	}
+	return []int{rows, 1, 1}
+}
+
+func kern(family string, params map[string]float64) plan.Kernel {
+	return plan.Kernel{Name: family + "_case", Family: family, Params: params}
+}
+
+// TestWriteGPUCases writes differential cases for the CUDA kernels when
+// -gpucases is set: each case holds the rendered .cu, random inputs, and
+// the Go reference kernel's outputs (rows ≥ n poisoned on both sides).
+func TestWriteGPUCases(t *testing.T) {
+	if *gpuCases == "" {
+		t.Skip("set -gpucases DIR to write the CUDA differential cases")
+	}
+	gdn := map[string]float64{"row_stride": 8192, "k_heads": 16, "v_heads": 32, "k_dim": 128, "v_dim": 128}
+	gdnC := map[string]float64{"chunk": 64}
+	for k, v := range gdn {
+		gdnC[k] = v
+	}
+	cases := []gpuCase{
+		{"embedding", kern("embedding", map[string]float64{"hidden": 2048, "vocab": 100}), 3, 0},
+		{"rmsnorm", kern("rmsnorm", map[string]float64{"width": 2048, "heads": 1, "x_stride": 2048, "y_stride": 2048, "eps": 1e-6, "one_plus": 1}), 3, 0},
+		{"rmsnorm_q", kern("rmsnorm", map[string]float64{"width": 256, "heads": 16, "x_stride": 512, "y_stride": 256, "eps": 1e-6, "one_plus": 1}), 2, 0},
+		{"matmul", kern("matmul", map[string]float64{"k": 2048, "n": 45}), 3, 0},
+		{"matmul_odd", kern("matmul", map[string]float64{"k": 20, "n": 7}), 2, 0},
+		{"conv", kern("causal_conv1d_silu", map[string]float64{"channels": 300, "kernel": 4}), 5, 0},
+		{"conv_short", kern("causal_conv1d_silu", map[string]float64{"channels": 300, "kernel": 4}), 2, 0},
+		{"gates", kern("gdn_gates", map[string]float64{"heads": 32}), 3, 0},
+		{"l2norm", kern("l2norm_heads", map[string]float64{"row_stride": 8192, "heads": 16, "dim": 128, "eps": 1e-6, "scale": 0.08838834764831843}), 3, 0},
+		{"delta_rec", kern("gated_delta_recurrent", gdn), 3, 0},
+		{"delta_chunk", kern("gated_delta_chunked", gdnC), 70, 0},
+		{"gated_rmsnorm", kern("gated_rmsnorm", map[string]float64{"heads": 32, "dim": 128, "eps": 1e-6}), 2, 0},
+		{"rope", kern("rope", map[string]float64{"row_stride": 4096, "heads": 16, "head_dim": 256, "rot_dim": 64, "theta": 1e7}), 3, 1000},
+		{"rope_far", kern("rope", map[string]float64{"row_stride": 512, "heads": 2, "head_dim": 256, "rot_dim": 64, "theta": 1e7}), 2, 200000},
+		{"kv_append", kern("kv_append", map[string]float64{"width": 512, "capacity": 16}), 3, 5},
+		{"attention", kern("attention", map[string]float64{"q_heads": 16, "kv_heads": 2, "head_dim": 256, "scale": 0.0625, "capacity": 64, "width": 512}), 3, 20},
+		{"attention_one", kern("attention", map[string]float64{"q_heads": 16, "kv_heads": 2, "head_dim": 256, "scale": 0.0625, "capacity": 64, "width": 512}), 1, 0},
+		{"out_gate", kern("attn_output_gate", map[string]float64{"heads": 16, "head_dim": 256}), 2, 0},
+		{"router", kern("router_topk", map[string]float64{"experts": 256, "k": 8}), 4, 0},
+		{"moe", kern("moe_experts", map[string]float64{"experts": 16, "hidden": 256, "inter": 64, "k": 4}), 3, 0},
+		{"silu_mul", kern("silu_mul", map[string]float64{"width": 512}), 3, 0},
+		{"add", kern("add", map[string]float64{"width": 2048}), 3, 0},
+		{"combine", kern("shared_expert_combine", map[string]float64{"hidden": 2048}), 3, 0},
+	}
+	for i, c := range cases {
+		writeCase(t, filepath.Join(*gpuCases, c.name), c, uint64(i))
+	}
+}
+
+// writeCase fills the operands, runs the reference and writes the files.
+func writeCase(t *testing.T, dir string, c gpuCase, seed uint64) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 7))
+	sig := ir.Catalogue[ir.Kind(c.k.Family)]
+	phys := int64(c.n + 2)
+	f32 := make([][]float32, len(sig.Operands))
+	i32 := make([][]int32, len(sig.Operands))
+	u16 := make([][]uint16, len(sig.Operands))
+	p := c.k.Params
+	for i, o := range sig.Operands {
+		ext := o.Extent(p, phys)
+		switch o.DType {
+		case ir.I32:
+			i32[i] = make([]int32, ext)
+		case ir.BF16:
+			u16[i] = make([]uint16, ext)
+			for j := range u16[i] {
+				u16[i][j] = bf16.FromFloat32(float32(rng.NormFloat64() * 0.05))
+			}
+		default:
+			f32[i] = make([]float32, ext)
+			for j := range f32[i] {
+				if o.Access == ir.Write {
+					f32[i][j] = 7
+				} else {
+					f32[i][j] = float32(rng.Float64()*2 - 1)
+				}
+			}
+		}
+	}
+	switch ir.Kind(c.k.Family) {
+	case ir.Embedding:
+		for j := range i32[2] {
+			i32[2][j] = int32(rng.IntN(int(p["vocab"])))
+		}
+	case ir.GatedDeltaChunked, ir.GatedDeltaRecurrent:
+		kernels.L2NormHeads(f32[1], 8192, int(phys), 16, 128, 1e-6, 0.0884)
+		kernels.L2NormHeads(f32[2], 8192, int(phys), 16, 128, 1e-6, 1)
+		for j := range f32[4] {
+			f32[4][j] = float32(rng.Float64())
+			f32[5][j] = float32(-rng.Float64() * 0.3)
+		}
+	case ir.Attention, ir.KVAppend:
+		for _, a := range []int{0, 1} {
+			if ir.Kind(c.k.Family) == ir.Attention {
+				a += 2
+			}
+			for j := range f32[a] {
+				f32[a][j] = bf16.ToFloat32(bf16.FromFloat32(f32[a][j]))
+			}
+		}
+	case ir.RouterTopK:
+		for j := range i32[0] {
+			i32[0][j] = -5
+		}
+		for j := range f32[2] {
+			f32[2][j] *= 4
+		}
+	case ir.MoEExperts:
+		k := int(p["k"])
+		for t := range int(phys) {
+			perm := rng.Perm(int(p["experts"]))
+			var s float32
+			for j := range k {
+				i32[2][t*k+j] = int32(perm[j])
+				f32[3][t*k+j] = float32(rng.Float64())
+				s += f32[3][t*k+j]
+			}
+			for j := range k {
+				f32[3][t*k+j] /= s
+			}
+		}
+	}
+	meta := caseMeta{Kernel: c.k.Name, Grid: caseGrid(c.k, c.n), N: c.n, Pos: c.pos, HasPos: len(sig.Dyn) > 0}
+	kvBF16 := func(i int) bool { return sig.Operands[i].DType == ir.AnyFloat }
+	save := func(name string, i int) {
+		var b []byte
+		switch {
+		case i32[i] != nil:
+			for _, v := range i32[i] {
+				b = binary.LittleEndian.AppendUint32(b, uint32(v))
+			}
+		case u16[i] != nil:
+			for _, v := range u16[i] {
+				b = binary.LittleEndian.AppendUint16(b, v)
+			}
+		case kvBF16(i):
+			for _, v := range f32[i] {
+				b = binary.LittleEndian.AppendUint16(b, bf16.FromFloat32(v))
+			}
+		default:
+			for _, v := range f32[i] {
+				b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, o := range sig.Operands {
+		dt := string(o.DType)
+		if kvBF16(i) {
+			dt = "bf16"
+		}
+		meta.Args = append(meta.Args, caseArg{File: o.Name + ".in", DType: dt, Out: o.Access != ir.Read})
+		save(o.Name+".in", i)
+	}
+	reference(c, f32, i32, u16)
+	for i, o := range sig.Operands {
+		if o.Access != ir.Read {
+			save(o.Name+".want", i)
+		}
+	}
+	src, err := Render(CUDA, c.k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := json.MarshalIndent(meta, "", " ")
+	if err := os.WriteFile(filepath.Join(dir, "meta.json"), mb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kernel.cu"), []byte(src.Code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reference runs the Go kernel of the case's family, as the CPU backend does.
+func reference(c gpuCase, f [][]float32, ids [][]int32, w [][]uint16) {
+	p := func(s string) int { return int(c.k.Params[s]) }
+	pf := func(s string) float32 { return float32(c.k.Params[s]) }
+	n := c.n
+	switch ir.Kind(c.k.Family) {
+	case ir.Embedding:
+		kernels.Embedding(f[0], w[1], ids[2], n, p("hidden"))
+	case ir.RMSNorm:
+		kernels.RMSNorm(f[0], p("y_stride"), f[1], p("x_stride"), f[2], n*p("heads"), p("width"), pf("eps"), p("one_plus") != 0)
+	case ir.MatMul:
+		kernels.MatMul(f[0], f[1], w[2], n, p("k"), p("n"))
+	case ir.CausalConv1dSiLU:
+		kernels.CausalConv1dSiLU(f[0], f[1], f[2], f[3], n, p("channels"), p("kernel"))
+	case ir.GDNGates:
+		kernels.GDNGates(f[0], f[1], f[2], f[3], f[4], f[5], n, p("heads"))
+	case ir.L2NormHeads:
+		kernels.L2NormHeads(f[0], p("row_stride"), n, p("heads"), p("dim"), pf("eps"), pf("scale"))
+	case ir.GatedDeltaChunked:
+		kernels.GatedDeltaChunked(f[0], f[1], f[2], f[3], p("row_stride"), f[4], f[5], f[6], n, p("k_heads"), p("v_heads"), p("k_dim"), p("v_dim"), p("chunk"))
+	case ir.GatedDeltaRecurrent:
+		kernels.GatedDeltaRecurrent(f[0], f[1], f[2], f[3], p("row_stride"), f[4], f[5], f[6], n, p("k_heads"), p("v_heads"), p("k_dim"), p("v_dim"))
+	case ir.GatedRMSNorm:
+		kernels.GatedRMSNorm(f[0], f[1], f[2], f[3], n*p("heads"), p("dim"), pf("eps"))
+	case ir.RoPE:
+		kernels.RoPE(f[0], p("row_stride"), n, p("heads"), p("head_dim"), p("rot_dim"), c.pos, c.k.Params["theta"])
+	case ir.KVAppend:
+		kernels.KVAppend(f[0], f[1], f[2], f[3], n, c.pos, p("width"))
+	case ir.Attention:
+		kernels.Attention(f[0], f[1], f[2], f[3], n, c.pos, p("q_heads"), p("kv_heads"), p("head_dim"), pf("scale"))
+	case ir.AttnOutputGate:
+		kernels.AttnOutputGate(f[0], f[1], n, p("heads"), p("head_dim"))
+	case ir.RouterTopK:
+		kernels.RouterTopK(ids[0], f[1], f[2], n, p("experts"), p("k"))
+	case ir.MoEExperts:
+		kernels.MoEExperts(f[0], f[1], ids[2], f[3], w[4], w[5], n, p("hidden"), p("inter"), p("k"))
+	case ir.SiLUMul:
+		kernels.SiLUMul(f[0], f[1], f[2], n*p("width"))
+	case ir.Add:
+		kernels.Add(f[0], f[1], n*p("width"))
+	case ir.SharedExpertCombine:
+		kernels.SharedExpertCombine(f[0], f[1], f[2], f[3], n, p("hidden"))
+	}
+}
