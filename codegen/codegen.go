@@ -20,8 +20,8 @@
 //     operands (ir.AnyFloat) are bf16 on the GPU targets: unsigned short*,
 //     written with round-to-nearest-even by kv_append. Every pointer is the
 //     plan argument's buffer plus its byte offset and must be 16-byte
-//     aligned for bf16 weight matrices (vectorized loads) and 4-byte
-//     aligned otherwise;
+//     aligned (matmul, moe_experts and attention use 16-byte loads); the
+//     frozen plans keep every offset and dynamic stride a multiple of 16;
 //   - int n: the launch's logical row count (the runtime's rows; for a
 //     kernel planned with a constant "rows" parameter, that constant). Rows
 //     at or past n are never read into outputs nor written;
@@ -31,6 +31,17 @@
 // Every kernel is launched with the plan's grid and a block of Threads
 // threads (planner/grid.go); the per-family grid is documented at the top of
 // each template. No dynamic shared memory is used.
+//
+// # Tests
+//
+// Golden sources of one kernel per family and dialect live in
+// testdata/golden (go test ./codegen -update). Every kernel of the frozen
+// gfx1151 plan is compiled to a code object by clang-19 through package
+// hipcc and held to its budgets (no scratch, ≤ 256 VGPRs, ≤ 64 KiB LDS);
+// every sm_90 kernel is compiled to PTX by clang's CUDA front end. On a
+// machine with an NVIDIA GPU, testdata/gpucheck.py runs differential cases
+// written by `go test ./codegen -run WriteGPUCases -gpucases DIR` against
+// the Go reference kernels (testdata/gpucheck_sm90.json: the last H200 run).
 package codegen
 
 import (

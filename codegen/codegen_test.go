@@ -223,3 +223,26 @@ func TestManifest(t *testing.T) {
 		t.Errorf("manifest encoding is not canonical:\n%s", a[:min(len(a), 200)])
 	}
 }
+
+// TestPlanAlignment checks the ABI's alignment promise on the GPU plans:
+// every argument offset, dynamic stride and arena offset is a multiple of
+// 16 bytes, so the kernels' 16-byte vector loads are aligned.
+func TestPlanAlignment(t *testing.T) {
+	for _, target := range []string{"sm_90", "gfx1151"} {
+		p := frozen(t, target)
+		for _, ph := range p.Phases {
+			for _, b := range ph.Buffers {
+				if b.Offset%16 != 0 {
+					t.Errorf("%s: %s: buffer %s at arena offset %d", target, ph.Name, b.Name, b.Offset)
+				}
+			}
+			for _, l := range ph.Launches {
+				for i, a := range l.Args {
+					if a.Offset%16 != 0 || a.DynStride%16 != 0 {
+						t.Errorf("%s: %s: %s argument %d: offset %d, dyn stride %d", target, ph.Name, l.Kernel, i, a.Offset, a.DynStride)
+					}
+				}
+			}
+		}
+	}
+}
