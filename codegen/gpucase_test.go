@@ -65,6 +65,7 @@ func caseGrid(k plan.Kernel, rows int) []int {
 	return []int{rows, 1, 1}
 }
 
+// kern names a case kernel after its family, the entry point the runner looks up.
 func kern(family string, params map[string]float64) plan.Kernel {
 	return plan.Kernel{Name: family + "_case", Family: family, Params: params}
 }
