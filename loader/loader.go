@@ -15,6 +15,7 @@ import (
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/planner"
 	"github.com/aimaproject/aimac/runtime"
+	"github.com/aimaproject/aimac/runtime/cuda"
 )
 
 // Options say what to load.
@@ -36,6 +37,9 @@ type Options struct {
 	// them: only config.json of the model directory is read.
 	Synthetic     bool
 	SyntheticSeed uint64
+	// Cubins are the compiled kernels of an sm_90 plan, by kernel name (see
+	// codegen.RenderPlan and hipcc.Compile); the runtime never compiles.
+	Cubins map[string][]byte
 }
 
 // Loaded is a ready engine with what it was made from.
@@ -48,6 +52,8 @@ type Loaded struct {
 	TokenizerVocab int
 	// Memory is the memory plan.
 	Memory runtime.Memory
+	// Backend runs the engine; Close closes it.
+	Backend runtime.Backend
 }
 
 // Open loads the model. The caller closes the result.
@@ -93,7 +99,7 @@ func Open(o Options) (*Loaded, error) {
 		closeCheckpoint(ck)
 		return nil, err
 	}
-	be, err := Backend(p.Target)
+	be, err := BackendFor(p.Target, o.Cubins)
 	if err != nil {
 		closeCheckpoint(ck)
 		return nil, err
@@ -104,16 +110,18 @@ func Open(o Options) (*Loaded, error) {
 	}
 	e, err := runtime.NewEngine(p, be, weights)
 	if err != nil {
+		be.Close()
 		closeCheckpoint(ck)
 		return nil, err
 	}
 	vocab, err := TokenizerVocab(o.ModelDir)
 	if err != nil {
 		e.Close()
+		be.Close()
 		closeCheckpoint(ck)
 		return nil, err
 	}
-	return &Loaded{Engine: e, Checkpoint: ck, Plan: p, TokenizerVocab: vocab, Memory: mem}, nil
+	return &Loaded{Engine: e, Checkpoint: ck, Plan: p, TokenizerVocab: vocab, Memory: mem, Backend: be}, nil
 }
 
 // fits refuses a memory plan larger than the limit (the host's available
@@ -131,9 +139,12 @@ func fits(m runtime.Memory, limit int64, contextTokens int) error {
 		runtime.HumanBytes(m.Activations), runtime.HumanBytes(m.PrefixCache), runtime.HumanBytes(limit))
 }
 
-// Close releases the engine and the checkpoint's mappings.
+// Close releases the engine, its backend and the checkpoint's mappings.
 func (l *Loaded) Close() error {
 	err := l.Engine.Close()
+	if l.Backend != nil {
+		err = errors.Join(err, l.Backend.Close())
+	}
 	if l.Checkpoint != nil {
 		err = errors.Join(err, l.Checkpoint.Close())
 	}
@@ -155,11 +166,22 @@ func configOnly(dir string) (*planner.Model, error) {
 	return planner.FromConfig(filepath.Base(dir), cfg), nil
 }
 
-// Backend returns the backend that runs plans for target.
-func Backend(target string) (runtime.Backend, error) {
+// Backend returns the backend that runs plans for target when it needs no
+// compiled kernels (the CPU).
+func Backend(target string) (runtime.Backend, error) { return BackendFor(target, nil) }
+
+// BackendFor returns the backend that runs plans for target: the CPU, or an
+// sm_90 GPU through the CUDA driver with the plan's cubins (kernel name →
+// code object).
+func BackendFor(target string, cubins map[string][]byte) (runtime.Backend, error) {
 	switch target {
 	case "cpu":
 		return runtime.NewCPU(), nil
+	case cuda.Target:
+		if len(cubins) == 0 {
+			return nil, fmt.Errorf("target %s needs the plan's kernels compiled to cubins (render them with codegen and compile them with nvcc)", target)
+		}
+		return cuda.NewCUDA(cubins)
 	}
 	return nil, fmt.Errorf("target %s: no backend in this build runs it yet (plans for it can be made and inspected)", target)
 }
