@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aimaproject/aimac/bundle"
 	"github.com/aimaproject/aimac/loader"
 	"github.com/aimaproject/aimac/npy"
 	"github.com/aimaproject/aimac/runtime"
@@ -50,12 +51,14 @@ type loadFlags struct {
 	buckets   string
 	tokens    string
 	synthetic string
+	bundle    string
 }
 
 // registerModel adds the flags that choose the model and its plan.
 func (f *loadFlags) registerModel(c *cobra.Command) {
 	c.Flags().StringVar(&f.o.ModelDir, "model-dir", "", "checkpoint directory")
 	c.Flags().StringVar(&f.o.PlanFile, "plan", "", "plan file made by `aimac plan` (default: plan the model now)")
+	c.Flags().StringVar(&f.bundle, "bundle", "", "engine bundle made by `aimac build`: its plan and compiled kernels, verified (instead of --plan)")
 	c.Flags().StringVar(&f.o.Target, "target", "cpu", "target when planning now")
 	c.Flags().StringVar(&f.buckets, "buckets", "64,256,1024", "prefill buckets when planning now")
 	c.Flags().IntVar(&f.o.ContextTokens, "context-tokens", 4096, "context capacity (prompt + output) when planning now")
@@ -77,6 +80,24 @@ func (f *loadFlags) parseSynthetic() error {
 		return fmt.Errorf("--synthetic-weights %q: want a seed, a non-negative integer", f.synthetic)
 	}
 	f.o.Synthetic, f.o.SyntheticSeed = true, seed
+	return nil
+}
+
+// openBundle reads --bundle: it verifies the bundle and points the loader at
+// its plan and code objects, so a GPU plan runs without a compiler; the
+// loader still holds the plan's fingerprint to --model-dir.
+func (f *loadFlags) openBundle() error {
+	if f.bundle == "" {
+		return nil
+	}
+	if f.o.PlanFile != "" {
+		return fmt.Errorf("give one of --plan and --bundle: a bundle carries its own plan")
+	}
+	b, err := bundle.Open(f.bundle)
+	if err != nil {
+		return err
+	}
+	f.o.PlanFile, f.o.Cubins = b.PlanPath(), b.Objects
 	return nil
 }
 
@@ -104,6 +125,9 @@ func (f *loadFlags) load() (*loader.Loaded, []int32, error) {
 		return nil, nil, err
 	}
 	if err := f.parseSynthetic(); err != nil {
+		return nil, nil, err
+	}
+	if err := f.openBundle(); err != nil {
 		return nil, nil, err
 	}
 	l, err := loader.Open(f.o)

@@ -126,6 +126,9 @@ func serve(cmd *cobra.Command, f *serveFlags) error {
 	if err := f.load.parseSynthetic(); err != nil {
 		return err
 	}
+	if err := f.load.openBundle(); err != nil {
+		return err
+	}
 	if f.cacheMiB < 0 || f.cfg.PrefixCacheEntries < 0 {
 		return fmt.Errorf("--prefix-cache-mib and --prefix-cache-entries must be ≥ 0")
 	}

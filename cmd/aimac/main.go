@@ -1,6 +1,7 @@
 // Command aimac is the compiler: it reads a Qwen3.6-35B-A3B checkpoint
 // description, lowers the model to IR, plans buckets and buffers for a
-// target, and writes synthetic checkpoints for tests and benchmarks.
+// target, builds engine bundles (plan + compiled kernels + manifest) and
+// writes synthetic checkpoints for tests and benchmarks.
 package main
 
 import (
@@ -33,7 +34,7 @@ func root() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	c.AddCommand(planCmd(), irCmd(), synthCmd())
+	c.AddCommand(planCmd(), irCmd(), synthCmd(), buildCmd())
 	return c
 }
 
