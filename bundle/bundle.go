@@ -144,7 +144,7 @@ func Build(ctx context.Context, p *plan.Plan, target string, o Options) (*Report
 	for i, s := range srcs {
 		in[i] = hipcc.Source{Name: s.Kernel, Code: s.Code}
 	}
-	res, err := c.Compile(ctx, hipcc.Target(target), in, hipcc.Options{CacheDir: o.CacheDir, Flags: o.Flags, Workers: o.Workers})
+	res, err := c.Compile(ctx, hipcc.Target(target), in, hipcc.Options{CacheDir: o.CacheDir, Flags: compileFlags(target, o.Flags), Workers: o.Workers})
 	if err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}
@@ -175,6 +175,20 @@ func Build(ctx context.Context, p *plan.Plan, target string, o Options) (*Report
 		return nil, fmt.Errorf("bundle: write %s: %w", o.Out, err)
 	}
 	return rep, nil
+}
+
+// deterministicAMD makes clang name the compilation-unit id symbol
+// (__hip_cuid_…) without hashing the temporary source path, so equal sources
+// compile to equal code objects and a rebuilt bundle is byte-identical.
+const deterministicAMD = "-fuse-cuid=none"
+
+// compileFlags puts the determinism flag of target before the user's flags,
+// which may still override it.
+func compileFlags(target string, user []string) []string {
+	if hipcc.Target(target).AMD() {
+		return append([]string{deterministicAMD}, user...)
+	}
+	return append([]string{}, user...)
 }
 
 // checkOut refuses to overwrite a directory that is not a bundle: only a
