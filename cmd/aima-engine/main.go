@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/aimaproject/aimac/bundle"
 	"github.com/aimaproject/aimac/loader"
@@ -52,10 +53,12 @@ type loadFlags struct {
 	tokens    string
 	synthetic string
 	bundle    string
+	flags     *pflag.FlagSet // to tell flags given from defaults
 }
 
 // registerModel adds the flags that choose the model and its plan.
 func (f *loadFlags) registerModel(c *cobra.Command) {
+	f.flags = c.Flags()
 	c.Flags().StringVar(&f.o.ModelDir, "model-dir", "", "checkpoint directory")
 	c.Flags().StringVar(&f.o.PlanFile, "plan", "", "plan file made by `aimac plan` (default: plan the model now)")
 	c.Flags().StringVar(&f.bundle, "bundle", "", "engine bundle made by `aimac build`: its plan and compiled kernels, verified (instead of --plan)")
@@ -87,6 +90,13 @@ func (f *loadFlags) parseSynthetic() error {
 // its plan and code objects, so a GPU plan runs without a compiler; the
 // loader still holds the plan's fingerprint to --model-dir.
 func (f *loadFlags) openBundle() error {
+	if f.o.PlanFile != "" || f.bundle != "" {
+		for _, name := range []string{"target", "buckets", "context-tokens"} {
+			if f.flags != nil && f.flags.Changed(name) {
+				return fmt.Errorf("--%s plans the model on the spot; with --plan or --bundle the plan decides it", name)
+			}
+		}
+	}
 	if f.bundle == "" {
 		return nil
 	}

@@ -62,6 +62,7 @@ func TestProbeErrors(t *testing.T) {
 		{[]string{"probe", "generate", "--model-dir", "x"}, "--tokens is required"},
 		{[]string{"probe", "logits", "--model-dir", "x", "--tokens", "1"}, "--out is required"},
 		{[]string{"probe", "generate", "--model-dir", "/nonexistent", "--tokens", "1"}, "/nonexistent: not a readable directory"},
+		{[]string{"probe", "generate", "--model-dir", "x", "--tokens", "1", "--plan", "p.json", "--buckets", "8"}, "--buckets plans the model on the spot"},
 	}
 	for _, tt := range tests {
 		_, err := run(tt.args...)
