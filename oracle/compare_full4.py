@@ -1,0 +1,360 @@
+#!/usr/bin/env python3
+"""Compare the CUDA engine's teacher-forced logits with HuggingFace transformers
+on a full-width checkpoint (made by `aimac synth --preset full --layers N`).
+
+Two steps, driven by scripts/h200_full4_vs_hf.sh:
+
+  compare_full4.py prompts --out DIR [--seed 1] [--lengths 1,63,...]
+      writes DIR/prompts.json and DIR/tokens_<T>.txt (comma-separated ids):
+      seeded random token ids, uniform over ids < 248077 (the ordinary vocabulary,
+      no special tokens), drawn without replacement so no id repeats in a prompt.
+
+  compare_full4.py compare --model-dir CKPT --work DIR --out JSON [--deadline EPOCH]
+      loads CKPT into transformers' Qwen3_5MoeForCausalLM on the GPU (names
+      model.language_model.* -> model.*, fp32 weights upcast from the stored bf16,
+      eager attention and experts, no TF32), keeps its fp32 logits for every
+      prompt on the GPU, then runs the same model in bf16 (for reference), then
+      waits for the engine's logits DIR/ours_<T>.npy (announced by DIR/ours_<T>.rc
+      holding the engine's exit status) and computes per position, over the full
+      vocabulary, KL(HF fp32 || engine) in float64, in row chunks on the GPU.
+      Writes JSON after every step, so a run cut short still leaves its results.
+
+Gates: max per-position KLD <= 0.005 and top-1 agreement >= 0.99 at every length.
+"""
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+LENGTHS = (1, 63, 64, 65, 1000, 1024, 1025, 4096)
+TOKEN_LIMIT = 248077  # ids below this are ordinary tokens
+GATE_MAX_KLD = 0.005
+GATE_TOP1 = 0.99
+CHUNK_ROWS = 256
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def parse_lengths(s):
+    return [int(x) for x in s.split(",") if x.strip()]
+
+
+# ---------------------------------------------------------------------------
+# prompts
+# ---------------------------------------------------------------------------
+
+
+def cmd_prompts(args):
+    import random
+
+    os.makedirs(args.out, exist_ok=True)
+    prompts = {}
+    for t in parse_lengths(args.lengths):
+        # One generator per length: a prompt does not depend on which others are drawn.
+        rng = random.Random(args.seed * 1_000_003 + t)
+        toks = rng.sample(range(TOKEN_LIMIT), t)
+        prompts[str(t)] = toks
+        with open(os.path.join(args.out, f"tokens_{t}.txt"), "w") as fh:
+            fh.write(",".join(str(x) for x in toks))
+    with open(os.path.join(args.out, "prompts.json"), "w") as fh:
+        json.dump({"seed": args.seed, "token_limit": TOKEN_LIMIT, "prompts": prompts}, fh)
+    log(f"prompts: lengths {list(prompts)} written to {args.out}")
+
+
+# ---------------------------------------------------------------------------
+# compare
+# ---------------------------------------------------------------------------
+
+
+class Results:
+    def __init__(self, path, base):
+        self.path = path
+        self.data = base
+
+    def save(self):
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as fh:
+            json.dump(self.data, fh, indent=1)
+            fh.write("\n")
+        os.replace(tmp, self.path)
+
+
+def load_hf(torch, model_dir, device):
+    from safetensors import safe_open
+    from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe as hf_modeling
+    from transformers.models.qwen3_5_moe.configuration_qwen3_5_moe import Qwen3_5MoeTextConfig
+
+    with open(os.path.join(model_dir, "config.json")) as fh:
+        cfg_json = json.load(fh)
+    tc = cfg_json["text_config"]
+    kwargs = {k: v for k, v in tc.items() if k not in ("dtype", "model_type")}
+    kwargs["tie_word_embeddings"] = bool(cfg_json.get("tie_word_embeddings", False))
+    cfg = Qwen3_5MoeTextConfig(**kwargs, attn_implementation="eager", experts_implementation="eager")
+    torch.set_default_dtype(torch.float32)
+    with torch.device(device):
+        model = hf_modeling.Qwen3_5MoeForCausalLM(cfg)
+    model = model.to(device=device, dtype=torch.float32).eval()
+    if getattr(model.config, "_attn_implementation", None) != "eager" and hasattr(model, "set_attn_implementation"):
+        model.set_attn_implementation("eager")
+    if getattr(model.config, "_experts_implementation", "eager") not in (None, "eager") and hasattr(
+        model, "set_experts_implementation"
+    ):
+        model.set_experts_implementation("eager")
+    impl = {
+        "attn": getattr(model.config, "_attn_implementation", None),
+        "experts": getattr(model.config, "_experts_implementation", None),
+    }
+
+    params = dict(model.named_parameters())
+    with open(os.path.join(model_dir, "model.safetensors.index.json")) as fh:
+        index = json.load(fh)
+    loaded, skipped = set(), []
+    dev = str(device)
+    with torch.no_grad():
+        for shard in sorted(set(index["weight_map"].values())):
+            with safe_open(os.path.join(model_dir, shard), framework="pt", device=dev) as f:
+                for k in f.keys():
+                    if k == "lm_head.weight":
+                        name = k
+                    elif k.startswith("model.language_model."):
+                        name = "model." + k[len("model.language_model.") :]
+                    else:
+                        skipped.append(k)  # mtp.*, model.visual.*: not the text model
+                        continue
+                    if name not in params:
+                        raise RuntimeError(f"checkpoint tensor {k} has no HF parameter {name}")
+                    t = f.get_tensor(k)
+                    if t.dtype != torch.bfloat16:
+                        raise RuntimeError(f"{k} is stored as {t.dtype}, want bfloat16")
+                    p = params[name]
+                    if tuple(t.shape) != tuple(p.shape):
+                        raise RuntimeError(f"{k}: checkpoint shape {tuple(t.shape)}, HF {tuple(p.shape)}")
+                    p.copy_(t)
+                    loaded.add(name)
+                    del t
+    missing = sorted(set(params) - loaded)
+    if missing:
+        raise RuntimeError(f"HF parameters not in the checkpoint: {missing[:10]} ({len(missing)})")
+    if model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr():
+        raise RuntimeError("lm_head is tied to embed_tokens, but the checkpoint has its own lm_head")
+    n = sum(p.numel() for p in model.parameters())
+    return model, {"parameters": n, "tensors_loaded": len(loaded), "skipped": len(skipped), "impl": impl}
+
+
+def forward(torch, model, toks, device):
+    ids = torch.tensor([toks], dtype=torch.long, device=device)
+    with torch.no_grad():
+        out = model(input_ids=ids, use_cache=False)
+    return out.logits[0].float()
+
+
+def row_stats(torch, ref, get_rows, t, device):
+    """Per-position KL(ref || other) in float64 and top-1 agreement, over row chunks."""
+    klds, agree, nonfinite = [], 0, 0
+    for s in range(0, t, CHUNK_ROWS):
+        e = min(t, s + CHUNK_ROWS)
+        q = get_rows(s, e).to(device=device, dtype=torch.float64)
+        nonfinite += int((~torch.isfinite(q)).sum())
+        p = ref[s:e].to(torch.float64)
+        lp = torch.log_softmax(p, dim=-1)
+        lq = torch.log_softmax(q, dim=-1)
+        klds.append((lp.exp() * (lp - lq)).sum(-1))
+        agree += int((p.argmax(-1) == q.argmax(-1)).sum())
+        del p, q, lp, lq
+    k = torch.cat(klds)
+    return {
+        "max_kld": float(k.max()),
+        "mean_kld": float(k.mean()),
+        "argmax_kld_position": int(k.argmax()),
+        "top1_agreement": agree / t,
+        "nonfinite": nonfinite,
+    }
+
+
+def cmd_compare(args):
+    import numpy as np
+    import torch
+    import transformers
+
+    t0 = time.time()
+    deadline = args.deadline or (t0 + 1e9)
+    device = torch.device("cuda")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    with open(os.path.join(args.work, "prompts.json")) as fh:
+        pj = json.load(fh)
+    prompts = {int(k): v for k, v in pj["prompts"].items()}
+    lengths = sorted(prompts)
+
+    res = Results(
+        args.out,
+        {
+            "what": "aima-engine probe logits (CUDA, sm_90 bundle) vs HuggingFace Qwen3_5MoeForCausalLM, teacher-forced, full vocabulary",
+            "command": args.command,
+            "commit": args.commit,
+            "checkpoint": args.checkpoint_desc,
+            "gpu": torch.cuda.get_device_name(0),
+            "versions": {
+                "python": platform.python_version(),
+                "torch": torch.__version__,
+                "transformers": transformers.__version__,
+            },
+            "prompt_seed": pj["seed"],
+            "prompt_token_limit": pj["token_limit"],
+            "gates": {"max_kld": GATE_MAX_KLD, "top1": GATE_TOP1},
+            "kld": "per position KL(HF fp32 || other) over the full vocabulary, float64",
+            "lengths_requested": lengths,
+            "hf": {},
+            "per_length": {str(t): {"tokens": t} for t in lengths},
+            "timings_s": {},
+            "status": "running",
+        },
+    )
+    per = res.data["per_length"]
+    res.save()
+
+    # 1. HF fp32 reference logits, kept on the GPU.
+    ref = {}
+    try:
+        tl = time.time()
+        model, info = load_hf(torch, args.model_dir, device)
+        res.data["hf"]["fp32"] = info
+        res.data["timings_s"]["hf_load"] = round(time.time() - tl, 1)
+        log(f"HF fp32 loaded: {info} in {time.time() - tl:.1f}s")
+        for t in lengths:
+            if time.time() > deadline - 30:
+                per[str(t)]["hf_fp32"] = "skipped: out of time"
+                continue
+            tf = time.time()
+            ref[t] = forward(torch, model, prompts[t], device)
+            if tuple(ref[t].shape) != (t, model.config.vocab_size) or not bool(torch.isfinite(ref[t]).all()):
+                raise RuntimeError(f"bad HF logits at T={t}: {tuple(ref[t].shape)}")
+            pmax = torch.softmax(ref[t].double(), -1).max(-1).values
+            per[str(t)]["hf_fp32_forward_s"] = round(time.time() - tf, 2)
+            per[str(t)]["hf_fp32_median_max_prob"] = float(pmax.median())
+            log(f"HF fp32 T={t}: {time.time() - tf:.2f}s, median max prob {float(pmax.median()):.3f}")
+        res.save()
+
+        # 2. The same weights in bf16 (HF's bf16 path keeps RoPE frequencies in fp32).
+        inv = {}
+        for mname, mod in model.named_modules():
+            for buf in ("inv_freq", "original_inv_freq"):
+                if isinstance(getattr(mod, buf, None), torch.Tensor):
+                    inv[(mname, buf)] = getattr(mod, buf).clone()
+        model = model.to(torch.bfloat16)
+        mods = dict(model.named_modules())
+        for (mname, buf), v in inv.items():
+            setattr(mods[mname], buf, v)
+        for t in lengths:
+            if t not in ref or time.time() > deadline - 30:
+                continue
+            got = forward(torch, model, prompts[t], device)
+            st = row_stats(torch, ref[t], lambda s, e: got[s:e], t, device)
+            per[str(t)]["hf_bf16"] = st
+            del got
+            log(f"HF bf16 T={t}: max KLD {st['max_kld']:.3g} top1 {st['top1_agreement']:.4f}")
+        del model
+        torch.cuda.empty_cache()
+        res.save()
+    except Exception as exc:
+        traceback.print_exc()
+        res.data["hf"]["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+        res.data["status"] = "failed: HF"
+        res.save()
+        return 1
+
+    # 3. The engine's logits, as the shell script produces them.
+    for t in lengths:
+        rc_path = os.path.join(args.work, f"ours_{t}.rc")
+        npy = os.path.join(args.work, f"ours_{t}.npy")
+        while not os.path.exists(rc_path) and time.time() < deadline:
+            time.sleep(0.5)
+        entry = per[str(t)]
+        if not os.path.exists(rc_path):
+            entry["ours"] = "not run: out of time"
+            log(f"T={t}: no engine logits before the deadline")
+            continue
+        rc_text = open(rc_path).read().strip()
+        if rc_text != "0":
+            entry["ours"] = f"engine failed: {rc_text}"
+            log(f"T={t}: engine {rc_text}")
+            res.save()
+            continue
+        if t not in ref:
+            entry["ours"] = "engine ran, but no HF reference (out of time)"
+            continue
+        try:
+            arr = np.load(npy, mmap_mode="r")
+            if arr.shape != tuple(ref[t].shape) or arr.dtype != np.float32:
+                raise RuntimeError(f"engine logits {arr.shape} {arr.dtype}, want {tuple(ref[t].shape)} float32")
+            st = row_stats(torch, ref[t], lambda s, e: torch.from_numpy(np.ascontiguousarray(arr[s:e])), t, device)
+            st["pass"] = bool(st["max_kld"] <= GATE_MAX_KLD and st["top1_agreement"] >= GATE_TOP1 and st["nonfinite"] == 0)
+            tm = os.path.join(args.work, f"ours_{t}.time")
+            if os.path.exists(tm):
+                st["engine_wall_s"] = float(open(tm).read().strip())
+            entry["ours"] = st
+            del arr
+            os.remove(npy)
+            log(f"ours T={t}: max KLD {st['max_kld']:.3g} mean {st['mean_kld']:.3g} top1 {st['top1_agreement']:.4f} {'PASS' if st['pass'] else 'FAIL'}")
+        except Exception as exc:
+            traceback.print_exc()
+            entry["ours"] = f"compare failed: {type(exc).__name__}: {exc}"[:1000]
+        res.save()
+
+    ran = [t for t in lengths if isinstance(per[str(t)].get("ours"), dict)]
+    res.data["lengths_compared"] = ran
+    res.data["lengths_not_compared"] = [t for t in lengths if t not in ran]
+    res.data["all_pass"] = bool(ran) and all(per[str(t)]["ours"]["pass"] for t in ran)
+    res.data["status"] = "done"
+    res.data["timings_s"]["compare_total"] = round(time.time() - t0, 1)
+    res.save()
+
+    print()
+    print(f"{'T':>5} {'ours max KLD':>13} {'ours mean KLD':>14} {'ours top1':>10} {'bf16 max KLD':>13} {'bf16 mean KLD':>14} {'bf16 top1':>10}  gate")
+    for t in lengths:
+        e = per[str(t)]
+        o, b = e.get("ours"), e.get("hf_bf16")
+        bs = (f"{b['max_kld']:13.3g} {b['mean_kld']:14.3g} {b['top1_agreement']:10.4f}" if isinstance(b, dict) else f"{'-':>13} {'-':>14} {'-':>10}")
+        if isinstance(o, dict):
+            print(f"{t:5d} {o['max_kld']:13.3g} {o['mean_kld']:14.3g} {o['top1_agreement']:10.4f} {bs}  {'PASS' if o['pass'] else 'FAIL'}")
+        else:
+            print(f"{t:5d} {str(o)[:40]:>38} {bs}  -")
+    print(f"all compared lengths pass: {res.data['all_pass']}; compared {ran}; not compared {res.data['lengths_not_compared']}")
+    return 0 if res.data["all_pass"] else 2
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("prompts")
+    p.add_argument("--out", required=True)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--lengths", default=",".join(str(t) for t in LENGTHS))
+    c = sub.add_parser("compare")
+    c.add_argument("--model-dir", required=True)
+    c.add_argument("--work", required=True)
+    c.add_argument("--out", required=True)
+    c.add_argument("--deadline", type=float, default=0, help="unix time by which to stop waiting")
+    c.add_argument("--command", default="")
+    c.add_argument("--commit", default="")
+    c.add_argument("--checkpoint-desc", default="")
+    args = ap.parse_args()
+    if args.cmd == "prompts":
+        cmd_prompts(args)
+        return 0
+    return cmd_compare(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

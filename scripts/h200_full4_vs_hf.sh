@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The CUDA engine against HuggingFace transformers on a real-width checkpoint
+# (4 layers: 3 Gated DeltaNet + 1 full attention, all 256 experts, vocab 248320),
+# in one run on an sm_90 machine (H100/H200) with nvcc and python3 holding
+# torch + transformers 5.17:
+#   1. aimac synth --preset full --layers 4 --seed 1 (about 8.2 GB on local disk);
+#   2. aimac plan (buckets 64,1024, context 4224) and aimac build --target sm_90;
+#   3. aima-engine probe logits with the bundle, for seeded random prompts of
+#      1, 63, 64, 65, 1000, 1024, 1025 and 4096 tokens (shortest first);
+#   4. meanwhile oracle/compare_full4.py runs transformers in fp32 (and bf16, for
+#      reference) on the GPU and computes per-position KLD and top-1 agreement.
+# Gates: max KLD <= 0.005 and top-1 agreement >= 0.99 at every length.
+#
+# Build first (no Go toolchain is needed where it runs):
+#   CGO_ENABLED=0 go build -o bin/ ./cmd/...
+# Optionally put a plan made elsewhere at bin/full4_plan.json (aimac plan is
+# deterministic and path-independent): the build then starts while synth runs,
+# and the plan made here from the new checkpoint must be byte-identical to it.
+# Then, from the repository root:
+#   scripts/h200_full4_vs_hf.sh [RESULTS_DIR]
+# RESULTS_DIR (default results/h200) receives full4_vs_hf.json, full4_vs_hf.log
+# and full4_engine.log. Environment: FULL4_WORK (default /tmp/full4work),
+# FULL4_BUDGET_S (default 420: the comparison stops waiting after that many
+# seconds, and engine runs that would start too late are skipped),
+# FULL4_LENGTHS (default 1,63,64,65,1000,1024,1025,4096), FULL4_COMMIT.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+dir=${1:-$root/results/h200}
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+work=${FULL4_WORK:-/tmp/full4work}
+budget=${FULL4_BUDGET_S:-420}
+lengths=${FULL4_LENGTHS:-1,63,64,65,1000,1024,1025,4096}
+start=$(date +%s)
+deadline=$((start + budget))
+ckpt=$work/full4
+bundle=$work/bundle
+export PATH=$PATH:/usr/local/cuda/bin PYTHONUNBUFFERED=1
+exec > >(tee "$dir/full4_vs_hf.log") 2>&1
+elapsed() { echo $(( $(date +%s) - start )); }
+
+for b in aimac aima-engine; do
+  [ -x "$root/bin/$b" ] || { echo "missing bin/$b: CGO_ENABLED=0 go build -o bin/ ./cmd/..." >&2; exit 1; }
+done
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader || true
+nvcc --version | tail -n 1 || true
+rm -rf "$work" && mkdir -p "$work" || exit 1
+cd "$root"
+
+python3 oracle/compare_full4.py prompts --out "$work" --seed 1 --lengths "$lengths" || exit 1
+
+# The build from a carried plan overlaps synth.
+prebuilt=0
+if [ -f bin/full4_plan.json ]; then
+  ( bin/aimac build --plan bin/full4_plan.json --target sm_90 --out "$bundle" >"$work/build.log" 2>&1; echo $? >"$work/build.rc" ) &
+  prebuilt=1
+fi
+echo "[$(elapsed)s] synth"
+bin/aimac synth --preset full --layers 4 --seed 1 --out "$ckpt" || exit 1
+du -sh "$ckpt"
+echo "[$(elapsed)s] synth done"
+
+# Engine: plan, build, then one probe per length; ours_<T>.rc announces each result.
+(
+  set +e
+  bin/aimac plan --model-dir "$ckpt" --target sm_90 --buckets 64,1024 --context-tokens 4224 --out "$work/plan.json" || { echo plan-failed; for t in ${lengths//,/ }; do echo "plan failed" >"$work/ours_$t.rc"; done; exit 1; }
+  if [ $prebuilt = 1 ]; then
+    while [ ! -f "$work/build.rc" ]; do sleep 0.5; done
+    if cmp -s "$work/plan.json" bin/full4_plan.json && [ "$(cat "$work/build.rc")" = 0 ]; then
+      echo "plan identical to the carried one; its bundle is used"
+    else
+      echo "carried plan differs or its build failed: building again"; cat "$work/build.log"
+      rm -rf "$bundle"; prebuilt=0
+    fi
+  fi
+  if [ $prebuilt = 0 ]; then
+    bin/aimac build --plan "$work/plan.json" --target sm_90 --out "$bundle" >"$work/build.log" 2>&1
+    rc=$?; echo $rc >"$work/build.rc"
+  fi
+  cat "$work/build.log"
+  if [ "$(cat "$work/build.rc")" != 0 ]; then
+    for t in ${lengths//,/ }; do echo "build failed" >"$work/ours_$t.rc"; done; exit 1
+  fi
+  echo "[$(elapsed)s] bundle ready"
+  for t in ${lengths//,/ }; do
+    # Leave time to compare: skip a length whose run would end after the deadline.
+    need=$(( 25 + t / 200 ))
+    if [ $(( $(date +%s) + need )) -gt "$deadline" ]; then echo "[$(elapsed)s] T=$t skipped: out of time"; echo "skipped: out of time" >"$work/ours_$t.rc"; continue; fi
+    t1=$(date +%s.%N)
+    bin/aima-engine probe logits --model-dir "$ckpt" --bundle "$bundle" --tokens "$(cat "$work/tokens_$t.txt")" --out "$work/ours_$t.npy"
+    rc=$?
+    python3 -c "import sys; print(round($(date +%s.%N) - $t1, 2))" >"$work/ours_$t.time"
+    echo "[$(elapsed)s] T=$t engine exit $rc"
+    echo "$rc" >"$work/ours_$t.rc"
+  done
+) >"$work/engine.log" 2>&1 &
+engine=$!
+
+python3 oracle/compare_full4.py compare --model-dir "$ckpt" --work "$work" --out "$dir/full4_vs_hf.json" \
+  --deadline "$deadline" --commit "${FULL4_COMMIT:-}" \
+  --checkpoint-desc "aimac synth --preset full --layers 4 --seed 1 (real widths, 3 GDN + 1 full attention, 256 experts)" \
+  --command "scripts/h200_full4_vs_hf.sh (FULL4_LENGTHS=$lengths FULL4_BUDGET_S=$budget)"
+rc=$?
+if kill -0 $engine 2>/dev/null; then echo "engine job still running at the end: stopping it"; pkill -P $engine 2>/dev/null; kill $engine 2>/dev/null; fi
+wait $engine 2>/dev/null
+cp "$work/engine.log" "$dir/full4_engine.log"
+echo "----- engine log (tail) -----"; tail -n 40 "$work/engine.log"
+echo "[$(elapsed)s] done, compare exit $rc"
+exit $rc
