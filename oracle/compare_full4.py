@@ -172,6 +172,7 @@ def row_stats(torch, ref, get_rows, t, device):
         agree += int((p.argmax(-1) == q.argmax(-1)).sum())
         del p, q, lp, lq
     k = torch.cat(klds)
+    row_stats.last = k
     return {
         "max_kld": float(k.max()),
         "mean_kld": float(k.mean()),
@@ -179,6 +180,41 @@ def row_stats(torch, ref, get_rows, t, device):
         "top1_agreement": agree / t,
         "nonfinite": nonfinite,
     }
+
+
+def diagnose(torch, np, k, t, gaps, margin, bf16_k, get_rows, ref):
+    """Where the KLD is large: positions, HF's decision margins there, router near-ties."""
+    d = {
+        "positions_kld_gt_1e-3": int((k > 1e-3).sum()),
+        "positions_kld_gt_1e-4": int((k > 1e-4).sum()),
+        "positions_kld_gt_1e-5": int((k > 1e-5).sum()),
+        "median_kld": float(k.median()),
+    }
+    if gaps is not None:
+        mg = gaps.min(0)
+        d["router_gap_min_over_layers_quantiles"] = {
+            q: float(torch.quantile(mg.double(), float(q))) for q in ("0.001", "0.01", "0.1", "0.5")
+        }
+    worst = []
+    for pos in k.topk(min(5, t)).indices.tolist():
+        w = {"position": pos, "kld": float(k[pos])}
+        if bf16_k is not None:
+            w["hf_bf16_kld"] = float(bf16_k[pos])
+        row = get_rows(pos, pos + 1)[0].to(ref.device)
+        w["hf_top1"], w["ours_top1"] = int(ref[pos].argmax()), int(row.argmax())
+        w["hf_max_prob"] = float(torch.softmax(ref[pos].double(), -1).max())
+        if margin is not None:
+            w["hf_top2_logit_margin"] = float(margin[pos])
+        if gaps is not None:
+            g = gaps[:, pos]
+            w["router_kth_gap_per_layer"] = [round(float(x), 6) for x in g]
+            # Positions at or before pos whose routing is nearest a tie (state carries forward).
+            upto = gaps[:, : pos + 1].min(0)
+            w["min_router_gap_at_or_before"] = float(upto.min())
+            w["position_of_that_gap"] = int(upto.argmin())
+        worst.append(w)
+    d["worst_positions"] = worst
+    return d
 
 
 def cmd_compare(args):
@@ -225,25 +261,48 @@ def cmd_compare(args):
     res.save()
 
     # 1. HF fp32 reference logits, kept on the GPU.
-    ref = {}
+    ref, rgap, margin, bf16_k = {}, {}, {}, {}
     try:
         tl = time.time()
         model, info = load_hf(torch, args.model_dir, device)
         res.data["hf"]["fp32"] = info
         res.data["timings_s"]["hf_load"] = round(time.time() - tl, 1)
         log(f"HF fp32 loaded: {info} in {time.time() - tl:.1f}s")
+        # Router diagnostics: per layer and position, the gap between the k-th and
+        # (k+1)-th router logits (a near tie lets an fp32-equivalent computation route
+        # differently), and HF's top-2 logit margin.
+        topk = model.config.num_experts_per_tok
+        cur_gaps = []
+
+        def router_hook(mod, inputs):
+            try:
+                h = inputs[0].reshape(-1, inputs[0].shape[-1]).float()
+                lg = h @ mod.weight.float().t()
+                v = lg.topk(topk + 1, dim=-1).values
+                cur_gaps.append((v[:, topk - 1] - v[:, topk]).detach())
+            except Exception as exc:  # diagnostics only
+                log(f"router hook: {exc!r}")
+
+        handles = [l.mlp.gate.register_forward_pre_hook(router_hook) for l in model.model.layers if hasattr(getattr(l, "mlp", None), "gate")]
         for t in lengths:
             if time.time() > deadline - 30:
                 per[str(t)]["hf_fp32"] = "skipped: out of time"
                 continue
             tf = time.time()
+            cur_gaps.clear()
             ref[t] = forward(torch, model, prompts[t], device)
+            if len(cur_gaps) == len(handles):
+                rgap[t] = torch.stack(cur_gaps)  # [layers, T]
+                sv = ref[t].topk(2, dim=-1).values
+                margin[t] = sv[:, 0] - sv[:, 1]
             if tuple(ref[t].shape) != (t, model.config.vocab_size) or not bool(torch.isfinite(ref[t]).all()):
                 raise RuntimeError(f"bad HF logits at T={t}: {tuple(ref[t].shape)}")
             pmax = torch.softmax(ref[t].double(), -1).max(-1).values
             per[str(t)]["hf_fp32_forward_s"] = round(time.time() - tf, 2)
             per[str(t)]["hf_fp32_median_max_prob"] = float(pmax.median())
             log(f"HF fp32 T={t}: {time.time() - tf:.2f}s, median max prob {float(pmax.median()):.3f}")
+        for h in handles:
+            h.remove()
         res.save()
 
         # 2. The same weights in bf16 (HF's bf16 path keeps RoPE frequencies in fp32).
@@ -262,6 +321,7 @@ def cmd_compare(args):
             got = forward(torch, model, prompts[t], device)
             st = row_stats(torch, ref[t], lambda s, e: got[s:e], t, device)
             per[str(t)]["hf_bf16"] = st
+            bf16_k[t] = row_stats.last
             del got
             log(f"HF bf16 T={t}: max KLD {st['max_kld']:.3g} top1 {st['top1_agreement']:.4f}")
         del model
@@ -300,6 +360,11 @@ def cmd_compare(args):
                 raise RuntimeError(f"engine logits {arr.shape} {arr.dtype}, want {tuple(ref[t].shape)} float32")
             st = row_stats(torch, ref[t], lambda s, e: torch.from_numpy(np.ascontiguousarray(arr[s:e])), t, device)
             st["pass"] = bool(st["max_kld"] <= GATE_MAX_KLD and st["top1_agreement"] >= GATE_TOP1 and st["nonfinite"] == 0)
+            try:
+                st["diagnostics"] = diagnose(torch, np, row_stats.last, t, rgap.get(t), margin.get(t), bf16_k.get(t),
+                                             lambda s_, e_: torch.from_numpy(np.ascontiguousarray(arr[s_:e_])), ref[t])
+            except Exception as exc:
+                st["diagnostics"] = f"failed: {type(exc).__name__}: {exc}"[:500]
             tm = os.path.join(args.work, f"ours_{t}.time")
             if os.path.exists(tm):
                 st["engine_wall_s"] = float(open(tm).read().strip())
