@@ -191,7 +191,7 @@ def diagnose(torch, np, k, t, gaps, margin, bf16_k, get_rows, ref):
         "median_kld": float(k.median()),
     }
     if gaps is not None:
-        mg = gaps.min(0)
+        mg = gaps.min(0).values
         d["router_gap_min_over_layers_quantiles"] = {
             q: float(torch.quantile(mg.double(), float(q))) for q in ("0.001", "0.01", "0.1", "0.5")
         }
@@ -209,7 +209,7 @@ def diagnose(torch, np, k, t, gaps, margin, bf16_k, get_rows, ref):
             g = gaps[:, pos]
             w["router_kth_gap_per_layer"] = [round(float(x), 6) for x in g]
             # Positions at or before pos whose routing is nearest a tie (state carries forward).
-            upto = gaps[:, : pos + 1].min(0)
+            upto = gaps[:, : pos + 1].min(0).values
             w["min_router_gap_at_or_before"] = float(upto.min())
             w["position_of_that_gap"] = int(upto.argmin())
         worst.append(w)
