@@ -49,7 +49,7 @@ cd "$root"
 
 python3 oracle/compare_full4.py prompts --out "$work" --seed 1 --lengths "$lengths" || exit 1
 
-# The build from a carried plan overlaps synth.
+# The build from bin/full4_plan.json overlaps synth.
 prebuilt=0
 if [ -f bin/full4_plan.json ]; then
   ( bin/aimac build --plan bin/full4_plan.json --target sm_90 --out "$bundle" >"$work/build.log" 2>&1; echo $? >"$work/build.rc" ) &
@@ -67,9 +67,9 @@ echo "[$(elapsed)s] synth done"
   if [ $prebuilt = 1 ]; then
     while [ ! -f "$work/build.rc" ]; do sleep 0.5; done
     if cmp -s "$work/plan.json" bin/full4_plan.json && [ "$(cat "$work/build.rc")" = 0 ]; then
-      echo "plan identical to the carried one; its bundle is used"
+      echo "plan identical to bin/full4_plan.json; its bundle is used"
     else
-      echo "carried plan differs or its build failed: building again"; cat "$work/build.log"
+      echo "bin/full4_plan.json differs or its build failed: building again"; cat "$work/build.log"
       rm -rf "$bundle"; prebuilt=0
     fi
   fi
