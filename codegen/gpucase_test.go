@@ -70,12 +70,15 @@ func kern(family string, params map[string]float64) plan.Kernel {
 	return plan.Kernel{Name: family + "_case", Family: family, Params: params}
 }
 
-// TestWriteGPUCases writes differential cases for the CUDA kernels when
-// -gpucases is set: each case holds the rendered .cu, random inputs, and
-// the Go reference kernel's outputs (rows ≥ n poisoned on both sides).
+// TestWriteGPUCases writes differential cases for the CUDA kernels: each
+// case holds the rendered .cu, random inputs, and the Go reference kernel's
+// outputs (rows ≥ n poisoned on both sides). With -gpucases DIR they go to
+// DIR for the device harness; otherwise to a temporary directory, which
+// still proves every case renders and its reference runs.
 func TestWriteGPUCases(t *testing.T) {
-	if *gpuCases == "" {
-		t.Skip("set -gpucases DIR to write the CUDA differential cases")
+	out := *gpuCases
+	if out == "" {
+		out = t.TempDir()
 	}
 	gdn := map[string]float64{"row_stride": 8192, "k_heads": 16, "v_heads": 32, "k_dim": 128, "v_dim": 128}
 	gdnC := map[string]float64{"chunk": 64}
@@ -108,7 +111,11 @@ func TestWriteGPUCases(t *testing.T) {
 		{"combine", kern("shared_expert_combine", map[string]float64{"hidden": 2048}), 3, 0},
 	}
 	for i, c := range cases {
-		writeCase(t, filepath.Join(*gpuCases, c.name), c, uint64(i))
+		dir := filepath.Join(out, c.name)
+		writeCase(t, dir, c, uint64(i))
+		if entries, err := os.ReadDir(dir); err != nil || len(entries) < 2 {
+			t.Errorf("case %s: wrote %d files (%v)", c.name, len(entries), err)
+		}
 	}
 }
 
