@@ -11,9 +11,6 @@ var RealConfigJSON []byte
 // RealName names the real model in plans and file names.
 const RealName = "qwen3.6-35b-a3b"
 
-// RealTokenizerVocab is the real tokenizer's size: ids at or above it are
-// vocabulary padding (SPEC §5).
-const RealTokenizerVocab = 248077
 
 // Real returns the real model's configuration.
 func Real() *Config {

@@ -4,7 +4,6 @@
 package loader
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/planner"
 	"github.com/aimaproject/aimac/runtime"
+	"github.com/aimaproject/aimac/tokenizer"
 	"github.com/aimaproject/aimac/runtime/cuda"
 )
 
@@ -186,35 +186,18 @@ func BackendFor(target string, cubins map[string][]byte) (runtime.Backend, error
 	return nil, fmt.Errorf("target %s: no backend in this build runs it yet (plans for it can be made and inspected)", target)
 }
 
-// TokenizerVocab counts the ids of DIR/tokenizer.json: one past the largest
-// id of its vocabulary and added tokens. 0 when there is no such file.
+// TokenizerVocab is the size of DIR/tokenizer.json's vocabulary (one past
+// its largest id), read by the tokenizer itself; 0 when there is no such file.
 func TokenizerVocab(dir string) (int, error) {
-	data, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
-	if errors.Is(err, os.ErrNotExist) {
+	path := filepath.Join(dir, "tokenizer.json")
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
+	tok, err := tokenizer.Load(path)
 	if err != nil {
 		return 0, err
 	}
-	var tj struct {
-		Model struct {
-			Vocab map[string]int `json:"vocab"`
-		} `json:"model"`
-		AddedTokens []struct {
-			ID int `json:"id"`
-		} `json:"added_tokens"`
-	}
-	if err := json.Unmarshal(data, &tj); err != nil {
-		return 0, fmt.Errorf("%s: %w", filepath.Join(dir, "tokenizer.json"), err)
-	}
-	n := 0
-	for _, id := range tj.Model.Vocab {
-		n = max(n, id+1)
-	}
-	for _, t := range tj.AddedTokens {
-		n = max(n, t.ID+1)
-	}
-	return n, nil
+	return tok.Size(), nil
 }
 
 func closeCheckpoint(ck *checkpoint.Checkpoint) {
