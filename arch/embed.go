@@ -11,7 +11,6 @@ var RealConfigJSON []byte
 // RealName names the real model in plans and file names.
 const RealName = "qwen3.6-35b-a3b"
 
-
 // Real returns the real model's configuration.
 func Real() *Config {
 	c, err := ParseConfig(RealConfigJSON)

@@ -14,8 +14,8 @@ import (
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/planner"
 	"github.com/aimaproject/aimac/runtime"
-	"github.com/aimaproject/aimac/tokenizer"
 	"github.com/aimaproject/aimac/runtime/cuda"
+	"github.com/aimaproject/aimac/tokenizer"
 )
 
 // Options say what to load.
