@@ -336,3 +336,24 @@ func deltaSignature(chunked bool) Signature {
 	}
 	return s
 }
+
+// The device-resident parameter block: int32 slots that GPU kernels read at
+// run time instead of taking the values as launch arguments, so a captured
+// decode graph stays valid while they change. Floats are stored as their
+// IEEE-754 bits. Every GPU kernel takes a pointer to the block as its last
+// argument (codegen's ABI); families read the slots their signature's Dyn
+// names, and the sampling kernels read the sampling slots.
+const (
+	ParamPos         = 0 // "pos": absolute position of the launch's row 0
+	ParamSeedLo      = 1 // sampling seed, low 32 bits
+	ParamSeedHi      = 2 // sampling seed, high 32 bits
+	ParamStep        = 3 // sampling step: draws differ per step under one seed
+	ParamTemperature = 4 // float bits; 0 means greedy
+	ParamTopP        = 5 // float bits in (0, 1]
+	ParamMinP        = 6 // float bits in [0, 1)
+	ParamTopK        = 7 // 0 means no top-k limit
+	ParamSlots       = 16
+)
+
+// ParamSlot maps a dynamic scalar read by kernels to its slot.
+var ParamSlot = map[string]int{"pos": ParamPos}

@@ -3,7 +3,10 @@
 // and conv state), prefill by bucket composition, decode and sampling.
 package runtime
 
-import "github.com/aimaproject/aimac/plan"
+import (
+	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/plan"
+)
 
 // Mem is a block of backend memory.
 type Mem interface {
@@ -29,8 +32,12 @@ type Backend interface {
 	Zero(dst Ref, n int64) error
 	// Load prepares the plan's kernels (module load on a GPU).
 	Load(kernels []plan.Kernel) error
+	// SetParams writes the parameter block that GPU kernels read at run
+	// time (ir.Param*); launches enqueued after it see the new values.
+	SetParams(p *Params) error
 	// Launch runs one launch; rows is its logical row count and dyn the
-	// phase's dynamic scalars.
+	// phase's dynamic scalars (the CPU kernels take them from dyn; GPU
+	// kernels read the same values from the parameter block).
 	Launch(k *plan.Kernel, l *plan.Launch, args []Ref, rows int, dyn map[string]int64) error
 	Sync() error
 	Close() error
@@ -40,4 +47,28 @@ type Backend interface {
 // the CPU backend maps checkpoint weights without copying them.
 type HostBinder interface {
 	Bind(data []byte) (Mem, error)
+}
+
+// Params is the device-resident parameter block (ir.ParamSlots int32 slots;
+// floats as their bits): the dynamic values of a step, read by kernels at
+// run time so that a captured graph stays valid while they change.
+type Params [ir.ParamSlots]int32
+
+// Grapher is implemented by backends that can record a sequence of launches
+// once and replay it with a single call (the decode step): per-token launch
+// overhead goes away. What changes between replays must live in device
+// memory — the parameter block, the token buffer — never in launch
+// arguments.
+type Grapher interface {
+	// Capture records the launches fn enqueues, without running them. fn
+	// must only launch: no copies, memsets, parameter writes or syncs.
+	Capture(fn func() error) (Graph, error)
+}
+
+// Graph is a captured launch sequence.
+type Graph interface {
+	// Replay enqueues the recorded launches; Sync waits for them.
+	Replay() error
+	// Destroy frees the graph.
+	Destroy()
 }

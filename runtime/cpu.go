@@ -101,6 +101,10 @@ func (*CPU) Sync() error  { return nil }
 func (*CPU) Close() error { return nil }
 
 // Launch calls the reference kernel of the launch's family.
+// SetParams does nothing: the CPU kernels take the dynamic scalars from
+// Launch's dyn.
+func (*CPU) SetParams(*Params) error { return nil }
+
 func (c *CPU) Launch(k *plan.Kernel, l *plan.Launch, args []Ref, rows int, dyn map[string]int64) error {
 	views := make([][]byte, len(args))
 	for i, a := range args {

@@ -44,6 +44,10 @@ type CUDA struct {
 	ctx    uintptr
 	stream uintptr
 	params unsafe.Pointer // pinned: maxArgs value slots, then maxArgs pointers
+	block  uint64         // device: the parameter block (runtime.Params)
+
+	capturing bool // launches are being recorded into a graph
+	captured  int  // launches recorded so far in this capture
 
 	cubins  map[string][]byte
 	modules []uintptr
@@ -108,6 +112,19 @@ func NewCUDA(cubins map[string][]byte) (*CUDA, error) {
 		d.cuDevicePrimaryCtxRelease(c.dev)
 		return nil, c.fail("cuMemAllocHost", rc)
 	}
+	if rc := d.cuMemAlloc(&c.block, uint64(4*len(runtime.Params{}))); rc != 0 {
+		d.cuMemFreeHost(c.params)
+		d.cuStreamDestroy(c.stream)
+		d.cuDevicePrimaryCtxRelease(c.dev)
+		return nil, c.fail("cuMemAlloc", rc)
+	}
+	if rc := d.cuMemsetD8(c.block, 0, uint64(4*len(runtime.Params{}))); rc != 0 {
+		d.cuMemFree(c.block)
+		d.cuMemFreeHost(c.params)
+		d.cuStreamDestroy(c.stream)
+		d.cuDevicePrimaryCtxRelease(c.dev)
+		return nil, c.fail("cuMemsetD8", rc)
+	}
 	return c, nil
 }
 
@@ -152,7 +169,10 @@ func (c *CUDA) Alloc(n int64) (runtime.Mem, error) {
 	return m, nil
 }
 
-var errClosed = errors.New("cuda: backend is closed")
+var (
+	errClosed    = errors.New("cuda: backend is closed")
+	errCapturing = errors.New("cuda: only launches are allowed during graph capture")
+)
 
 func (c *CUDA) Free(m runtime.Mem) {
 	dm, ok := m.(*mem)
@@ -193,6 +213,9 @@ func (c *CUDA) Upload(dst runtime.Ref, src []byte) error {
 	if c.closed {
 		return errClosed
 	}
+	if c.capturing {
+		return errCapturing
+	}
 	if rc := c.d.cuMemcpyHtoD(p, unsafe.Pointer(&src[0]), uint64(len(src))); rc != 0 {
 		return c.async("upload", rc)
 	}
@@ -211,6 +234,9 @@ func (c *CUDA) Download(dst []byte, src runtime.Ref) error {
 	if c.closed {
 		return errClosed
 	}
+	if c.capturing {
+		return errCapturing
+	}
 	if rc := c.d.cuMemcpyDtoH(unsafe.Pointer(&dst[0]), p, uint64(len(dst))); rc != 0 {
 		return c.async("download", rc)
 	}
@@ -228,6 +254,9 @@ func (c *CUDA) Zero(dst runtime.Ref, n int64) error {
 	defer unlock()
 	if c.closed {
 		return errClosed
+	}
+	if c.capturing {
+		return errCapturing
 	}
 	if rc := c.d.cuMemsetD8(p, 0, uint64(n)); rc != 0 {
 		return c.async("memset", rc)
@@ -287,7 +316,8 @@ func (c *CUDA) Load(ks []plan.Kernel) error {
 }
 
 // Launch enqueues one kernel: a device pointer per operand (in catalogue
-// order), then n = rows, then pos for families that read it.
+// order), then n = rows, then the parameter block's device address. The
+// dynamic scalars come from the block (SetParams), not from dyn.
 func (c *CUDA) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows int, dyn map[string]int64) error {
 	sig, ok := ir.Catalogue[ir.Kind(k.Family)]
 	if !ok {
@@ -307,14 +337,7 @@ func (c *CUDA) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows i
 		}
 		vals = append(vals, p)
 	}
-	vals = append(vals, uint64(uint32(int32(rows))))
-	for _, name := range sig.Dyn {
-		v, ok := dyn[name]
-		if !ok {
-			return fmt.Errorf("cuda: kernel %s: dynamic scalar %q is not set", k.Name, name)
-		}
-		vals = append(vals, uint64(uint32(int32(v))))
-	}
+	vals = append(vals, uint64(uint32(int32(rows))), c.block)
 	grid, block, err := shape(l)
 	if err != nil {
 		return fmt.Errorf("cuda: kernel %s: %w", k.Name, err)
@@ -343,6 +366,9 @@ func (c *CUDA) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows i
 	rc := c.d.cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
 		uint32(l.SharedBytes), c.stream, ptrs, nil)
 	c.last = k.Name
+	if c.capturing {
+		c.captured++
+	}
 	if rc != 0 {
 		return fmt.Errorf("cuda: launch %s (grid %v, block %v): %s", k.Name, grid, block, c.d.errorString(rc))
 	}
@@ -375,12 +401,34 @@ func shape(l *plan.Launch) (grid, block [3]uint32, err error) {
 	return grid, block, nil
 }
 
+// SetParams writes the parameter block. The copy is synchronous and ordered
+// after every launch already enqueued (the stream is a blocking one), so
+// kernels enqueued earlier still see the values they were launched with.
+func (c *CUDA) SetParams(p *runtime.Params) error {
+	unlock := c.enter()
+	defer unlock()
+	if c.closed {
+		return errClosed
+	}
+	if c.capturing {
+		return errors.New("cuda: parameter block written during graph capture")
+	}
+	if rc := c.d.cuMemcpyHtoD(c.block, unsafe.Pointer(&p[0]), uint64(4*len(p))); rc != 0 {
+		return c.async("parameter block upload", rc)
+	}
+	goruntime.KeepAlive(p)
+	return nil
+}
+
 // Sync waits for every launch; an error from a kernel names the last one.
 func (c *CUDA) Sync() error {
 	unlock := c.enter()
 	defer unlock()
 	if c.closed {
 		return errClosed
+	}
+	if c.capturing {
+		return errCapturing
 	}
 	if rc := c.d.cuStreamSynchronize(c.stream); rc != 0 {
 		return c.async("synchronize", rc)
@@ -407,6 +455,8 @@ func (c *CUDA) Close() error {
 	c.modules, c.funcs = nil, nil
 	c.d.cuMemFreeHost(c.params)
 	c.params = nil
+	c.d.cuMemFree(c.block)
+	c.block = 0
 	c.d.cuStreamDestroy(c.stream)
 	c.d.cuDevicePrimaryCtxRelease(c.dev)
 	c.closed = true

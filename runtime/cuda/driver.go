@@ -39,6 +39,21 @@ type driver struct {
 	cuGetErrorName            func(res int32, str *unsafe.Pointer) int32
 	cuDriverGetVersion        func(v *int32) int32
 	cuDeviceGetAttribute      func(v *int32, attr int32, dev int32) int32
+	cuMemGetInfo              func(free, total *uint64) int32
+	cuMemcpyHtoDAsync         func(dst uint64, src unsafe.Pointer, bytes uint64, stream uintptr) int32
+	cuMemcpyDtoDAsync         func(dst, src uint64, bytes uint64, stream uintptr) int32
+	cuMemsetD32Async          func(dst uint64, value uint32, n uint64, stream uintptr) int32
+	cuEventCreate             func(ev *uintptr, flags uint32) int32
+	cuEventDestroy            func(ev uintptr) int32
+	cuEventRecord             func(ev uintptr, stream uintptr) int32
+	cuEventSynchronize        func(ev uintptr) int32
+	cuEventElapsedTime        func(ms *float32, start, end uintptr) int32
+	cuStreamBeginCapture      func(stream uintptr, mode uint32) int32
+	cuStreamEndCapture        func(stream uintptr, graph *uintptr) int32
+	cuGraphInstantiate        func(exec *uintptr, graph uintptr, flags uint64) int32
+	cuGraphLaunch             func(exec uintptr, stream uintptr) int32
+	cuGraphExecDestroy        func(exec uintptr) int32
+	cuGraphDestroy            func(graph uintptr) int32
 }
 
 var (
@@ -91,6 +106,21 @@ func load() (*driver, error) {
 			{&d.cuGetErrorName, "cuGetErrorName"},
 			{&d.cuDriverGetVersion, "cuDriverGetVersion"},
 			{&d.cuDeviceGetAttribute, "cuDeviceGetAttribute"},
+			{&d.cuMemGetInfo, "cuMemGetInfo_v2"},
+			{&d.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"},
+			{&d.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"},
+			{&d.cuMemsetD32Async, "cuMemsetD32Async"},
+			{&d.cuEventCreate, "cuEventCreate"},
+			{&d.cuEventDestroy, "cuEventDestroy_v2"},
+			{&d.cuEventRecord, "cuEventRecord"},
+			{&d.cuEventSynchronize, "cuEventSynchronize"},
+			{&d.cuEventElapsedTime, "cuEventElapsedTime"},
+			{&d.cuStreamBeginCapture, "cuStreamBeginCapture_v2"},
+			{&d.cuStreamEndCapture, "cuStreamEndCapture"},
+			{&d.cuGraphInstantiate, "cuGraphInstantiateWithFlags"},
+			{&d.cuGraphLaunch, "cuGraphLaunch"},
+			{&d.cuGraphExecDestroy, "cuGraphExecDestroy"},
+			{&d.cuGraphDestroy, "cuGraphDestroy"},
 		}
 		for _, s := range syms {
 			sym, err := purego.Dlsym(h, s.name)
