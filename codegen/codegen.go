@@ -10,23 +10,27 @@
 //
 // Each rendered source defines exactly one entry point,
 //
-//	extern "C" __global__ void <kernel name>(<operands>, int n[, int pos])
+//	extern "C" __global__ void <kernel name>(<operands>, int n, const int* params)
 //
 // named after plan.Kernel.Name. Its arguments are:
 //
 //   - one pointer per operand of the family's ir.Catalogue signature, in
 //     catalogue order: f32 operands are float*, bf16 operands const
 //     unsigned short* (BF16 bit patterns), i32 operands int*. The KV cache
-//     operands (ir.AnyFloat) are bf16 on the GPU targets: unsigned short*,
-//     written with round-to-nearest-even by kv_append. Every pointer is the
+//     operands (ir.AnyFloat) are float* or, when the kernel's dtype flag
+//     is set (ir.AnyFloatIsBF16), unsigned short* written with
+//     round-to-nearest-even. Every pointer is the
 //     plan argument's buffer plus its byte offset and must be 16-byte
 //     aligned (matmul, moe_experts and attention use 16-byte loads); the
 //     frozen plans keep every offset and dynamic stride a multiple of 16;
 //   - int n: the launch's logical row count (the runtime's rows; for a
 //     kernel planned with a constant "rows" parameter, that constant). Rows
 //     at or past n are never read into outputs nor written;
-//   - int pos: only for families whose signature lists the dynamic scalar
-//     "pos" (rope, kv_append, attention): the absolute position of row 0.
+//   - const int* params: the device-resident parameter block (ir.Param*
+//     slots, runtime.Params), passed to every kernel. Dynamic scalars such
+//     as "pos" (rope, kv_append, attention) are read from it at run time,
+//     never passed by value, so a captured decode graph stays valid as they
+//     change.
 //
 // Every kernel is launched with the plan's grid and a block of Threads
 // threads (planner/grid.go); the per-family grid is documented at the top of
@@ -212,7 +216,16 @@ func templateData(d Dialect, k plan.Kernel, sig ir.Signature) (map[string]any, e
 	data["name"] = k.Name
 	data["dialect"] = string(d)
 	data["threads"] = Threads
-	data["args"] = signatureArgs(sig)
+	data["args"] = signatureArgs(sig, ir.AnyFloatIsBF16(k.Params))
+	var reads []string
+	for _, dyn := range sig.Dyn {
+		slot, ok := ir.ParamSlot[dyn]
+		if !ok {
+			return nil, fmt.Errorf("codegen: kernel %s: dynamic scalar %q has no parameter block slot", k.Name, dyn)
+		}
+		reads = append(reads, fmt.Sprintf("const int %s = params[%d];", dyn, slot))
+	}
+	data["params"] = strings.Join(reads, " ")
 	if ir.Kind(k.Family) == ir.RoPE {
 		inv := ropeInvFreq(int(k.Params["rot_dim"]), k.Params["theta"])
 		lits := make([]string, len(inv))
@@ -225,7 +238,7 @@ func templateData(d Dialect, k plan.Kernel, sig ir.Signature) (map[string]any, e
 }
 
 // signatureArgs spells the ABI's parameter list (see the package doc).
-func signatureArgs(sig ir.Signature) string {
+func signatureArgs(sig ir.Signature, kvBF16 bool) string {
 	var parts []string
 	for _, o := range sig.Operands {
 		var typ string
@@ -237,7 +250,10 @@ func signatureArgs(sig ir.Signature) string {
 		case ir.I32:
 			typ = "int*"
 		case ir.AnyFloat:
-			typ = "bf16*"
+			typ = "float*"
+			if kvBF16 {
+				typ = "bf16*"
+			}
 		}
 		if o.Access == ir.Read && o.DType == ir.F32 {
 			typ = "const float*"
@@ -246,14 +262,11 @@ func signatureArgs(sig ir.Signature) string {
 			typ = "const int*"
 		}
 		if o.Access == ir.Read && o.DType == ir.AnyFloat {
-			typ = "const bf16*"
+			typ = "const " + typ
 		}
 		parts = append(parts, typ+" "+o.Name)
 	}
-	parts = append(parts, "int n")
-	for _, dyn := range sig.Dyn {
-		parts = append(parts, "int "+dyn)
-	}
+	parts = append(parts, "int n", "const int* params")
 	return strings.Join(parts, ", ")
 }
 

@@ -38,9 +38,9 @@ type caseMeta struct {
 	Kernel string    `json:"kernel"`
 	Grid   []int     `json:"grid"`
 	N      int       `json:"n"`
-	Pos    int       `json:"pos"`
-	HasPos bool      `json:"has_pos"`
-	Args   []caseArg `json:"args"`
+	// Params is the parameter block the kernel's last argument points at.
+	Params [ir.ParamSlots]int32 `json:"params"`
+	Args   []caseArg            `json:"args"`
 }
 
 // caseGrid mirrors planner's grid rule for a launch of n rows.
@@ -100,9 +100,11 @@ func TestWriteGPUCases(t *testing.T) {
 		{"gated_rmsnorm", kern("gated_rmsnorm", map[string]float64{"heads": 32, "dim": 128, "eps": 1e-6}), 2, 0},
 		{"rope", kern("rope", map[string]float64{"row_stride": 4096, "heads": 16, "head_dim": 256, "rot_dim": 64, "theta": 1e7}), 3, 1000},
 		{"rope_far", kern("rope", map[string]float64{"row_stride": 512, "heads": 2, "head_dim": 256, "rot_dim": 64, "theta": 1e7}), 2, 200000},
-		{"kv_append", kern("kv_append", map[string]float64{"width": 512, "capacity": 16}), 3, 5},
-		{"attention", kern("attention", map[string]float64{"q_heads": 16, "kv_heads": 2, "head_dim": 256, "scale": 0.0625, "capacity": 64, "width": 512}), 3, 20},
-		{"attention_one", kern("attention", map[string]float64{"q_heads": 16, "kv_heads": 2, "head_dim": 256, "scale": 0.0625, "capacity": 64, "width": 512}), 1, 0},
+		{"kv_append", kern("kv_append", map[string]float64{"width": 512, "capacity": 16, "kv_bf16": 0}), 3, 5},
+		{"kv_append_bf16", kern("kv_append", map[string]float64{"width": 512, "capacity": 16, "kv_bf16": 1}), 3, 5},
+		{"attention", kern("attention", map[string]float64{"q_heads": 16, "kv_heads": 2, "head_dim": 256, "scale": 0.0625, "capacity": 64, "width": 512, "kv_bf16": 0}), 3, 20},
+		{"attention_one", kern("attention", map[string]float64{"q_heads": 16, "kv_heads": 2, "head_dim": 256, "scale": 0.0625, "capacity": 64, "width": 512, "kv_bf16": 0}), 1, 0},
+		{"attention_bf16", kern("attention", map[string]float64{"q_heads": 16, "kv_heads": 2, "head_dim": 256, "scale": 0.0625, "capacity": 64, "width": 512, "kv_bf16": 1}), 3, 20},
 		{"out_gate", kern("attn_output_gate", map[string]float64{"heads": 16, "head_dim": 256}), 2, 0},
 		{"router", kern("router_topk", map[string]float64{"experts": 256, "k": 8}), 4, 0},
 		{"moe", kern("moe_experts", map[string]float64{"experts": 16, "hidden": 256, "inter": 64, "k": 4}), 3, 0},
@@ -195,8 +197,9 @@ func writeCase(t *testing.T, dir string, c gpuCase, seed uint64) {
 			}
 		}
 	}
-	meta := caseMeta{Kernel: c.k.Name, Grid: caseGrid(c.k, c.n), N: c.n, Pos: c.pos, HasPos: len(sig.Dyn) > 0}
-	kvBF16 := func(i int) bool { return sig.Operands[i].DType == ir.AnyFloat }
+	meta := caseMeta{Kernel: c.k.Name, Grid: caseGrid(c.k, c.n), N: c.n}
+	meta.Params[ir.ParamPos] = int32(c.pos)
+	kvBF16 := func(i int) bool { return sig.Operands[i].DType == ir.AnyFloat && ir.AnyFloatIsBF16(c.k.Params) }
 	save := func(name string, i int) {
 		var b []byte
 		switch {

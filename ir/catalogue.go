@@ -29,6 +29,12 @@ const (
 	SharedExpertCombine Kind = "shared_expert_combine" // SPEC §4 steps 3–4
 )
 
+// Weight generation: no step's graph uses it; every plan lists one kernel
+// per weight dtype and runtime.SyntheticWeights launches them.
+const (
+	FillUniform Kind = "fill_uniform" // counter-based uniform values (kernels.FillUniform)
+)
+
 // Access says how an op touches an operand.
 type Access string
 
@@ -38,9 +44,16 @@ const (
 	ReadWrite Access = "rw"
 )
 
-// AnyFloat in a signature accepts f32 or bf16: the KV cache is f32 on the
-// CPU and bf16 on the GPU targets.
+// AnyFloat in a signature accepts f32 or bf16: the KV cache is f32 unless a
+// GPU plan asks for bf16. The kernel's flag (kv_bf16, or bf16) says which,
+// since one compiled kernel handles one element type (AnyFloatIsBF16).
 const AnyFloat DType = "float"
+
+// AnyFloatIsBF16 reports whether a kernel with these parameters takes its
+// AnyFloat operands as bf16.
+func AnyFloatIsBF16(params map[string]float64) bool {
+	return params["kv_bf16"] == 1 || params["bf16"] == 1
+}
 
 // OperandSpec is one argument of an op kind.
 type OperandSpec struct {
@@ -187,7 +200,7 @@ var Catalogue = map[Kind]Signature{
 			{"k", F32, Read, perRow("width")},
 			{"v", F32, Read, perRow("width")},
 		},
-		Params: []string{"width", "capacity"},
+		Params: []string{"width", "capacity", "kv_bf16"},
 		Dyn:    []string{"pos"},
 	},
 	Attention: {
@@ -197,7 +210,7 @@ var Catalogue = map[Kind]Signature{
 			{"k_cache", AnyFloat, Read, cache},
 			{"v_cache", AnyFloat, Read, cache},
 		},
-		Params: []string{"q_heads", "kv_heads", "head_dim", "scale", "capacity", "width"},
+		Params: []string{"q_heads", "kv_heads", "head_dim", "scale", "capacity", "width", "kv_bf16"},
 		Dyn:    []string{"pos"},
 		Check: func(p map[string]float64) error {
 			if int(p["q_heads"])%int(p["kv_heads"]) != 0 {
@@ -261,6 +274,19 @@ var Catalogue = map[Kind]Signature{
 		},
 		Params: []string{"hidden"},
 	},
+
+	// fill_uniform: out[i] = kernels.FillUniform(seed, key, i, lo, scale)
+	// for i < rows (the element count), stored as bf16 (round to nearest
+	// even) when the bf16 flag is 1, as f32 otherwise. Seed, key, lo and
+	// scale are dynamic: the fill slots of the parameter block (the CPU
+	// backend takes them from dyn under the same names).
+	FillUniform: {
+		Operands: []OperandSpec{
+			{"out", AnyFloat, Write, perRow()},
+		},
+		Params: []string{"bf16"},
+		Dyn:    []string{"fill_seed_lo", "fill_seed_hi", "fill_key_lo", "fill_key_hi", "fill_lo", "fill_scale"},
+	},
 }
 
 func topK(p map[string]float64) error {
@@ -273,7 +299,10 @@ func topK(p map[string]float64) error {
 // realParams are the parameters that are not integer extents.
 var realParams = map[string]bool{"eps": true, "scale": true, "theta": true}
 
-// checkParams requires extents to be integers ≥ 1 (one_plus a 0/1 flag) and
+// flagParams are 0/1 switches of a kernel variant.
+var flagParams = map[string]bool{"one_plus": true, "kv_bf16": true, "bf16": true}
+
+// checkParams requires extents to be integers ≥ 1 (flags 0 or 1) and
 // real parameters finite and positive, then the kind's own relations.
 func (s Signature) checkParams(p map[string]float64) error {
 	for _, name := range s.Params {
@@ -285,9 +314,9 @@ func (s Signature) checkParams(p map[string]float64) error {
 			if v <= 0 {
 				return fmt.Errorf("parameter %s is %g, want > 0", name, v)
 			}
-		case name == "one_plus":
+		case flagParams[name]:
 			if v != 0 && v != 1 {
-				return fmt.Errorf("parameter one_plus is %g, want 0 or 1", v)
+				return fmt.Errorf("parameter %s is %g, want 0 or 1", name, v)
 			}
 		default:
 			if v != math.Trunc(v) || v < 1 || v > 1<<31 {
@@ -352,8 +381,25 @@ const (
 	ParamTopP        = 5 // float bits in (0, 1]
 	ParamMinP        = 6 // float bits in [0, 1)
 	ParamTopK        = 7 // 0 means no top-k limit
-	ParamSlots       = 16
+	// The fill slots, read by fill_uniform (runtime.SyntheticWeights sets
+	// them before each weight buffer's fill): value i of the buffer is
+	// kernels.FillUniform(seed, key, i, lo, scale).
+	ParamFillSeedLo = 8  // "fill_seed_lo": generator seed, low 32 bits
+	ParamFillSeedHi = 9  // "fill_seed_hi": generator seed, high 32 bits
+	ParamFillKeyLo  = 10 // "fill_key_lo": buffer key (kernels.FillKey), low 32 bits
+	ParamFillKeyHi  = 11 // "fill_key_hi": buffer key, high 32 bits
+	ParamFillLo     = 12 // "fill_lo": float bits of the lower bound
+	ParamFillScale  = 13 // "fill_scale": float bits of hi - lo
+	ParamSlots      = 16
 )
 
 // ParamSlot maps a dynamic scalar read by kernels to its slot.
-var ParamSlot = map[string]int{"pos": ParamPos}
+var ParamSlot = map[string]int{
+	"pos":          ParamPos,
+	"fill_seed_lo": ParamFillSeedLo,
+	"fill_seed_hi": ParamFillSeedHi,
+	"fill_key_lo":  ParamFillKeyLo,
+	"fill_key_hi":  ParamFillKeyHi,
+	"fill_lo":      ParamFillLo,
+	"fill_scale":   ParamFillScale,
+}

@@ -95,6 +95,10 @@ func (g *Graph) Verify() error {
 				if t.DType != F32 && t.DType != BF16 {
 					fail("%s: operand %s: tensor %s is %s, want f32 or bf16", where, spec.Name, t.Name, t.DType)
 				}
+				// The kernel variant must match the tensor it reads.
+				if AnyFloatIsBF16(op.Params) != (t.DType == BF16) {
+					fail("%s: operand %s: tensor %s is %s, the kernel's dtype flag says otherwise", where, spec.Name, t.Name, t.DType)
+				}
 			case t.DType != spec.DType:
 				fail("%s: operand %s: tensor %s is %s, want %s", where, spec.Name, t.Name, t.DType, spec.DType)
 			}

@@ -254,11 +254,15 @@ func (l *lowering) attention(i int, x, xn *ir.Tensor) {
 	kc := l.tensor(fmt.Sprintf("kv.%d.k", i), ir.KV, l.s.KVDType, capacity, int64(HKV), int64(D))
 	vc := l.tensor(fmt.Sprintf("kv.%d.v", i), ir.KV, l.s.KVDType, capacity, int64(HKV), int64(D))
 	width := float64(HKV * D)
-	l.op(ir.KVAppend, i, map[string]float64{"width": width, "capacity": float64(capacity)}, of(kc), of(vc), of(k), of(v))
+	kvBF16 := 0.0
+	if l.s.KVDType == ir.BF16 {
+		kvBF16 = 1
+	}
+	l.op(ir.KVAppend, i, map[string]float64{"width": width, "capacity": float64(capacity), "kv_bf16": kvBF16}, of(kc), of(vc), of(k), of(v))
 
 	o := l.act("attn_o", ir.F32, HQ*D)
 	l.op(ir.Attention, i, map[string]float64{"q_heads": float64(HQ), "kv_heads": float64(HKV), "head_dim": fD,
-		"scale": 1 / math.Sqrt(fD), "capacity": float64(capacity), "width": width}, of(o), of(q), of(kc), of(vc))
+		"scale": 1 / math.Sqrt(fD), "capacity": float64(capacity), "width": width, "kv_bf16": kvBF16}, of(o), of(q), of(kc), of(vc))
 	l.op(ir.AttnOutputGate, i, map[string]float64{"heads": float64(HQ), "head_dim": fD}, of(o), of(qg))
 	m := l.act("mixer_out", ir.F32, c.HiddenSize)
 	l.matmul(i, m, o, l.weight(p+"o_proj.weight"))

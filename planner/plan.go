@@ -23,6 +23,10 @@ type Options struct {
 	LogitsRows int
 	// Chunk is the GDN chunk size of prefill (0: 64, SPEC §3.1).
 	Chunk int
+	// KVDType is the KV cache's element type: "f32" (the default) or, on
+	// the GPU targets, "bf16" (half the bytes; SPEC §2.3 step 4 stores bf16,
+	// at a cost in agreement with an fp32 reference).
+	KVDType ir.DType
 }
 
 // DefaultBuckets are the real model's prefill buckets.
@@ -37,10 +41,7 @@ func Plan(m *Model, o Options) (*plan.Plan, error) {
 		return nil, err
 	}
 	maxB := o.Buckets[len(o.Buckets)-1]
-	kv := ir.F32
-	if o.Target != "cpu" {
-		kv = ir.BF16 // SPEC §2.3 step 4: the KV cache holds bf16 on the GPU
-	}
+	kv := o.KVDType
 	cfg, err := json.Marshal(m.Config)
 	if err != nil {
 		return nil, err
@@ -70,6 +71,7 @@ func Plan(m *Model, o Options) (*plan.Plan, error) {
 			return nil, err
 		}
 	}
+	s.fillKernels()
 	sort.Slice(p.Kernels, func(i, j int) bool { return p.Kernels[i].Name < p.Kernels[j].Name })
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("planner produced an invalid plan: %w", err)
@@ -100,6 +102,14 @@ func (o *Options) check() error {
 	}
 	if o.Chunk == 0 {
 		o.Chunk = 64
+	}
+	switch {
+	case o.KVDType == "":
+		o.KVDType = ir.F32
+	case o.KVDType == ir.BF16 && o.Target == "cpu":
+		errs = append(errs, errors.New("a bf16 KV cache needs a GPU target; the cpu target keeps it in f32"))
+	case o.KVDType != ir.F32 && o.KVDType != ir.BF16:
+		errs = append(errs, fmt.Errorf("KV cache dtype %q: want f32 or bf16", o.KVDType))
 	}
 	if o.Chunk < 1 || o.Chunk > 1024 {
 		errs = append(errs, fmt.Errorf("chunk %d: want 1 to 1024", o.Chunk))
@@ -168,6 +178,31 @@ func (s *scheduler) phase(kind string, g *ir.Graph) error {
 	}
 	s.p.Phases = append(s.p.Phases, ph)
 	return nil
+}
+
+// fillKernels lists a fill_uniform kernel for every dtype of the plan's
+// weights (bf16 matrices, f32 small parameters). No phase launches them:
+// runtime.SyntheticWeights does, once per weight buffer, so generated
+// weights are made in device memory by the same code on every backend.
+func (s *scheduler) fillKernels() {
+	for _, dt := range []ir.DType{ir.BF16, ir.F32} {
+		used := false
+		for _, b := range s.p.Buffers {
+			used = used || (b.Role == string(ir.Weight) && b.DType == string(dt))
+		}
+		if !used {
+			continue
+		}
+		flag := 0.0
+		if dt == ir.BF16 {
+			flag = 1
+		}
+		k := kernelFor(&ir.Op{Kind: ir.FillUniform, Params: map[string]float64{"bf16": flag}, Rows: "n"})
+		if !s.kernels[k.Name] {
+			s.kernels[k.Name] = true
+			s.p.Kernels = append(s.p.Kernels, k)
+		}
+	}
 }
 
 func buffer(t *ir.Tensor) plan.Buffer {

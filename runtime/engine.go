@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/aimaproject/aimac/ir"
 	"github.com/aimaproject/aimac/plan"
 )
 
@@ -26,6 +27,13 @@ type Engine struct {
 
 	pos    int  // tokens already in the KV cache and states
 	broken bool // a step failed midway: state is inconsistent until Reset
+
+	// graphs replays the decode step as one captured graph on backends
+	// that can (Grapher); decodeGraph is captured on the first decode.
+	graphs      bool
+	decodeGraph Graph
+	// block is the parameter block last handed to the backend.
+	block Params
 }
 
 // phase is a plan phase with its kernels and buffers resolved.
@@ -58,6 +66,7 @@ func NewEngine(p *plan.Plan, be Backend, w Weights) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{plan: p, be: be, globals: map[string]Mem{}, prefill: map[int]*phase{}}
+	_, e.graphs = be.(Grapher)
 	if err := w.bind(e); err != nil {
 		e.Close()
 		return nil, err
@@ -125,6 +134,26 @@ func NewEngine(p *plan.Plan, be Backend, w Weights) (*Engine, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// SetGraphs turns replay of the decode step as a captured graph on or off
+// (on by default where the backend can capture); both give the same logits.
+func (e *Engine) SetGraphs(on bool) {
+	_, can := e.be.(Grapher)
+	e.graphs = on && can
+	if !e.graphs {
+		e.dropGraphs()
+	}
+}
+
+// Graphs reports whether decode steps replay a captured graph.
+func (e *Engine) Graphs() bool { return e.graphs }
+
+func (e *Engine) dropGraphs() {
+	if e.decodeGraph != nil {
+		e.decodeGraph.Destroy()
+		e.decodeGraph = nil
+	}
 }
 
 // Plan returns the engine's plan.
@@ -260,7 +289,11 @@ func (e *Engine) step(ctx context.Context, ph *phase, tokens []int32) ([]float32
 		return nil, err
 	}
 	dyn := map[string]int64{"n": int64(n), "pos": int64(e.pos), "last": int64(n - 1)}
-	if err := e.run(ctx, ph, dyn); err != nil {
+	run := e.run
+	if ph == e.decode && e.graphs {
+		run = e.replay
+	}
+	if err := run(ctx, ph, dyn); err != nil {
 		e.broken = true
 		return nil, err
 	}
@@ -291,7 +324,53 @@ func (e *Engine) rowLogits(ctx context.Context, start, count int, fn RowsFunc) e
 	return nil
 }
 
+// setParams hands the parameter block for dyn to the backend: every slot a
+// kernel reads (ir.ParamSlot) from dyn, the rest as set by the caller.
+func (e *Engine) setParams(dyn map[string]int64) error {
+	for name, slot := range ir.ParamSlot {
+		if v, ok := dyn[name]; ok {
+			e.block[slot] = int32(v)
+		}
+	}
+	return e.be.SetParams(&e.block)
+}
+
 func (e *Engine) run(ctx context.Context, ph *phase, dyn map[string]int64) error {
+	if err := e.setParams(dyn); err != nil {
+		return err
+	}
+	if err := e.launch(ctx, ph, dyn); err != nil {
+		return err
+	}
+	return e.be.Sync()
+}
+
+// replay runs the decode phase as a graph, capturing it on first use. The
+// graph's launches have fixed arguments: the decode step always runs one
+// row at offset 0, and its one moving value, the position, is read from
+// the parameter block.
+func (e *Engine) replay(ctx context.Context, ph *phase, dyn map[string]int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := e.setParams(dyn); err != nil {
+		return err
+	}
+	if e.decodeGraph == nil {
+		g, err := e.be.(Grapher).Capture(func() error { return e.launch(context.Background(), ph, dyn) })
+		if err != nil {
+			return fmt.Errorf("capture the decode step: %w", err)
+		}
+		e.decodeGraph = g
+	}
+	if err := e.decodeGraph.Replay(); err != nil {
+		return err
+	}
+	return e.be.Sync()
+}
+
+// launch enqueues a phase's launches.
+func (e *Engine) launch(ctx context.Context, ph *phase, dyn map[string]int64) error {
 	refs := make([]Ref, 0, 8)
 	for i := range ph.p.Launches {
 		if err := ctx.Err(); err != nil {
@@ -314,7 +393,7 @@ func (e *Engine) run(ctx context.Context, ph *phase, dyn map[string]int64) error
 			return fmt.Errorf("phase %s launch %d (%s, layer %d): %w", ph.p.Name, i, l.Kernel, l.Layer, err)
 		}
 	}
-	return e.be.Sync()
+	return nil
 }
 
 func (e *Engine) download(name string, count int) ([]float32, error) {
@@ -331,6 +410,7 @@ func (e *Engine) download(name string, count int) ([]float32, error) {
 
 // Close frees the engine's memory.
 func (e *Engine) Close() error {
+	e.dropGraphs()
 	for _, m := range e.globals {
 		e.be.Free(m)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aimaproject/aimac/arch"
 	"github.com/aimaproject/aimac/checkpoint"
+	"github.com/aimaproject/aimac/ir"
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/planner"
 	"github.com/aimaproject/aimac/synth"
@@ -64,7 +65,7 @@ func parseBuckets(s string) ([]int, error) {
 }
 
 func planCmd() *cobra.Command {
-	var dir, target, buckets, out string
+	var dir, target, buckets, out, kvDType string
 	var ctxTokens int
 	c := &cobra.Command{
 		Use:   "plan",
@@ -83,7 +84,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 			if err != nil {
 				return err
 			}
-			p, err := planner.Plan(m, planner.Options{Target: target, Buckets: bs, ContextTokens: ctxTokens})
+			p, err := planner.Plan(m, planner.Options{Target: target, Buckets: bs, ContextTokens: ctxTokens, KVDType: ir.DType(kvDType)})
 			if err != nil {
 				return err
 			}
@@ -102,6 +103,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 	c.Flags().StringVar(&target, "target", "cpu", "target: "+strings.Join(plan.Targets, ", "))
 	c.Flags().StringVar(&buckets, "buckets", "1024,2048,4096,8192", "prefill bucket sizes, increasing")
 	c.Flags().IntVar(&ctxTokens, "context-tokens", 262144, "context capacity (prompt + output tokens)")
+	c.Flags().StringVar(&kvDType, "kv-dtype", "f32", "KV cache element type: f32, or bf16 on a GPU target (half the bytes, less exact)")
 	c.Flags().StringVar(&out, "out", "-", "output file (- for stdout)")
 	return c
 }

@@ -37,8 +37,8 @@ for name in sorted(os.listdir(cases)):
     for a in meta["args"]:
         raw = bytearray(open(os.path.join(d, a["file"]), "rb").read())
         ts.append(torch.frombuffer(raw, dtype=DT[a["dtype"]]).clone().cuda())
-    cargs = [ctypes.c_void_p(t.data_ptr()) for t in ts] + [ctypes.c_int(meta["n"])]
-    if meta["has_pos"]: cargs.append(ctypes.c_int(meta["pos"]))
+    block = torch.tensor(meta["params"], dtype=torch.int32, device="cuda")  # the parameter block
+    cargs = [ctypes.c_void_p(t.data_ptr()) for t in ts] + [ctypes.c_int(meta["n"]), ctypes.c_void_p(block.data_ptr())]
     params = (ctypes.c_void_p * len(cargs))(*[ctypes.addressof(c) for c in cargs])
     g = meta["grid"]
     rc = cuda.cuLaunchKernel(fn, g[0], g[1], g[2], 256, 1, 1, 0, None, params, None)

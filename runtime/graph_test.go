@@ -1,0 +1,170 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/aimaproject/aimac/checkpoint"
+	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/plan"
+	"github.com/aimaproject/aimac/planner"
+	"github.com/aimaproject/aimac/runtime"
+)
+
+// recorder is the CPU backend with graph capture the way a GPU does it:
+// captured launches keep their arguments, and on replay the kernels read
+// the position from the parameter block as it is then, not from the dyn
+// values seen at capture. An engine that forgets to refresh the block, or
+// that puts a moving value in a launch argument, decodes wrong tokens.
+type recorder struct {
+	*runtime.CPU
+	block     runtime.Params
+	capturing bool
+	captures  int
+	replays   int
+}
+
+type recorded struct {
+	k    *plan.Kernel
+	l    *plan.Launch
+	args []runtime.Ref
+	rows int
+}
+
+type recordedGraph struct {
+	r        *recorder
+	launches []recorded
+}
+
+func (r *recorder) SetParams(p *runtime.Params) error {
+	if r.capturing {
+		return errors.New("parameter block written during capture")
+	}
+	r.block = *p
+	return nil
+}
+
+func (r *recorder) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows int, dyn map[string]int64) error {
+	if int64(r.block[ir.ParamPos]) != dyn["pos"] {
+		return errors.New("launch with a parameter block that does not hold its position")
+	}
+	return r.CPU.Launch(k, l, args, rows, dyn)
+}
+
+func (r *recorder) Sync() error {
+	if r.capturing {
+		return errors.New("sync during capture")
+	}
+	return nil
+}
+
+func (g *recordedGraph) Replay() error {
+	g.r.replays++
+	dyn := map[string]int64{"pos": int64(g.r.block[ir.ParamPos])}
+	for _, c := range g.launches {
+		if err := g.r.CPU.Launch(c.k, c.l, c.args, c.rows, dyn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *recordedGraph) Destroy() { g.launches = nil }
+
+// graphBackend records launches made during capture instead of running them.
+type graphBackend struct {
+	*recorder
+	graph *recordedGraph
+}
+
+func (b *graphBackend) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows int, dyn map[string]int64) error {
+	if b.capturing {
+		b.graph.launches = append(b.graph.launches, recorded{k, l, slices.Clone(args), rows})
+		return nil
+	}
+	return b.recorder.Launch(k, l, args, rows, dyn)
+}
+
+func (b *graphBackend) Capture(fn func() error) (runtime.Graph, error) {
+	b.graph = &recordedGraph{r: b.recorder}
+	b.capturing = true
+	b.captures++
+	err := fn()
+	b.capturing = false
+	if err != nil {
+		return nil, err
+	}
+	return b.graph, nil
+}
+
+// TestDecodeGraph decodes with the decode step replayed from one captured
+// graph and checks every step's logits equal the launch-by-launch engine's,
+// bit for bit, across a Reset and a snapshot restore.
+func TestDecodeGraph(t *testing.T) {
+	ck, err := checkpoint.Open(tiny(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	m, err := planner.FromCheckpoint("tiny", ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{8, 32}, ContextTokens: 96})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := runtime.NewEngine(p, runtime.NewCPU(), runtime.CheckpointWeights(ck))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	be := &graphBackend{recorder: &recorder{CPU: runtime.NewCPU()}}
+	graphed, err := runtime.NewEngine(p, be, runtime.CheckpointWeights(ck))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer graphed.Close()
+	if plain.Graphs() || !graphed.Graphs() {
+		t.Fatalf("graphs: CPU %v, graph backend %v", plain.Graphs(), graphed.Graphs())
+	}
+	ctx := context.Background()
+	run := func(e *runtime.Engine, toks []int32, steps int) [][]float32 {
+		var out [][]float32
+		logits, err := e.Prefill(ctx, toks, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, logits)
+		for range steps {
+			if logits, err = e.Decode(ctx, runtime.Argmax(logits)); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, logits)
+		}
+		return out
+	}
+	for _, n := range []int{1, 9, 33} {
+		for _, e := range []*runtime.Engine{plain, graphed} {
+			if err := e.Reset(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		toks := prompt(n, plain.Vocab())
+		want, got := run(plain, toks, 6), run(graphed, toks, 6)
+		for i := range want {
+			if !slices.Equal(want[i], got[i]) {
+				t.Fatalf("prompt %d, step %d: graph logits differ from launch by launch", n, i)
+			}
+		}
+	}
+	if be.captures != 1 || be.replays != 18 {
+		t.Errorf("%d captures and %d replays, want 1 and 18", be.captures, be.replays)
+	}
+	graphed.SetGraphs(false)
+	if graphed.Graphs() {
+		t.Error("SetGraphs(false) left graphs on")
+	}
+}
