@@ -6,6 +6,7 @@ package loader
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -40,6 +41,9 @@ type Options struct {
 	// Cubins are the compiled kernels of an sm_90 plan, by kernel name (see
 	// codegen.RenderPlan and hipcc.Compile); the runtime never compiles.
 	Cubins map[string][]byte
+	// Progress, when not nil, gets a progress bar of the weights' upload
+	// (a terminal: the bar redraws its line), cleared at the end.
+	Progress io.Writer
 }
 
 // Loaded is a ready engine with what it was made from.
@@ -105,10 +109,17 @@ func Open(o Options) (*Loaded, error) {
 		return nil, err
 	}
 	weights := runtime.SyntheticWeights(o.SyntheticSeed)
+	finishBar := func() {}
 	if ck != nil {
 		weights = runtime.CheckpointWeights(ck)
+		if o.Progress != nil {
+			var report func(done, total int64)
+			report, finishBar = weightsBar(o.Progress)
+			weights = runtime.CheckpointWeightsProgress(ck, report)
+		}
 	}
 	e, err := runtime.NewEngine(p, be, weights)
+	finishBar()
 	if err != nil {
 		be.Close()
 		closeCheckpoint(ck)

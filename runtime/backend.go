@@ -72,3 +72,26 @@ type Graph interface {
 	// Destroy frees the graph.
 	Destroy()
 }
+
+// UploadJob is one copy of a bulk upload: Src to Dst. Name says what is
+// copied (a weight's name) in errors.
+type UploadJob struct {
+	Name string
+	Dst  Ref
+	Src  []byte
+}
+
+// BulkUploader is implemented by backends that copy many host buffers to
+// device memory faster together than with one Upload each: the weights.
+type BulkUploader interface {
+	// UploadAll copies every job's Src to its Dst, reading the sources in
+	// parallel (for a memory-mapped checkpoint, those reads are the page
+	// faults of the copies: parallel disk reads). It returns once every
+	// source may be reused and the copies are ordered before any later work
+	// of the backend. progress, when not nil, is called from one goroutine
+	// with the running total of bytes copied, increasing; after a
+	// successful UploadAll with bytes to copy its last value is the sum of
+	// len(Src). An error names the job that failed and stops the others;
+	// the destinations are then undefined.
+	UploadAll(jobs []UploadJob, progress func(done int64)) error
+}

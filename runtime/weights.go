@@ -1,11 +1,13 @@
 package runtime
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"unsafe"
 
 	"github.com/aimaproject/aimac/checkpoint"
@@ -18,21 +20,36 @@ type Weights interface {
 }
 
 // CheckpointWeights loads weights from a validated checkpoint.
-func CheckpointWeights(ck *checkpoint.Checkpoint) Weights { return ckWeights{ck} }
+func CheckpointWeights(ck *checkpoint.Checkpoint) Weights { return ckWeights{ck: ck} }
 
-type ckWeights struct{ ck *checkpoint.Checkpoint }
+// CheckpointWeightsProgress is CheckpointWeights reporting how far loading
+// is: progress gets the bytes of weights in place on the backend so far and
+// the bytes of all of them (weights bound in place count at once). Calls
+// come one at a time while the engine is made, done never decreasing, the
+// last with done == total once every weight is there.
+func CheckpointWeightsProgress(ck *checkpoint.Checkpoint, progress func(done, total int64)) Weights {
+	return ckWeights{ck: ck, progress: progress}
+}
+
+type ckWeights struct {
+	ck       *checkpoint.Checkpoint
+	progress func(done, total int64)
+}
 
 // bind checks every weight buffer of the plan against the checkpoint
 // (name, dtype, shape, byte range), all problems at once, before any
-// upload; then binds BF16 matrices in place where the backend can, copies
-// them otherwise, and widens small parameters to f32.
+// upload; then binds BF16 matrices in place where the backend can, widens
+// small parameters to f32, allocates every other buffer and copies them all:
+// with one BulkUploader call (BF16 matrices straight from the mapping, so
+// the disk reads run in parallel) where the backend has it, with Upload one
+// at a time otherwise.
 func (w ckWeights) bind(e *Engine) error {
 	var errs []error
-	type job struct {
+	type weight struct {
 		b    plan.Buffer
 		info checkpoint.TensorInfo
 	}
-	var jobs []job
+	var weights []weight
 	for _, b := range e.plan.Buffers {
 		if b.Role != "weight" {
 			continue
@@ -57,40 +74,102 @@ func (w ckWeights) bind(e *Engine) error {
 			errs = append(errs, fmt.Errorf("weight %s: checkpoint dtype %s, plan wants %s", b.Name, info.DType, want))
 			continue
 		}
-		jobs = append(jobs, job{b, info})
+		weights = append(weights, weight{b, info})
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("checkpoint does not match the plan: %w", errors.Join(errs...))
 	}
+
+	// Bind what the backend uses in place, allocate the rest; the engine
+	// owns (and Close frees) every buffer from the moment it exists.
 	binder, canBind := e.be.(HostBinder)
-	for _, j := range jobs {
-		raw, err := w.ck.Bytes(j.info.Name)
+	var jobs []UploadJob
+	var order []checkpoint.TensorInfo // where each job's source lies, for reading in file order
+	var bound, total int64
+	for _, wt := range weights {
+		raw, err := w.ck.Bytes(wt.info.Name)
 		if err != nil {
 			return err
 		}
-		var m Mem
-		switch {
-		case j.b.DType == "f32":
-			vals, err := checkpoint.Float32s(j.info, raw)
+		src := raw
+		if wt.b.DType == "f32" {
+			vals, err := checkpoint.Float32s(wt.info, raw)
 			if err != nil {
-				return fmt.Errorf("weight %s: %w", j.b.Name, err)
+				return fmt.Errorf("weight %s: %w", wt.b.Name, err)
 			}
-			if m, err = e.upload(f32Bytes(vals)); err != nil {
-				return fmt.Errorf("weight %s: %w", j.b.Name, err)
-			}
-		case canBind && aligned(raw):
-			if m, err = binder.Bind(raw); err != nil {
-				return fmt.Errorf("weight %s: %w", j.b.Name, err)
-			}
-		default:
-			if m, err = e.upload(raw); err != nil {
-				return fmt.Errorf("weight %s: %w", j.b.Name, err)
-			}
+			src = f32Bytes(vals)
 		}
-		e.globals[j.b.Name] = m
+		total += int64(len(src))
+		var m Mem
+		if wt.b.DType != "f32" && canBind && aligned(raw) {
+			if m, err = binder.Bind(raw); err != nil {
+				return fmt.Errorf("weight %s: %w", wt.b.Name, err)
+			}
+			bound += int64(len(raw))
+		} else {
+			if m, err = e.be.Alloc(int64(len(src))); err != nil {
+				return fmt.Errorf("weight %s: allocate %d bytes: %w", wt.b.Name, len(src), err)
+			}
+			jobs = append(jobs, UploadJob{Name: wt.b.Name, Dst: Ref{Mem: m}, Src: src})
+			order = append(order, wt.info)
+		}
+		e.globals[wt.b.Name] = m
 		e.weights = append(e.weights, m)
 	}
+	sortByFile(jobs, order)
+
+	report := func(done int64) {
+		if w.progress != nil {
+			w.progress(done, total)
+		}
+	}
+	report(bound)
+	if bulk, ok := e.be.(BulkUploader); ok && len(jobs) > 0 {
+		last := int64(-1)
+		err := bulk.UploadAll(jobs, func(done int64) {
+			if done > last {
+				last = done
+				report(bound + done)
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("upload weights: %w", err)
+		}
+		if bound+last < total {
+			report(total)
+		}
+		return nil
+	}
+	done := bound
+	for _, j := range jobs {
+		if err := e.be.Upload(j.Dst, j.Src); err != nil {
+			return fmt.Errorf("weight %s: %w", j.Name, err)
+		}
+		done += int64(len(j.Src))
+		report(done)
+	}
 	return nil
+}
+
+// sortByFile orders upload jobs by where their sources lie in the
+// checkpoint (shard, then offset), so that the reads go through each file
+// front to back.
+func sortByFile(jobs []UploadJob, at []checkpoint.TensorInfo) {
+	idx := make([]int, len(jobs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		if c := strings.Compare(at[a].File, at[b].File); c != 0 {
+			return c
+		}
+		return cmp.Compare(at[a].Begin, at[b].Begin)
+	})
+	sorted := make([]UploadJob, len(jobs))
+	for i, k := range idx {
+		sorted[i] = jobs[k]
+	}
+	copy(jobs, sorted)
 }
 
 func (e *Engine) upload(data []byte) (Mem, error) {

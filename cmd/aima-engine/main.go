@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/term"
 
 	"github.com/aimaproject/aimac/bundle"
 	"github.com/aimaproject/aimac/loader"
@@ -123,7 +125,9 @@ func (f *loadFlags) parseBuckets() error {
 	return nil
 }
 
-func (f *loadFlags) load() (*loader.Loaded, []int32, error) {
+// load loads the model; a progress bar of the weights goes to stderr when
+// it is a terminal.
+func (f *loadFlags) load(stderr io.Writer) (*loader.Loaded, []int32, error) {
 	if f.o.ModelDir == "" {
 		return nil, nil, fmt.Errorf("--model-dir is required")
 	}
@@ -140,11 +144,22 @@ func (f *loadFlags) load() (*loader.Loaded, []int32, error) {
 	if err := f.openBundle(); err != nil {
 		return nil, nil, err
 	}
-	l, err := loader.Open(f.o)
+	o := f.o
+	o.Progress = terminal(stderr)
+	l, err := loader.Open(o)
 	if err != nil {
 		return nil, nil, err
 	}
 	return l, ids, nil
+}
+
+// terminal is w when it is a terminal, for progress bars; nil otherwise
+// (a pipe, a file, a test's buffer), so that logs get no bar.
+func terminal(w io.Writer) io.Writer {
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		return w
+	}
+	return nil
 }
 
 func parseIDs(s string) ([]int32, error) {
@@ -173,7 +188,7 @@ func logitsCmd() *cobra.Command {
 			if out == "" {
 				return fmt.Errorf("--out is required")
 			}
-			l, ids, err := f.load()
+			l, ids, err := f.load(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -220,7 +235,7 @@ func generateCmd() *cobra.Command {
 					return fmt.Errorf("--stop: %w", err)
 				}
 			}
-			l, ids, err := f.load()
+			l, ids, err := f.load(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

@@ -186,7 +186,9 @@ func loadModel(ctx context.Context, f *serveFlags, stderr io.Writer) (*loader.Lo
 	if err != nil {
 		return nil, nil, err
 	}
-	l, err := loader.Open(f.load.o)
+	o := f.load.o
+	o.Progress = terminal(stderr)
+	l, err := loader.Open(o)
 	if err != nil {
 		return nil, nil, err
 	}
