@@ -16,6 +16,7 @@ import (
 	"github.com/aimaproject/aimac/planner"
 	"github.com/aimaproject/aimac/runtime"
 	"github.com/aimaproject/aimac/runtime/cuda"
+	"github.com/aimaproject/aimac/runtime/hip"
 	"github.com/aimaproject/aimac/tokenizer"
 )
 
@@ -181,9 +182,10 @@ func configOnly(dir string) (*planner.Model, error) {
 // compiled kernels (the CPU).
 func Backend(target string) (runtime.Backend, error) { return BackendFor(target, nil) }
 
-// BackendFor returns the backend that runs plans for target: the CPU, or an
-// sm_90 GPU through the CUDA driver with the plan's cubins (kernel name →
-// code object).
+// BackendFor returns the backend that runs plans for target: the CPU, an
+// sm_90 GPU through the CUDA driver with the plan's cubins, or a gfx1151
+// GPU through the HIP runtime (libamdhip64.so, from ROCm) with the plan's
+// .hsaco code objects; both come as kernel name → code object.
 func BackendFor(target string, cubins map[string][]byte) (runtime.Backend, error) {
 	switch target {
 	case "cpu":
@@ -193,6 +195,15 @@ func BackendFor(target string, cubins map[string][]byte) (runtime.Backend, error
 			return nil, fmt.Errorf("target %s needs the plan's kernels compiled to cubins (render them with codegen and compile them with nvcc)", target)
 		}
 		return cuda.NewCUDA(cubins)
+	case hip.Target:
+		if len(cubins) == 0 {
+			return nil, fmt.Errorf("target %s needs the plan's kernels compiled to .hsaco code objects (build a bundle with aimac build, or render them with codegen and compile them with hipcc)", target)
+		}
+		be, err := hip.New(cubins)
+		if err != nil {
+			return nil, err
+		}
+		return be, nil
 	}
 	return nil, fmt.Errorf("target %s: no backend in this build runs it yet (plans for it can be made and inspected)", target)
 }
