@@ -35,9 +35,9 @@ type caseArg struct {
 
 // caseMeta is what the device-side runner reads.
 type caseMeta struct {
-	Kernel string    `json:"kernel"`
-	Grid   []int     `json:"grid"`
-	N      int       `json:"n"`
+	Kernel string `json:"kernel"`
+	Grid   []int  `json:"grid"`
+	N      int    `json:"n"`
 	// Params is the parameter block the kernel's last argument points at.
 	Params [ir.ParamSlots]int32 `json:"params"`
 	Args   []caseArg            `json:"args"`
@@ -293,5 +293,108 @@ func reference(c gpuCase, f [][]float32, ids [][]int32, w [][]uint16) {
 		kernels.Add(f[0], f[1], n*p("width"))
 	case ir.SharedExpertCombine:
 		kernels.SharedExpertCombine(f[0], f[1], f[2], f[3], n, p("hidden"))
+	}
+}
+
+// fillCase is one fill_uniform run: dtype, element count, grid, and the
+// generator's inputs as runtime.SyntheticWeights passes them.
+type fillCase struct {
+	name      string
+	bf16      bool
+	n, blocks int
+	seed      uint64
+	buffer    string // the key is kernels.FillKey of this name
+	lo, scale float32
+}
+
+// TestWriteGPUCasesFill writes the fill_uniform cases: edge sizes, grids
+// smaller than the element count (the grid-stride loop) and larger, seeds
+// and keys with the high bits set, negative bounds. The output is poisoned
+// (NaN bits) past n as well as before the launch, and the runner compares
+// it with kernels.FillUniform* bit for bit ("exact" in meta.json).
+func TestWriteGPUCasesFill(t *testing.T) {
+	out := *gpuCases
+	if out == "" {
+		out = t.TempDir()
+	}
+	a := float32(math.Sqrt(3.0 / 2048))
+	cases := []fillCase{
+		{"fill_f32_one", false, 1, 1, 0, "model.language_model.norm.weight", -0.1, 0.2},
+		{"fill_f32_257", false, 257, 2, 1, "model.language_model.layers.0.input_layernorm.weight", -0.1, 0.2},
+		{"fill_f32_stride", false, 100003, 3, 0xdeadbeefcafef00d, "model.language_model.layers.0.linear_attn.A_log", 0, float32(math.Log(16))},
+		{"fill_f32_wide", false, 1000, 64, 42, "model.language_model.layers.0.linear_attn.dt_bias", -0.5, 1},
+		{"fill_bf16_255", true, 255, 1, 7, "model.language_model.embed_tokens.weight", -float32(math.Sqrt(3)), 2 * float32(math.Sqrt(3))},
+		{"fill_bf16_256", true, 256, 1, 1 << 63, "model.language_model.layers.3.self_attn.q_proj.weight", -a, 2 * a},
+		{"fill_bf16_stride", true, 1<<20 + 3, 5, 0x8000000000000001, "model.language_model.layers.0.mlp.experts.gate_up_proj", -a, 2 * a},
+		{"fill_bf16_full", true, 3<<20 + 1, 16384, ^uint64(0), "lm_head.weight", -a, 2 * a},
+	}
+	for _, c := range cases {
+		dir := filepath.Join(out, c.name)
+		writeFillCase(t, dir, c)
+		if entries, err := os.ReadDir(dir); err != nil || len(entries) < 4 {
+			t.Errorf("case %s: wrote %d files (%v)", c.name, len(entries), err)
+		}
+	}
+}
+
+// writeFillCase writes one fill case: the poisoned output, the reference
+// and the parameter block with the fill slots set.
+func writeFillCase(t *testing.T, dir string, c fillCase) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const pad = 7 // elements past n that must stay poisoned
+	flag, dt := 0.0, "f32"
+	if c.bf16 {
+		flag, dt = 1, "bf16"
+	}
+	k := kern("fill_uniform", map[string]float64{"bf16": flag})
+	key := kernels.FillKey(c.buffer)
+	meta := struct {
+		caseMeta
+		Exact bool `json:"exact"`
+	}{caseMeta{Kernel: k.Name, Grid: []int{c.blocks, 1, 1}, N: c.n}, true}
+	meta.Params[ir.ParamFillSeedLo] = int32(uint32(c.seed))
+	meta.Params[ir.ParamFillSeedHi] = int32(uint32(c.seed >> 32))
+	meta.Params[ir.ParamFillKeyLo] = int32(uint32(key))
+	meta.Params[ir.ParamFillKeyHi] = int32(uint32(key >> 32))
+	meta.Params[ir.ParamFillLo] = int32(math.Float32bits(c.lo))
+	meta.Params[ir.ParamFillScale] = int32(math.Float32bits(c.scale))
+	meta.Args = []caseArg{{File: "out.in", DType: dt, Out: true}}
+	var in, want []byte
+	if c.bf16 {
+		v := make([]uint16, c.n+pad)
+		for i := range v {
+			v[i] = 0xffff
+		}
+		for _, x := range v {
+			in = binary.LittleEndian.AppendUint16(in, x)
+		}
+		kernels.FillUniformBF16(v, c.n, c.seed, key, c.lo, c.scale)
+		for _, x := range v {
+			want = binary.LittleEndian.AppendUint16(want, x)
+		}
+	} else {
+		v := make([]float32, c.n+pad)
+		for i := range v {
+			v[i] = math.Float32frombits(0xffffffff)
+		}
+		for _, x := range v {
+			in = binary.LittleEndian.AppendUint32(in, math.Float32bits(x))
+		}
+		kernels.FillUniformF32(v, c.n, c.seed, key, c.lo, c.scale)
+		for _, x := range v {
+			want = binary.LittleEndian.AppendUint32(want, math.Float32bits(x))
+		}
+	}
+	src, err := Render(CUDA, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := json.MarshalIndent(meta, "", " ")
+	for name, b := range map[string][]byte{"out.in": in, "out.want": want, "meta.json": mb, "kernel.cu": []byte(src.Code)} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -168,6 +168,19 @@ func (c *CPU) Launch(k *plan.Kernel, l *plan.Launch, args []Ref, rows int, dyn m
 		kernels.Add(f32(0), f32(1), n*p("width"))
 	case ir.SharedExpertCombine:
 		kernels.SharedExpertCombine(f32(0), f32(1), f32(2), f32(3), n, p("hidden"))
+	case ir.FillUniform:
+		seed, key, lo, scale := fillArgs(dyn)
+		if k.Params["bf16"] != 0 {
+			if len(u16(0)) < n {
+				return fmt.Errorf("cpu: fill of %d elements overruns the buffer", n)
+			}
+			kernels.FillUniformBF16(u16(0), n, seed, key, lo, scale)
+		} else {
+			if len(f32(0)) < n {
+				return fmt.Errorf("cpu: fill of %d elements overruns the buffer", n)
+			}
+			kernels.FillUniformF32(f32(0), n, seed, key, lo, scale)
+		}
 	default:
 		return fmt.Errorf("cpu: no reference kernel for family %q", k.Family)
 	}

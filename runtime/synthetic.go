@@ -1,13 +1,13 @@
 package runtime
 
 import (
-	"encoding/binary"
-	"hash/fnv"
+	"fmt"
 	"math"
-	"math/rand/v2"
 	"strings"
 
-	"github.com/aimaproject/aimac/bf16"
+	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
+	"github.com/aimaproject/aimac/plan"
 )
 
 // SyntheticWeights fills every weight buffer of the plan with deterministic
@@ -15,64 +15,128 @@ import (
 // (and can be benchmarked) without the weights' files. The same seed gives
 // the same weights; each buffer's values depend only on the seed and its
 // name.
+//
+// The values are generated where the weights live: each buffer is allocated
+// and filled by the plan's fill_uniform kernel (one per weight dtype),
+// launched through the backend like any other kernel with the seed, the
+// buffer's key (kernels.FillKey of its name) and its bounds in the
+// parameter block. Nothing is generated on the host nor uploaded, and the
+// generator is counter-based (kernels.FillUniform), so the CPU backend and
+// every GPU backend produce the same bytes.
 func SyntheticWeights(seed uint64) Weights { return synthWeights{seed} }
 
 type synthWeights struct{ seed uint64 }
 
+// fillMaxBlocks caps the grid of a fill launch: enough blocks to fill any
+// GPU, after which the kernel's grid-stride loop takes over (any grid gives
+// the same values).
+const fillMaxBlocks = 16384
+
+// fillGrid is the grid of a fill of count elements: one thread an element
+// up to fillMaxBlocks blocks.
+func fillGrid(count int64) []int {
+	blocks := (count + fillThreads - 1) / fillThreads
+	return []int{int(max(1, min(blocks, fillMaxBlocks))), 1, 1}
+}
+
+// fillThreads is the block of every launch (codegen.Threads).
+const fillThreads = 256
+
 func (w synthWeights) bind(e *Engine) error {
-	for _, b := range e.plan.Buffers {
-		if b.Role != "weight" {
+	fills := map[string]*plan.Kernel{} // by weight dtype
+	for i := range e.plan.Kernels {
+		k := &e.plan.Kernels[i]
+		if ir.Kind(k.Family) != ir.FillUniform {
 			continue
 		}
-		h := fnv.New64a()
-		h.Write([]byte(b.Name))
-		rng := rand.New(rand.NewPCG(w.seed, h.Sum64()))
-		draw := synthDistribution(b.Tensor, b.Shape)
-		n := b.Bytes
-		data := make([]byte, n)
-		switch b.DType {
-		case "bf16":
-			for i := int64(0); i < n; i += 2 {
-				binary.LittleEndian.PutUint16(data[i:], bf16.FromFloat32(draw(rng)))
-			}
-		default:
-			for i := int64(0); i < n; i += 4 {
-				binary.LittleEndian.PutUint32(data[i:], math.Float32bits(draw(rng)))
-			}
+		dt := string(ir.F32)
+		if k.Params["bf16"] != 0 {
+			dt = string(ir.BF16)
 		}
-		m, err := e.upload(data)
+		fills[dt] = k
+	}
+	for _, b := range e.plan.Buffers {
+		if b.Role != string(ir.Weight) {
+			continue
+		}
+		k := fills[b.DType]
+		size := int64(ir.DType(b.DType).Size())
+		if k == nil || size == 0 {
+			return fmt.Errorf("weight %s: the plan has no fill_uniform kernel for %s weights", b.Name, b.DType)
+		}
+		count := b.Bytes / size
+		if count > math.MaxInt32 {
+			return fmt.Errorf("weight %s: %d elements exceed a kernel's row count", b.Name, count)
+		}
+		m, err := e.be.Alloc(b.Bytes)
 		if err != nil {
-			return err
+			return fmt.Errorf("weight %s: allocate %d bytes: %w", b.Name, b.Bytes, err)
 		}
 		e.globals[b.Name] = m
 		e.weights = append(e.weights, m)
+		lo, hi := synthRange(b.Tensor, b.Shape)
+		prm, dyn := fillParams(w.seed, kernels.FillKey(b.Name), float32(lo), float32(hi-lo))
+		if err := e.be.SetParams(&prm); err != nil {
+			return fmt.Errorf("weight %s: %w", b.Name, err)
+		}
+		l := &plan.Launch{Kernel: k.Name, Layer: -1, Grid: fillGrid(count), Block: []int{fillThreads, 1, 1}}
+		if err := e.be.Launch(k, l, []Ref{{Mem: m}}, int(count), dyn); err != nil {
+			return fmt.Errorf("weight %s: fill: %w", b.Name, err)
+		}
 	}
-	return nil
+	return e.be.Sync()
 }
 
-// synthDistribution picks values that keep the forward pass numerically
-// healthy: matrices with std 1/sqrt(fan_in), unit-std embeddings, small
-// zero-centred norm weights (they are used as 1+w), the gated norm around
-// 1, A_log = log U[1,16] and small dt_bias.
-func synthDistribution(name string, shape []int64) func(*rand.Rand) float32 {
-	uniform := func(lo, hi float64) func(*rand.Rand) float32 {
-		return func(r *rand.Rand) float32 { return float32(lo + (hi-lo)*r.Float64()) }
+// fillParams is a fill's parameter block (the ir.ParamFill* slots) and the
+// same 32-bit values as dynamic scalars under the slots' names, which the
+// CPU backend reads (see fillArgs): both kinds of backend see one encoding.
+func fillParams(seed, key uint64, lo, scale float32) (Params, map[string]int64) {
+	var p Params
+	p[ir.ParamFillSeedLo] = int32(uint32(seed))
+	p[ir.ParamFillSeedHi] = int32(uint32(seed >> 32))
+	p[ir.ParamFillKeyLo] = int32(uint32(key))
+	p[ir.ParamFillKeyHi] = int32(uint32(key >> 32))
+	p[ir.ParamFillLo] = int32(math.Float32bits(lo))
+	p[ir.ParamFillScale] = int32(math.Float32bits(scale))
+	dyn := map[string]int64{}
+	for _, name := range ir.Catalogue[ir.FillUniform].Dyn {
+		dyn[name] = int64(p[ir.ParamSlot[name]])
 	}
+	return p, dyn
+}
+
+// fillArgs decodes fillParams' dynamic scalars: the generator's seed and
+// key and the float32 bounds.
+func fillArgs(dyn map[string]int64) (seed, key uint64, lo, scale float32) {
+	u64 := func(lo, hi string) uint64 { return uint64(uint32(dyn[lo])) | uint64(uint32(dyn[hi]))<<32 }
+	return u64("fill_seed_lo", "fill_seed_hi"), u64("fill_key_lo", "fill_key_hi"),
+		math.Float32frombits(uint32(dyn["fill_lo"])), math.Float32frombits(uint32(dyn["fill_scale"]))
+}
+
+// synthRange picks the uniform bounds [lo, hi] of a weight's values, ones
+// that keep the forward pass numerically healthy: matrices with std
+// 1/sqrt(fan_in), unit-std embeddings, small zero-centred norm weights
+// (they are used as 1+w), the gated norm around 1, small dt_bias.
+//
+// A_log is uniform in [0, ln 16], so that A = exp(A_log) is log-uniform in
+// [1, 16]: every weight is then one uniform fill, and the device never
+// evaluates a logarithm (whose last bit would differ between backends).
+func synthRange(name string, shape []int64) (lo, hi float64) {
 	switch {
 	case strings.HasSuffix(name, "linear_attn.norm.weight"):
-		return uniform(0.8, 1.2)
+		return 0.8, 1.2
 	case strings.HasSuffix(name, "norm.weight"):
-		return uniform(-0.1, 0.1)
+		return -0.1, 0.1
 	case strings.HasSuffix(name, "A_log"):
-		return func(r *rand.Rand) float32 { return float32(math.Log(1 + 15*r.Float64())) }
+		return 0, math.Log(16)
 	case strings.HasSuffix(name, "dt_bias"):
-		return uniform(-0.5, 0.5)
+		return -0.5, 0.5
 	case strings.HasSuffix(name, "conv1d.weight"):
-		return uniform(-0.8, 0.8)
+		return -0.8, 0.8
 	case strings.HasSuffix(name, "embed_tokens.weight"):
-		return uniform(-math.Sqrt(3), math.Sqrt(3))
+		return -math.Sqrt(3), math.Sqrt(3)
 	}
 	fanIn := float64(shape[len(shape)-1])
 	a := math.Sqrt(3 / fanIn)
-	return uniform(-a, a)
+	return -a, a
 }

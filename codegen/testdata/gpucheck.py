@@ -11,7 +11,8 @@ and run on a machine with an NVIDIA GPU, nvcc, PyTorch and libcuda:
 
 Each case is compiled with nvcc -cubin -arch=sm_90a, launched through the
 driver API (ctypes) with the plan's grid rule and 256 threads, and every
-written operand is compared in full (tails included). gpucheck_sm90.json
+written operand is compared in full (tails included): within tolerance, or
+bit for bit where meta.json says "exact" (the fill_uniform cases). gpucheck_sm90.json
 holds the last result on an H200.
 """
 import ctypes, json, os, subprocess, sys
@@ -49,6 +50,12 @@ for name in sorted(os.listdir(cases)):
         raw = bytearray(open(os.path.join(d, a["file"].replace(".in", ".want")), "rb").read())
         want = torch.frombuffer(raw, dtype=DT[a["dtype"]]).cuda()
         got = t
+        if meta.get("exact"):  # bit for bit (fill_uniform): compare the raw bits, NaN poison included
+            bits = torch.int32 if a["dtype"] == "f32" else DT[a["dtype"]]
+            bad = got.view(bits) != want.view(bits)
+            if bad.any():
+                ok = False; i = int(bad.nonzero()[0]); notes.append(f"{a['file']}: {int(bad.sum())} bits differ, first @{i} got {int(got.view(bits)[i])} want {int(want.view(bits)[i])}")
+            continue
         if a["dtype"] == "f32":
             err = (got - want).abs()
             tol = 2e-4 + 1e-3 * want.abs()

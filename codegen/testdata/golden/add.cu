@@ -120,7 +120,7 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // add (residual, SPEC §2.1): x[t][i] += y[t][i] for t < n, i < WIDTH.
 // Grid: one block per row (BID_X).
 constexpr int WIDTH = 2048;
-KERNEL void add_c6d3772d(float* x, const float* y, int n) {
+KERNEL void add_c6d3772d(float* x, const float* y, int n, const int* params) {
   const int t = BID_X;
   if (t >= n) return;
   const long long base = (long long)t * WIDTH;

@@ -80,7 +80,7 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // Grid: one block per row (BID_X).
 constexpr int HEADS = 16;
 constexpr int HEAD_DIM = 256;
-KERNEL void attn_output_gate_999f87a1(float* o, const float* qg, int n) {
+KERNEL void attn_output_gate_999f87a1(float* o, const float* qg, int n, const int* params) {
   const int t = BID_X;
   if (t >= n) return;
   for (int idx = TID_X; idx < HEADS * HEAD_DIM; idx += BDIM_X) {

@@ -84,7 +84,7 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 constexpr int CHANNELS = 8192;
 constexpr int KW = 4;
 constexpr int HIST = KW - 1;
-KERNEL void causal_conv1d_silu_c362fecd(float* out, const float* in, const float* w, float* state, int n) {
+KERNEL void causal_conv1d_silu_c362fecd(float* out, const float* in, const float* w, float* state, int n, const int* params) {
   const int c = BID_X * BDIM_X + TID_X;
   if (c >= CHANNELS) return;
   float wc[KW];

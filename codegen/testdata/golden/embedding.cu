@@ -122,7 +122,7 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // An id outside the vocabulary (the CPU backend rejects it) yields a zero row.
 constexpr int HIDDEN = 2048;
 constexpr int VOCAB = 248320;
-KERNEL void embedding_7d82da2c(float* x, const bf16* table, const int* ids, int n) {
+KERNEL void embedding_7d82da2c(float* x, const bf16* table, const int* ids, int n, const int* params) {
   const int t = BID_X;
   if (t >= n) return;
   const int id = ids[t];

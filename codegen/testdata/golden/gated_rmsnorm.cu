@@ -123,7 +123,7 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 constexpr int HEADS = 32;
 constexpr int DIM = 128;
 constexpr float EPS = 0x1.0c6f7ap-20f;
-KERNEL void gated_rmsnorm_fd66ca06(float* y, const float* o, const float* z, const float* w, int n) {
+KERNEL void gated_rmsnorm_fd66ca06(float* y, const float* o, const float* z, const float* w, int n, const int* params) {
   SHARED float red[BDIM_X / WARP_SIZE];
   const int r = BID_X;
   if (r >= n * HEADS) return;

@@ -78,7 +78,7 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // gdn_gates (SPEC §3 step 4): beta = sigmoid(b), g = −exp(a_log[h]) · softplus(a + dt_bias[h]).
 // Grid: one block per row (BID_X); threads over heads.
 constexpr int HEADS = 32;
-KERNEL void gdn_gates_175e9694(float* beta, float* g, const float* b, const float* a, const float* a_log, const float* dt_bias, int n) {
+KERNEL void gdn_gates_175e9694(float* beta, float* g, const float* b, const float* a, const float* a_log, const float* dt_bias, int n, const int* params) {
   const int t = BID_X;
   if (t >= n) return;
   for (int h = TID_X; h < HEADS; h += BDIM_X) {

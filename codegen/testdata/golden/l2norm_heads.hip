@@ -83,7 +83,7 @@ constexpr int HEADS = 16;
 constexpr int DIM = 128;
 constexpr float EPS = 0x1.0c6f7ap-20f;
 constexpr float SCALE = 0x1.6a09e6p-04f;
-KERNEL void l2norm_heads_c56443f5(float* x, int n) {
+KERNEL void l2norm_heads_c56443f5(float* x, int n, const int* params) {
   const int t = BID_X;
   if (t >= n) return;
   for (int h = WARP; h < HEADS; h += BDIM_X / WARP_SIZE) {

@@ -124,7 +124,7 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // the weights — not yet fast (a tiled GEMM is the next step).
 constexpr int K = 2048;
 constexpr int N = 32;
-KERNEL void matmul_1ecafef5(float* y, const float* x, const bf16* w, int n) {
+KERNEL void matmul_1ecafef5(float* y, const float* x, const bf16* w, int n, const int* params) {
   const int r = BID_Y;
   const int j = BID_X * (BDIM_X / WARP_SIZE) + WARP;
   if (r >= n || j >= N) return;

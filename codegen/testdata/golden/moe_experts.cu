@@ -135,7 +135,7 @@ DEVICE float dot8(const float* a, const bf16* w) {
   return a[0] * bf16_lo(q.x) + a[1] * bf16_hi(q.x) + a[2] * bf16_lo(q.y) + a[3] * bf16_hi(q.y) +
          a[4] * bf16_lo(q.z) + a[5] * bf16_hi(q.z) + a[6] * bf16_lo(q.w) + a[7] * bf16_hi(q.w);
 }
-KERNEL void moe_experts_dadcc947(float* y, const float* x, const int* ids, const float* weights, const bf16* gate_up, const bf16* down, int n) {
+KERNEL void moe_experts_dadcc947(float* y, const float* x, const int* ids, const float* weights, const bf16* gate_up, const bf16* down, int n, const int* params) {
   SHARED float xs[HIDDEN];
   SHARED float act[TOPK * INTER];
   SHARED int eid[TOPK];

@@ -127,7 +127,7 @@ constexpr int X_STRIDE = 2048;
 constexpr int Y_STRIDE = 2048;
 constexpr float EPS = 0x1.0c6f7ap-20f;
 constexpr bool ONE_PLUS = true;
-KERNEL void rmsnorm_2fa8ba27(float* y, const float* x, const float* w, int n) {
+KERNEL void rmsnorm_2fa8ba27(float* y, const float* x, const float* w, int n, const int* params) {
   SHARED float red[BDIM_X / WARP_SIZE];
   const int v = BID_X;
   if (v >= n * HEADS) return;

@@ -118,7 +118,7 @@ DEVICE float softplusf(float x) {
 }
 DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // rope (SPEC §2.4): NeoX rotate-half on the first ROT_DIM dims of each head, in place;
-// row t (position pos + t) of head h starts at x + t·ROW_STRIDE + h·HEAD_DIM.
+// row t (position pos + t, pos from the parameter block) of head h starts at x + t·ROW_STRIDE + h·HEAD_DIM.
 // As the reference: inv_freq in float32 (folded in at render time), the angle
 // float(pos) · inv_freq rounded to float, its cos and sin evaluated in double
 // (quadrant reduction + Taylor series) and rounded to float.
@@ -146,7 +146,8 @@ DEVICE void sincos_ref(float angle, float* s, float* c) {
   *s = (float)so;
   *c = (float)co;
 }
-KERNEL void rope_72c7b8ec(float* x, int n, int pos) {
+KERNEL void rope_72c7b8ec(float* x, int n, const int* params) {
+  const int pos = params[0];
   SHARED float cs[HALF];
   SHARED float sn[HALF];
   const int t = BID_X;

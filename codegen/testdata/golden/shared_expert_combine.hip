@@ -78,7 +78,7 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // shared_expert_combine (SPEC §4 steps 3–4): x[t] += routed[t] + sigmoid(gate[t]) · shared[t].
 // Grid: one block per row (BID_X).
 constexpr int HIDDEN = 2048;
-KERNEL void shared_expert_combine_2810bef6(float* x, const float* routed, const float* shared, const float* gate, int n) {
+KERNEL void shared_expert_combine_2810bef6(float* x, const float* routed, const float* shared, const float* gate, int n, const int* params) {
   const int t = BID_X;
   if (t >= n) return;
   const float gs = sigmoidf(gate[t]);

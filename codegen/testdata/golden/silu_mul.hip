@@ -78,7 +78,7 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // silu_mul (shared expert activation, SPEC §4 step 3): out = silu(gate) · up per element.
 // Grid: one block per row (BID_X).
 constexpr int WIDTH = 512;
-KERNEL void silu_mul_2951d3d3(float* out, const float* gate, const float* up, int n) {
+KERNEL void silu_mul_2951d3d3(float* out, const float* gate, const float* up, int n, const int* params) {
   const int t = BID_X;
   if (t >= n) return;
   const long long base = (long long)t * WIDTH;
