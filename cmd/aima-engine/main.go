@@ -43,7 +43,7 @@ func root() *cobra.Command {
 		SilenceErrors: true,
 	}
 	probe := &cobra.Command{Use: "probe", Short: "Check the engine from outside: logits and greedy generation"}
-	probe.AddCommand(logitsCmd(), generateCmd(), tokenizeCmd())
+	probe.AddCommand(logitsCmd(), generateCmd(), tokenizeCmd(), benchCmd())
 	c.AddCommand(probe, serveCmd())
 	return c
 }

@@ -1,0 +1,663 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aimaproject/aimac/arch"
+	"github.com/aimaproject/aimac/loader"
+	"github.com/aimaproject/aimac/plan"
+	"github.com/aimaproject/aimac/runtime"
+)
+
+// benchFlags are `probe bench`'s options.
+type benchFlags struct {
+	load         loadFlags
+	prefill      []int
+	decodeCtx    []int
+	decodeTokens int
+	decodeWarmup int
+	repeats      int
+	warmup       int
+	seed         uint64
+	idLimit      int
+	jsonOut      string
+	timeLimit    time.Duration
+	commit       string
+}
+
+func benchCmd() *cobra.Command {
+	var f benchFlags
+	c := &cobra.Command{
+		Use:   "bench",
+		Short: "Time cold prefill and greedy decode on random token ids (tok/s)",
+		Long: `Load the engine as the other probes do, then time it on seeded random
+token ids (no id repeated within a prompt while the vocabulary allows):
+
+  prefill: for each --prefill N, one warm-up prefill, then --repeats cold
+           prefills of N fresh ids (Reset before each); tok/s median, min, max.
+  decode:  for each --decode-context C, a cold prefill of C ids, --decode-warmup
+           untimed steps, then --decode-tokens greedy steps (argmax on the host of
+           the returned logits, fed back); tok/s of the median step and of the total.
+
+A context that is also a prefill length decodes after that length's last timed
+prefill. Every call is synchronous (the logits are on the host when it returns),
+so wall-clock time is device time plus the token upload and logits download.
+Prints a table; --json writes every figure, rewritten after each measurement so
+an interrupted run keeps what it measured. With --synthetic-weights and no
+--model-dir the embedded Qwen3.6-35B-A3B config is used.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, &f) },
+	}
+	f.load.registerModel(c)
+	fl := c.Flags()
+	fl.IntSliceVar(&f.prefill, "prefill", []int{1024, 8192}, "prompt lengths to time prefill at (repeatable or comma-separated; 0: none)")
+	fl.IntSliceVar(&f.decodeCtx, "decode-context", []int{1024, 8192}, "context lengths to time decode at (repeatable or comma-separated; 0: none)")
+	fl.IntVar(&f.decodeTokens, "decode-tokens", 64, "timed decode steps at each context")
+	fl.IntVar(&f.decodeWarmup, "decode-warmup", 2, "untimed decode steps before the timed ones")
+	fl.IntVar(&f.repeats, "repeats", 3, "timed prefills of each length")
+	fl.IntVar(&f.warmup, "warmup", 1, "untimed prefills of each length before the timed ones")
+	fl.Uint64Var(&f.seed, "seed", 1, "seed of the random token ids")
+	fl.IntVar(&f.idLimit, "id-limit", 0, "draw ids below this (default: the tokenizer's size, else the vocabulary)")
+	fl.StringVar(&f.jsonOut, "json", "", "write every figure as JSON to this file")
+	fl.DurationVar(&f.timeLimit, "time-limit", 0, "skip measurements that would end past this much time after the start (0: no limit)")
+	fl.StringVar(&f.commit, "commit", "", "source commit to record (default: the binary's build info)")
+	return c
+}
+
+// benchReport is the JSON written by --json.
+type benchReport struct {
+	What          string         `json:"what"`
+	Started       string         `json:"started"`
+	Build         benchBuild     `json:"build"`
+	Host          benchHost      `json:"host"`
+	Target        string         `json:"target"`
+	Device        string         `json:"device,omitempty"`
+	PlanHash      string         `json:"plan_hash"`
+	Fingerprint   string         `json:"model_fingerprint"`
+	Buckets       []int          `json:"buckets"`
+	ContextTokens int            `json:"context_tokens"`
+	Vocab         int            `json:"vocab"`
+	Weights       string         `json:"weights"`
+	LoadS         float64        `json:"load_s"`
+	Memory        benchMemory    `json:"memory"`
+	Method        benchMethod    `json:"method"`
+	Prefill       []benchPrefill `json:"prefill"`
+	Decode        []benchDecode  `json:"decode"`
+	Skipped       []string       `json:"skipped"`
+	Complete      bool           `json:"complete"`
+	Error         string         `json:"error,omitempty"`
+	ElapsedS      float64        `json:"elapsed_s"`
+}
+
+type benchBuild struct {
+	Commit   string `json:"commit,omitempty"`
+	Modified bool   `json:"modified,omitempty"`
+	Go       string `json:"go"`
+}
+
+type benchHost struct {
+	OS   string `json:"os"`
+	Arch string `json:"arch"`
+	CPUs int    `json:"cpus"`
+}
+
+type benchMemory struct {
+	Weights     int64 `json:"weights_bytes"`
+	KV          int64 `json:"kv_bytes"`
+	State       int64 `json:"state_bytes"`
+	Activations int64 `json:"activations_bytes"`
+	Buffers     int64 `json:"buffers_bytes"`
+	Total       int64 `json:"total_bytes"`
+}
+
+type benchMethod struct {
+	Timing       string  `json:"timing"`
+	Prompts      string  `json:"prompts"`
+	Seed         uint64  `json:"seed"`
+	IDLimit      int     `json:"id_limit"`
+	Repeats      int     `json:"repeats"`
+	Warmup       int     `json:"warmup"`
+	DecodeTokens int     `json:"decode_tokens"`
+	DecodeWarmup int     `json:"decode_warmup"`
+	TimeLimitS   float64 `json:"time_limit_s,omitempty"`
+}
+
+// benchPrefill is one prompt length's prefill figures.
+type benchPrefill struct {
+	Tokens   int           `json:"tokens"`
+	Segments []benchSeg    `json:"segments"`
+	WarmupS  []float64     `json:"warmup_s"`
+	RunsS    []float64     `json:"runs_s"`
+	Stats    *benchSummary `json:"seconds,omitempty"`
+	TokS     *benchSummary `json:"tok_s,omitempty"`
+}
+
+type benchSeg struct {
+	Tokens int `json:"tokens"`
+	Bucket int `json:"bucket"`
+}
+
+// benchDecode is one context's decode figures.
+type benchDecode struct {
+	Context   int           `json:"context"`
+	PrefillS  float64       `json:"prefill_s"`
+	WarmupS   []float64     `json:"warmup_steps_s"`
+	StepsS    []float64     `json:"steps_s"`
+	Step      *benchSummary `json:"step_s,omitempty"`
+	TotalS    float64       `json:"total_s"`
+	TokSStep  float64       `json:"tok_s_median_step"`
+	TokSTotal float64       `json:"tok_s_total"`
+	TokSRange [2]float64    `json:"tok_s_min_max"`
+}
+
+// benchSummary is a sample's median and spread.
+type benchSummary struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	N      int     `json:"n"`
+}
+
+func summarize(xs []float64) *benchSummary {
+	if len(xs) == 0 {
+		return nil
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	med := s[len(s)/2]
+	if len(s)%2 == 0 {
+		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return &benchSummary{Median: med, Min: s[0], Max: s[len(s)-1], N: len(s)}
+}
+
+// rate turns a seconds summary of n-token runs into tokens per second
+// (the slowest run gives the minimum).
+func rate(n int, s *benchSummary) *benchSummary {
+	if s == nil {
+		return nil
+	}
+	tps := func(sec float64) float64 { return round(float64(n)/sec, 1) }
+	return &benchSummary{Median: tps(s.Median), Min: tps(s.Max), Max: tps(s.Min), N: s.N}
+}
+
+func round(x float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(x*p) / p
+}
+
+// benchIDs returns n seeded pseudo-random ids below limit: no id repeats
+// while n ≤ limit; longer prompts are fresh shuffles one after another.
+// stream separates the prompts of one seed.
+func benchIDs(seed, stream uint64, n, limit int) []int32 {
+	r := rand.New(rand.NewPCG(seed, stream))
+	out := make([]int32, 0, n)
+	for len(out) < n {
+		for _, id := range r.Perm(limit)[:min(limit, n-len(out))] {
+			out = append(out, int32(id))
+		}
+	}
+	return out
+}
+
+// promptStream names a prompt: its length and its index among that
+// length's prompts (warm-ups first).
+func promptStream(n, i int) uint64 { return uint64(n)<<16 | uint64(i) }
+
+// open loads the engine as load does, without a prompt; with synthetic
+// weights and no model directory the embedded real config is used. It
+// checks before loading that the plan's context holds need tokens.
+func (f *benchFlags) open(need int, needWhat string, stderr io.Writer) (*loader.Loaded, time.Duration, error) {
+	lf := &f.load
+	if err := lf.parseSynthetic(); err != nil {
+		return nil, 0, err
+	}
+	if lf.o.ModelDir == "" {
+		if !lf.o.Synthetic {
+			return nil, 0, fmt.Errorf("--model-dir is required (or --synthetic-weights SEED to run the embedded %s config)", arch.RealName)
+		}
+		tmp, err := os.MkdirTemp("", "aima-bench-")
+		if err != nil {
+			return nil, 0, err
+		}
+		defer os.RemoveAll(tmp)
+		lf.o.ModelDir = filepath.Join(tmp, arch.RealName)
+		if err := os.Mkdir(lf.o.ModelDir, 0o755); err != nil {
+			return nil, 0, err
+		}
+		if err := os.WriteFile(filepath.Join(lf.o.ModelDir, "config.json"), arch.RealConfigJSON, 0o644); err != nil {
+			return nil, 0, err
+		}
+	}
+	if err := lf.parseBuckets(); err != nil {
+		return nil, 0, err
+	}
+	if err := lf.openBundle(); err != nil {
+		return nil, 0, err
+	}
+	capacity := lf.o.ContextTokens
+	if lf.o.PlanFile != "" {
+		p, err := plan.ReadFile(lf.o.PlanFile)
+		if err != nil {
+			return nil, 0, err
+		}
+		capacity = p.ContextTokens
+	}
+	if err := checkContext(need, needWhat, capacity); err != nil {
+		return nil, 0, err
+	}
+	o := lf.o
+	o.Progress = terminal(stderr)
+	start := time.Now()
+	l, err := loader.Open(o)
+	if err != nil {
+		return nil, 0, err
+	}
+	took := time.Since(start)
+	if err := checkContext(need, needWhat, l.Engine.Capacity()); err != nil {
+		l.Close()
+		return nil, 0, err
+	}
+	return l, took, nil
+}
+
+func checkContext(need int, what string, capacity int) error {
+	if need > capacity {
+		return fmt.Errorf("%s needs %d context tokens but the plan holds %d: make the plan with --context-tokens %d or more, or ask for less", what, need, capacity, need)
+	}
+	return nil
+}
+
+// validate checks the options and returns the largest context a
+// measurement needs and which one it is.
+func (f *benchFlags) validate() (int, string, error) {
+	f.prefill = slices.DeleteFunc(f.prefill, func(n int) bool { return n == 0 })
+	f.decodeCtx = slices.DeleteFunc(f.decodeCtx, func(n int) bool { return n == 0 })
+	if f.repeats < 1 {
+		return 0, "", fmt.Errorf("--repeats %d: want ≥ 1", f.repeats)
+	}
+	if f.warmup < 0 || f.decodeWarmup < 0 {
+		return 0, "", fmt.Errorf("--warmup and --decode-warmup must be ≥ 0")
+	}
+	if len(f.decodeCtx) > 0 && f.decodeTokens < 1 {
+		return 0, "", fmt.Errorf("--decode-tokens %d: want ≥ 1", f.decodeTokens)
+	}
+	if len(f.prefill) == 0 && len(f.decodeCtx) == 0 {
+		return 0, "", fmt.Errorf("nothing to time: give --prefill or --decode-context")
+	}
+	if f.idLimit < 0 {
+		return 0, "", fmt.Errorf("--id-limit %d: want ≥ 0", f.idLimit)
+	}
+	need, what := 0, ""
+	for _, n := range f.prefill {
+		if n < 1 {
+			return 0, "", fmt.Errorf("--prefill %d: want ≥ 1", n)
+		}
+		if n > need {
+			need, what = n, fmt.Sprintf("--prefill %d", n)
+		}
+	}
+	for _, c := range f.decodeCtx {
+		if c < 1 {
+			return 0, "", fmt.Errorf("--decode-context %d: want ≥ 1", c)
+		}
+		if t := c + f.decodeWarmup + f.decodeTokens; t > need {
+			need, what = t, fmt.Sprintf("--decode-context %d with %d+%d steps", c, f.decodeWarmup, f.decodeTokens)
+		}
+	}
+	return need, what, nil
+}
+
+// bench is one run's state.
+type bench struct {
+	f        *benchFlags
+	e        *runtime.Engine
+	rep      *benchReport
+	limit    int
+	deadline time.Time
+	start    time.Time
+	// perToken estimates a prefill's seconds per token, perStep a decode
+	// step's seconds, for the deadline.
+	perToken, perStep estimate
+}
+
+// estimate is the slowest timed observation, or the last warm-up one until
+// there is a timed one (first calls pay one-time costs).
+type estimate struct{ timed, warm float64 }
+
+func (e *estimate) add(x float64, warm bool) {
+	if warm {
+		e.warm = x
+	} else {
+		e.timed = max(e.timed, x)
+	}
+}
+
+func (e *estimate) value() float64 {
+	if e.timed > 0 {
+		return e.timed
+	}
+	return e.warm
+}
+
+func runBench(cmd *cobra.Command, f *benchFlags) error {
+	need, needWhat, err := f.validate()
+	if err != nil {
+		return err
+	}
+	begin := time.Now()
+	l, loadTime, err := f.open(need, needWhat, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	p := l.Plan
+	mem := l.Memory
+	limit := l.Engine.Vocab()
+	if l.TokenizerVocab > 0 {
+		limit = min(limit, l.TokenizerVocab)
+	}
+	if f.idLimit > 0 {
+		limit = min(limit, f.idLimit)
+	}
+	rep := &benchReport{
+		What:          "aima-engine probe bench: cold prefill and greedy decode, batch 1, random token ids",
+		Started:       begin.UTC().Format(time.RFC3339),
+		Build:         buildInfo(f.commit),
+		Host:          benchHost{OS: goruntime.GOOS, Arch: goruntime.GOARCH, CPUs: goruntime.NumCPU()},
+		Target:        p.Target,
+		PlanHash:      p.Hash(),
+		Fingerprint:   p.Model.Fingerprint,
+		Buckets:       p.Buckets,
+		ContextTokens: p.ContextTokens,
+		Vocab:         l.Engine.Vocab(),
+		Weights:       "checkpoint " + filepath.Base(f.load.o.ModelDir),
+		LoadS:         round(loadTime.Seconds(), 3),
+		Memory: benchMemory{Weights: mem.Weights, KV: mem.KV, State: mem.State, Activations: mem.Activations,
+			Buffers: mem.Buffers, Total: mem.Total()},
+		Method: benchMethod{
+			Timing:       "wall clock around synchronous Engine.Prefill/Decode calls (token upload, all launches, logits download); median of the timed runs",
+			Prompts:      "seeded PCG permutations of ids below id_limit, a fresh prompt for every run",
+			Seed:         f.seed,
+			IDLimit:      limit,
+			Repeats:      f.repeats,
+			Warmup:       f.warmup,
+			DecodeTokens: f.decodeTokens,
+			DecodeWarmup: f.decodeWarmup,
+			TimeLimitS:   f.timeLimit.Seconds(),
+		},
+		Prefill: []benchPrefill{},
+		Decode:  []benchDecode{},
+		Skipped: []string{},
+	}
+	if f.load.o.Synthetic {
+		rep.Weights = fmt.Sprintf("synthetic, seed %d", f.load.o.SyntheticSeed)
+	}
+	if d, ok := l.Backend.(interface{ Device() string }); ok {
+		rep.Device = d.Device()
+	}
+	b := &bench{f: f, e: l.Engine, rep: rep, limit: limit, start: begin}
+	if f.timeLimit > 0 {
+		b.deadline = begin.Add(f.timeLimit)
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "target %s%s, plan %s, weights %s, loaded in %.2f s\n", p.Target, deviceSuffix(rep.Device), rep.PlanHash, rep.Weights, loadTime.Seconds())
+	fmt.Fprint(out, mem.String())
+	if err := b.save(); err != nil {
+		return err
+	}
+
+	runErr := b.run(ctx, cmd.ErrOrStderr())
+	rep.Complete = runErr == nil && len(rep.Skipped) == 0
+	if runErr != nil {
+		rep.Error = runErr.Error()
+	}
+	saveErr := b.save()
+	b.table(out)
+	if runErr != nil {
+		return runErr
+	}
+	return saveErr
+}
+
+func deviceSuffix(d string) string {
+	if d == "" {
+		return ""
+	}
+	return " on " + d
+}
+
+// run measures every length in increasing order: prefill runs, then the
+// decode steps of a context on top of its last prefill.
+func (b *bench) run(ctx context.Context, log io.Writer) error {
+	f := b.f
+	lengths := slices.Clone(f.prefill)
+	lengths = append(lengths, f.decodeCtx...)
+	slices.Sort(lengths)
+	lengths = slices.Compact(lengths)
+	for _, n := range lengths {
+		timed := slices.Contains(f.prefill, n)
+		decode := slices.Contains(f.decodeCtx, n)
+		var pf *benchPrefill
+		if timed {
+			segs := []benchSeg{}
+			for _, s := range runtime.Segments(n, b.e.Plan().Buckets) {
+				segs = append(segs, benchSeg{Tokens: s.Tokens, Bucket: s.Bucket})
+			}
+			b.rep.Prefill = append(b.rep.Prefill, benchPrefill{Tokens: n, Segments: segs, WarmupS: []float64{}, RunsS: []float64{}})
+			pf = &b.rep.Prefill[len(b.rep.Prefill)-1]
+		}
+		runs := 0
+		if timed {
+			runs = f.warmup + f.repeats
+		}
+		if decode && runs == 0 {
+			runs = 1 // the context's prefill, untimed as a prefill figure
+		}
+		var last []float32
+		var lastSec float64
+		prefilled := false
+		for i := range runs {
+			if !b.fits(float64(n) * b.perToken.value()) {
+				b.skip(fmt.Sprintf("prefill %d run %d and after: out of time", n, i))
+				break
+			}
+			logits, sec, err := b.prefill(ctx, n, i)
+			if err != nil {
+				return fmt.Errorf("prefill of %d tokens: %w", n, err)
+			}
+			last, lastSec, prefilled = logits, sec, true
+			b.perToken.add(sec/float64(n), timed && i < f.warmup)
+			switch {
+			case !timed:
+			case i < f.warmup:
+				pf.WarmupS = append(pf.WarmupS, round(sec, 6))
+			default:
+				pf.RunsS = append(pf.RunsS, round(sec, 6))
+				pf.Stats = summarize(pf.RunsS)
+				pf.TokS = rate(n, pf.Stats)
+			}
+			fmt.Fprintf(log, "[%.0fs] prefill %d: %.1f ms\n", time.Since(b.start).Seconds(), n, sec*1e3)
+			if err := b.save(); err != nil {
+				return err
+			}
+		}
+		if timed && len(pf.RunsS) < f.repeats && len(pf.RunsS) > 0 {
+			b.skip(fmt.Sprintf("prefill %d: %d of %d timed runs", n, len(pf.RunsS), f.repeats))
+		}
+		if !decode {
+			continue
+		}
+		if !prefilled {
+			b.skip(fmt.Sprintf("decode at %d: out of time", n))
+			continue
+		}
+		steps := f.decodeWarmup + f.decodeTokens
+		if !b.fits(float64(steps) * b.perStep.value()) {
+			b.skip(fmt.Sprintf("decode at %d: out of time", n))
+			continue
+		}
+		if err := b.decode(ctx, log, n, last, round(lastSec, 6)); err != nil {
+			return fmt.Errorf("decode at %d: %w", n, err)
+		}
+	}
+	return nil
+}
+
+// prefill resets the engine and prefills n fresh ids (prompt i of length n).
+func (b *bench) prefill(ctx context.Context, n, i int) ([]float32, float64, error) {
+	if err := b.e.Reset(); err != nil {
+		return nil, 0, err
+	}
+	ids := benchIDs(b.f.seed, promptStream(n, i), n, b.limit)
+	t := time.Now()
+	logits, err := b.e.Prefill(ctx, ids, nil)
+	sec := time.Since(t).Seconds()
+	return logits, sec, err
+}
+
+// decode runs the warm-up and timed greedy steps after a prefill of n
+// tokens whose last logits are given.
+func (b *bench) decode(ctx context.Context, log io.Writer, n int, logits []float32, prefillS float64) error {
+	f := b.f
+	b.rep.Decode = append(b.rep.Decode, benchDecode{Context: n, PrefillS: prefillS, WarmupS: []float64{}, StepsS: []float64{}})
+	d := &b.rep.Decode[len(b.rep.Decode)-1]
+	for i := range f.decodeWarmup + f.decodeTokens {
+		tok := argmax(logits)
+		t := time.Now()
+		next, err := b.e.Decode(ctx, tok)
+		sec := time.Since(t).Seconds()
+		if err != nil {
+			return err
+		}
+		logits = next
+		b.perStep.add(sec, i < f.decodeWarmup)
+		if i < f.decodeWarmup {
+			d.WarmupS = append(d.WarmupS, round(sec, 6))
+			continue
+		}
+		d.StepsS = append(d.StepsS, round(sec, 6))
+	}
+	d.Step = summarize(d.StepsS)
+	for _, s := range d.StepsS {
+		d.TotalS += s
+	}
+	d.TotalS = round(d.TotalS, 6)
+	d.TokSStep = round(1/d.Step.Median, 2)
+	d.TokSTotal = round(float64(len(d.StepsS))/d.TotalS, 2)
+	d.TokSRange = [2]float64{round(1/d.Step.Max, 2), round(1/d.Step.Min, 2)}
+	fmt.Fprintf(log, "[%.0fs] decode at %d: %d steps, median %.2f ms\n", time.Since(b.start).Seconds(), n, len(d.StepsS), d.Step.Median*1e3)
+	return b.save()
+}
+
+// argmax is the greedy choice (the lowest id among equal maxima; NaN never wins).
+func argmax(logits []float32) int32 {
+	best := 0
+	for i, v := range logits {
+		if v > logits[best] || (logits[best] != logits[best] && v == v) {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// fits reports whether work estimated at est seconds ends before the deadline.
+func (b *bench) fits(est float64) bool {
+	if b.deadline.IsZero() {
+		return true
+	}
+	return time.Now().Add(time.Duration(est * float64(time.Second))).Before(b.deadline)
+}
+
+func (b *bench) skip(what string) { b.rep.Skipped = append(b.rep.Skipped, what) }
+
+// save rewrites the JSON file (when asked for) through a temporary file.
+func (b *bench) save() error {
+	if b.f.jsonOut == "" {
+		return nil
+	}
+	b.rep.ElapsedS = round(time.Since(b.start).Seconds(), 3)
+	data, err := json.MarshalIndent(b.rep, "", " ")
+	if err != nil {
+		return err
+	}
+	tmp := b.f.jsonOut + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, b.f.jsonOut)
+}
+
+// table prints the figures for a person.
+func (b *bench) table(out io.Writer) {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if len(b.rep.Prefill) > 0 {
+		fmt.Fprintln(w, "prefill tokens\truns\tmedian ms\tmin ms\tmax ms\ttok/s median\ttok/s min\ttok/s max\t")
+		for _, p := range b.rep.Prefill {
+			if p.Stats == nil {
+				fmt.Fprintf(w, "%d\t0\t-\t-\t-\t-\t-\t-\t\n", p.Tokens)
+				continue
+			}
+			fmt.Fprintf(w, "%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", p.Tokens, p.Stats.N,
+				p.Stats.Median*1e3, p.Stats.Min*1e3, p.Stats.Max*1e3, p.TokS.Median, p.TokS.Min, p.TokS.Max)
+		}
+		w.Flush()
+	}
+	if len(b.rep.Decode) > 0 {
+		fmt.Fprintln(w, "decode context\tsteps\tmedian ms/tok\tmin ms\tmax ms\ttok/s median\ttok/s total\t")
+		for _, d := range b.rep.Decode {
+			if d.Step == nil {
+				fmt.Fprintf(w, "%d\t0\t-\t-\t-\t-\t-\t\n", d.Context)
+				continue
+			}
+			fmt.Fprintf(w, "%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", d.Context, d.Step.N,
+				d.Step.Median*1e3, d.Step.Min*1e3, d.Step.Max*1e3, d.TokSStep, d.TokSTotal)
+		}
+		w.Flush()
+	}
+	for _, s := range b.rep.Skipped {
+		fmt.Fprintln(out, "skipped:", s)
+	}
+	if b.rep.Error != "" {
+		fmt.Fprintln(out, "error:", b.rep.Error)
+	}
+}
+
+// buildInfo is the binary's source commit (from the VCS stamp of `go
+// build`) unless commit names one.
+func buildInfo(commit string) benchBuild {
+	b := benchBuild{Go: goruntime.Version()}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				b.Commit = s.Value
+			case "vcs.modified":
+				b.Modified = s.Value == "true"
+			}
+		}
+	}
+	if c := strings.TrimSpace(commit); c != "" && c != b.Commit {
+		b.Commit, b.Modified = c, false
+	}
+	return b
+}

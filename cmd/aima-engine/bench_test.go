@@ -1,0 +1,204 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aimaproject/aimac/checkpoint"
+	"github.com/aimaproject/aimac/planner"
+	"github.com/aimaproject/aimac/synth"
+)
+
+func tinyModel(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "tiny")
+	if err := synth.Write(synth.Options{Preset: "tiny", Seed: 2, Out: dir}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func readReport(t *testing.T, path string) benchReport {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r benchReport
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return r
+}
+
+// TestBench times the tiny model on the CPU backend: every requested length
+// has its runs, medians inside their spread, and the decode steps; the table
+// and the JSON agree.
+func TestBench(t *testing.T) {
+	dir := tinyModel(t)
+	js := filepath.Join(t.TempDir(), "bench.json")
+	out, err := run("probe", "bench", "--model-dir", dir, "--buckets", "8,32", "--context-tokens", "128",
+		"--prefill", "5", "--prefill", "40", "--decode-context", "12,40", "--decode-tokens", "4",
+		"--repeats", "2", "--json", js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"target cpu", "memory plan", "prefill tokens", "decode context"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	r := readReport(t, js)
+	if r.Target != "cpu" || !strings.HasPrefix(r.PlanHash, "sha256:") || r.ContextTokens != 128 || !r.Complete || r.Error != "" {
+		t.Errorf("report header: target %q hash %q context %d complete %v error %q", r.Target, r.PlanHash, r.ContextTokens, r.Complete, r.Error)
+	}
+	if r.LoadS <= 0 || r.Memory.Total <= 0 || r.Memory.KV <= 0 {
+		t.Errorf("load %v s, memory %+v", r.LoadS, r.Memory)
+	}
+	if len(r.Prefill) != 2 || r.Prefill[0].Tokens != 5 || r.Prefill[1].Tokens != 40 {
+		t.Fatalf("prefill entries %+v", r.Prefill)
+	}
+	for _, p := range r.Prefill {
+		if len(p.RunsS) != 2 || len(p.WarmupS) != 1 || p.Stats == nil || p.TokS == nil {
+			t.Fatalf("prefill %d: %+v", p.Tokens, p)
+		}
+		s, k := p.Stats, p.TokS
+		if !(s.Min <= s.Median && s.Median <= s.Max) || !(k.Min <= k.Median && k.Median <= k.Max) || k.Median <= 0 {
+			t.Errorf("prefill %d: seconds %+v tok/s %+v", p.Tokens, s, k)
+		}
+	}
+	if segs := r.Prefill[1].Segments; len(segs) != 2 || segs[0] != (benchSeg{32, 32}) || segs[1] != (benchSeg{8, 8}) {
+		t.Errorf("segments of 40 tokens with buckets 8,32: %+v", segs)
+	}
+	if len(r.Decode) != 2 || r.Decode[0].Context != 12 || r.Decode[1].Context != 40 {
+		t.Fatalf("decode entries %+v", r.Decode)
+	}
+	for _, d := range r.Decode {
+		if len(d.StepsS) != 4 || len(d.WarmupS) != 2 || d.Step == nil || d.TokSStep <= 0 || d.TokSTotal <= 0 || d.PrefillS <= 0 {
+			t.Errorf("decode at %d: %+v", d.Context, d)
+		}
+	}
+	if r.Method.IDLimit <= 0 || r.Method.IDLimit > r.Vocab {
+		t.Errorf("id limit %d, vocab %d", r.Method.IDLimit, r.Vocab)
+	}
+}
+
+// TestBenchTimeLimit: past the time limit measurements are skipped and said
+// so; the run still succeeds with what it has.
+func TestBenchTimeLimit(t *testing.T) {
+	dir := tinyModel(t)
+	js := filepath.Join(t.TempDir(), "bench.json")
+	if _, err := run("probe", "bench", "--model-dir", dir, "--buckets", "8", "--context-tokens", "64",
+		"--prefill", "8", "--decode-context", "8", "--decode-tokens", "2", "--time-limit", "1ns", "--json", js); err != nil {
+		t.Fatal(err)
+	}
+	r := readReport(t, js)
+	if r.Complete || len(r.Skipped) == 0 {
+		t.Errorf("complete %v, skipped %q", r.Complete, r.Skipped)
+	}
+}
+
+// TestBenchSynthetic: synthetic weights from the model's config.json.
+func TestBenchSynthetic(t *testing.T) {
+	dir := tinyModel(t)
+	js := filepath.Join(t.TempDir(), "bench.json")
+	if _, err := run("probe", "bench", "--model-dir", dir, "--synthetic-weights", "3", "--buckets", "16", "--context-tokens", "64",
+		"--prefill", "10", "--decode-context", "10", "--decode-tokens", "2", "--repeats", "1", "--json", js); err != nil {
+		t.Fatal(err)
+	}
+	if r := readReport(t, js); r.Weights != "synthetic, seed 3" || !r.Complete {
+		t.Errorf("weights %q complete %v", r.Weights, r.Complete)
+	}
+}
+
+func TestBenchErrors(t *testing.T) {
+	dir := tinyModel(t)
+	// A plan for the tiny model, to show that without --model-dir the
+	// embedded real config is what the plan is held to.
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := planner.FromCheckpoint("tiny", ck)
+	ck.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{16}, ContextTokens: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	planFile := filepath.Join(t.TempDir(), "plan.json")
+	if err := p.WriteFile(planFile); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--prefill", "8"}, "--model-dir is required"},
+		{[]string{"--model-dir", dir, "--context-tokens", "64", "--prefill", "65", "--decode-context", "0"}, "--prefill 65 needs 65 context tokens but the plan holds 64"},
+		{[]string{"--model-dir", dir, "--context-tokens", "64", "--prefill", "8", "--decode-context", "60", "--decode-tokens", "4"}, "--decode-context 60 with 2+4 steps needs 66 context tokens"},
+		{[]string{"--model-dir", dir, "--plan", planFile, "--prefill", "100", "--decode-context", "0"}, "needs 100 context tokens but the plan holds 64"},
+		{[]string{"--model-dir", dir, "--repeats", "0"}, "--repeats 0"},
+		{[]string{"--model-dir", dir, "--prefill", "-3"}, "--prefill -3"},
+		{[]string{"--model-dir", dir, "--decode-tokens", "0"}, "--decode-tokens 0"},
+		{[]string{"--model-dir", dir, "--prefill", "0", "--decode-context", "0"}, "nothing to time"},
+		{[]string{"--synthetic-weights", "1", "--plan", planFile, "--prefill", "8", "--decode-context", "8", "--decode-tokens", "1"}, "was made for model"},
+	}
+	for _, tt := range tests {
+		_, err := run(append([]string{"probe", "bench"}, tt.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: error %v, want %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+func TestBenchIDs(t *testing.T) {
+	a := benchIDs(7, promptStream(500, 1), 500, 1000)
+	b := benchIDs(7, promptStream(500, 1), 500, 1000)
+	c := benchIDs(7, promptStream(500, 2), 500, 1000)
+	seen := map[int32]bool{}
+	for i, id := range a {
+		if id != b[i] {
+			t.Fatal("same seed and stream, different ids")
+		}
+		if id < 0 || id >= 1000 || seen[id] {
+			t.Fatalf("id %d at %d: out of range or repeated", id, i)
+		}
+		seen[id] = true
+	}
+	same := 0
+	for i := range a {
+		if a[i] == c[i] {
+			same++
+		}
+	}
+	if same > 10 {
+		t.Errorf("streams 1 and 2 share %d of 500 positions", same)
+	}
+	if long := benchIDs(1, 0, 250, 100); len(long) != 250 {
+		t.Errorf("%d ids, want 250", len(long))
+	}
+}
+
+func TestArgmax(t *testing.T) {
+	nan := float32(0)
+	nan /= nan
+	for _, tt := range []struct {
+		in   []float32
+		want int32
+	}{
+		{[]float32{1, 3, 2}, 1},
+		{[]float32{5, 5, 1}, 0},
+		{[]float32{nan, 1, 2}, 2},
+		{[]float32{-1, nan, -2}, 0},
+	} {
+		if got := argmax(tt.in); got != tt.want {
+			t.Errorf("argmax(%v) = %d, want %d", tt.in, got, tt.want)
+		}
+	}
+}
