@@ -19,6 +19,7 @@
 #   CGO_ENABLED=0 go build -o bin/ ./cmd/...
 #   CGO_ENABLED=0 go test -c -o bin/runtime_cuda.test ./runtime/cuda
 #   go test ./codegen -run WriteGPUCases -gpucases $PWD/bin/gpucases
+# (bin/gpucases may also come as bin/gpucases.tgz: tar czf bin/gpucases.tgz -C bin gpucases).
 # Then, from the repository root: scripts/h200_proof.sh [RESULTS_DIR]
 # RESULTS_DIR (default results/h200) receives gpucheck_sm90.json,
 # tiny_fixture_cuda.json, full4_vs_hf.json, bundle_serve.json, ttft_full4.json
@@ -33,13 +34,17 @@ start=$(date +%s)
 elapsed() { echo $(( $(date +%s) - start )); }
 status=0
 cd "$root"
-for f in bin/aimac bin/aima-engine bin/runtime_cuda.test bin/gpucases; do
+cases=bin/gpucases
+if [ ! -d "$cases" ] && [ -f bin/gpucases.tgz ]; then
+  cases=$(mktemp -d)/gpucases; tar xzf bin/gpucases.tgz -C "$(dirname "$cases")" || exit 1
+fi
+for f in bin/aimac bin/aima-engine bin/runtime_cuda.test "$cases"; do
   [ -e "$f" ] || { echo "missing $f (see the build steps at the top of $0)" >&2; exit 1; }
 done
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader || true
 
 echo "== [$(elapsed)s] 1. kernels against their Go references"
-OUT=$dir python3 codegen/testdata/gpucheck.py bin/gpucases 2>&1 | tee "$dir/gpucheck_sm90.log" | tail -n 45
+OUT=$dir python3 codegen/testdata/gpucheck.py "$cases" 2>&1 | tee "$dir/gpucheck_sm90.log" | tail -n 45
 grep -q '^ALL OK' "$dir/gpucheck_sm90.log" || status=1
 
 echo "== [$(elapsed)s] 2. runtime/cuda tests"
