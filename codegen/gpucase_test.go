@@ -226,8 +226,11 @@ func writeCase(t *testing.T, dir string, c gpuCase, seed uint64) {
 	}
 	for i, o := range sig.Operands {
 		dt := string(o.DType)
-		if kvBF16(i) {
+		switch {
+		case kvBF16(i):
 			dt = "bf16"
+		case o.DType == ir.AnyFloat:
+			dt = string(ir.F32)
 		}
 		meta.Args = append(meta.Args, caseArg{File: o.Name + ".in", DType: dt, Out: o.Access != ir.Read})
 		save(o.Name+".in", i)

@@ -232,6 +232,9 @@ func TestHuggingFaceOnGPU(t *testing.T) {
 
 	// Greedy: the GPU continuation equals the CPU engine's.
 	greedy := func(l *loader.Loaded) []int32 {
+		if err := l.Engine.Reset(); err != nil {
+			t.Fatal(err)
+		}
 		s, err := runtime.NewSampler(runtime.SamplerConfig{})
 		if err != nil {
 			t.Fatal(err)
