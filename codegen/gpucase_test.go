@@ -61,6 +61,10 @@ func caseGrid(k plan.Kernel, rows int) []int {
 		return []int{c(int(p["channels"]), Threads), 1, 1}
 	case ir.Attention:
 		return []int{int(p["q_heads"]), rows, 1}
+	case ir.MoEGateUp:
+		return []int{c(int(p["inter"]), w), int(p["k"]), rows}
+	case ir.MoEDown:
+		return []int{c(int(p["hidden"]), w), rows, 1}
 	}
 	return []int{rows, 1, 1}
 }
@@ -107,7 +111,10 @@ func TestWriteGPUCases(t *testing.T) {
 		{"attention_bf16", kern("attention", map[string]float64{"q_heads": 16, "kv_heads": 2, "head_dim": 256, "scale": 0.0625, "capacity": 64, "width": 512, "kv_bf16": 1}), 3, 20},
 		{"out_gate", kern("attn_output_gate", map[string]float64{"heads": 16, "head_dim": 256}), 2, 0},
 		{"router", kern("router_topk", map[string]float64{"experts": 256, "k": 8}), 4, 0},
-		{"moe", kern("moe_experts", map[string]float64{"experts": 16, "hidden": 256, "inter": 64, "k": 4}), 3, 0},
+		{"moe_gate_up", kern("moe_gate_up", map[string]float64{"experts": 16, "hidden": 256, "inter": 64, "k": 4}), 3, 0},
+		{"moe_gate_up_wide", kern("moe_gate_up", map[string]float64{"experts": 16, "hidden": 2048, "inter": 72, "k": 8}), 2, 0},
+		{"moe_down", kern("moe_down", map[string]float64{"experts": 16, "hidden": 256, "inter": 64, "k": 4}), 3, 0},
+		{"moe_down_wide", kern("moe_down", map[string]float64{"experts": 16, "hidden": 2048, "inter": 512, "k": 8}), 2, 0},
 		{"silu_mul", kern("silu_mul", map[string]float64{"width": 512}), 3, 0},
 		{"add", kern("add", map[string]float64{"width": 2048}), 3, 0},
 		{"combine", kern("shared_expert_combine", map[string]float64{"hidden": 2048}), 3, 0},
@@ -182,20 +189,26 @@ func writeCase(t *testing.T, dir string, c gpuCase, seed uint64) {
 		for j := range f32[2] {
 			f32[2][j] *= 4
 		}
-	case ir.MoEExperts:
+	case ir.MoEGateUp, ir.MoEDown:
 		k := int(p["k"])
+		down := ir.Kind(c.k.Family) == ir.MoEDown
 		for t := range int(phys) {
 			perm := rng.Perm(int(p["experts"]))
 			var s float32
 			for j := range k {
 				i32[2][t*k+j] = int32(perm[j])
-				f32[3][t*k+j] = float32(rng.Float64())
-				s += f32[3][t*k+j]
+				if down {
+					f32[3][t*k+j] = float32(rng.Float64())
+					s += f32[3][t*k+j]
+				}
 			}
 			for j := range k {
-				f32[3][t*k+j] /= s
+				if down {
+					f32[3][t*k+j] /= s
+				}
 			}
 		}
+		i32[2][k-1] = -1 // an id outside the experts contributes nothing
 	}
 	meta := caseMeta{Kernel: c.k.Name, Grid: caseGrid(c.k, c.n), N: c.n}
 	meta.Params[ir.ParamPos] = int32(c.pos)
@@ -288,8 +301,10 @@ func reference(c gpuCase, f [][]float32, ids [][]int32, w [][]uint16) {
 		kernels.AttnOutputGate(f[0], f[1], n, p("heads"), p("head_dim"))
 	case ir.RouterTopK:
 		kernels.RouterTopK(ids[0], f[1], f[2], n, p("experts"), p("k"))
-	case ir.MoEExperts:
-		kernels.MoEExperts(f[0], f[1], ids[2], f[3], w[4], w[5], n, p("hidden"), p("inter"), p("k"))
+	case ir.MoEGateUp:
+		kernels.MoEGateUp(f[0], f[1], ids[2], w[3], n, p("hidden"), p("inter"), p("k"), p("experts"))
+	case ir.MoEDown:
+		kernels.MoEDown(f[0], f[1], ids[2], f[3], w[4], n, p("hidden"), p("inter"), p("k"), p("experts"))
 	case ir.SiLUMul:
 		kernels.SiLUMul(f[0], f[1], f[2], n*p("width"))
 	case ir.Add:

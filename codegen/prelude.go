@@ -7,7 +7,7 @@ package codegen
 //	KERNEL                  extern "C" entry point with the block-size bound
 //	DEVICE                  an inlined device function
 //	SHARED                  a block-shared (LDS) variable
-//	TID_X BID_X BID_Y BDIM_X WARP_SIZE LANE WARP
+//	TID_X BID_X BID_Y BID_Z BDIM_X WARP_SIZE LANE WARP
 //	block_sync()            __syncthreads
 //	shfl_xor(v, m)          lane v of lane^m (float), within the 32-lane warp
 //	f32_bits / bits_f32     bit casts
@@ -25,6 +25,7 @@ const hipPrelude = `// ---- prelude: HIP (gfx1151, wave32), self-contained ----
 #define TID_X ((int)__builtin_amdgcn_workitem_id_x())
 #define BID_X ((int)__builtin_amdgcn_workgroup_id_x())
 #define BID_Y ((int)__builtin_amdgcn_workgroup_id_y())
+#define BID_Z ((int)__builtin_amdgcn_workgroup_id_z())
 #define BDIM_X 256
 #define WARP_SIZE 32
 #define LANE (TID_X & (WARP_SIZE - 1))
@@ -69,9 +70,11 @@ const cudaPrelude = `// ---- prelude: CUDA (sm_90), self-contained ----
 DEVICE int sreg_tid_x() { int r; asm("mov.u32 %0, %%tid.x;" : "=r"(r)); return r; }
 DEVICE int sreg_ctaid_x() { int r; asm("mov.u32 %0, %%ctaid.x;" : "=r"(r)); return r; }
 DEVICE int sreg_ctaid_y() { int r; asm("mov.u32 %0, %%ctaid.y;" : "=r"(r)); return r; }
+DEVICE int sreg_ctaid_z() { int r; asm("mov.u32 %0, %%ctaid.z;" : "=r"(r)); return r; }
 #define TID_X sreg_tid_x()
 #define BID_X sreg_ctaid_x()
 #define BID_Y sreg_ctaid_y()
+#define BID_Z sreg_ctaid_z()
 #define BDIM_X 256
 #define WARP_SIZE 32
 #define LANE (TID_X & (WARP_SIZE - 1))

@@ -23,7 +23,8 @@ const (
 	Attention           Kind = "attention"             // SPEC §2.3 step 5
 	AttnOutputGate      Kind = "attn_output_gate"      // SPEC §2.3 step 6
 	RouterTopK          Kind = "router_topk"           // SPEC §4 step 1
-	MoEExperts          Kind = "moe_experts"           // SPEC §4 step 2
+	MoEGateUp           Kind = "moe_gate_up"           // SPEC §4 step 2: silu(gate)·up of each routed expert
+	MoEDown             Kind = "moe_down"              // SPEC §4 step 2: down projections, weighted sum
 	SiLUMul             Kind = "silu_mul"              // shared expert activation
 	Add                 Kind = "add"                   // residual
 	SharedExpertCombine Kind = "shared_expert_combine" // SPEC §4 steps 3–4
@@ -33,6 +34,13 @@ const (
 // per weight dtype and runtime.SyntheticWeights launches them.
 const (
 	FillUniform Kind = "fill_uniform" // counter-based uniform values (kernels.FillUniform)
+)
+
+// Sampling on the device: no step's graph uses it; every plan has a phase
+// "sample" whose one launch draws the next token from the logits and writes
+// it into the tokens input buffer, where the next decode step reads it.
+const (
+	Sample Kind = "sample" // next token and its logprob (kernels.Sample)
 )
 
 // Access says how an op touches an operand.
@@ -238,13 +246,26 @@ var Catalogue = map[Kind]Signature{
 		Params: []string{"experts", "k"},
 		Check:  topK,
 	},
-	MoEExperts: {
+	// The routed experts run as two launches so that both spread over many
+	// blocks: act[t][s] = silu(gate_e·x[t]) ⊙ up_e·x[t] for e = ids[t][s],
+	// then y[t] = Σ_s weights[t][s]·down_e·act[t][s] (slots in order). An
+	// expert id outside [0, experts) contributes zeros.
+	MoEGateUp: {
 		Operands: []OperandSpec{
-			{"y", F32, Write, perRow("hidden")},
+			{"act", F32, Write, perRow("k", "inter")},
 			{"x", F32, Read, perRow("hidden")},
 			{"ids", I32, Read, perRow("k")},
-			{"weights", F32, Read, perRow("k")},
 			{"gate_up", BF16, Read, func(p map[string]float64, _ int64) int64 { return int64(p["experts"] * 2 * p["inter"] * p["hidden"]) }},
+		},
+		Params: []string{"experts", "hidden", "inter", "k"},
+		Check:  topK,
+	},
+	MoEDown: {
+		Operands: []OperandSpec{
+			{"y", F32, Write, perRow("hidden")},
+			{"act", F32, Read, perRow("k", "inter")},
+			{"ids", I32, Read, perRow("k")},
+			{"weights", F32, Read, perRow("k")},
 			{"down", BF16, Read, fixed("experts", "hidden", "inter")},
 		},
 		Params: []string{"experts", "hidden", "inter", "k"},
@@ -286,6 +307,23 @@ var Catalogue = map[Kind]Signature{
 		},
 		Params: []string{"bf16"},
 		Dyn:    []string{"fill_seed_lo", "fill_seed_hi", "fill_key_lo", "fill_key_hi", "fill_lo", "fill_scale"},
+	},
+
+	// sample: one row of vocab logits in; the chosen id out to tokens[0]
+	// (the next decode step's input) and to out[0], its log-probability
+	// under softmax(logits) over ids below the vocabulary limit (as float
+	// bits) to out[1]. Greedy when the temperature is 0, else a Gumbel-max
+	// draw restricted by top_k, top_p and min_p (kernels.Sample). The
+	// sampling values are dynamic: the sampling slots of the parameter block
+	// (the CPU backend takes them from dyn under the same names).
+	Sample: {
+		Operands: []OperandSpec{
+			{"logits", F32, Read, fixed("vocab")},
+			{"tokens", I32, Write, func(map[string]float64, int64) int64 { return 1 }},
+			{"out", I32, Write, func(map[string]float64, int64) int64 { return 2 }},
+		},
+		Params: []string{"vocab"},
+		Dyn:    []string{"seed_lo", "seed_hi", "step", "temperature_bits", "top_p_bits", "min_p_bits", "top_k", "vocab_limit"},
 	},
 }
 
@@ -373,14 +411,16 @@ func deltaSignature(chunked bool) Signature {
 // argument (codegen's ABI); families read the slots their signature's Dyn
 // names, and the sampling kernels read the sampling slots.
 const (
-	ParamPos         = 0 // "pos": absolute position of the launch's row 0
-	ParamSeedLo      = 1 // sampling seed, low 32 bits
-	ParamSeedHi      = 2 // sampling seed, high 32 bits
-	ParamStep        = 3 // sampling step: draws differ per step under one seed
-	ParamTemperature = 4 // float bits; 0 means greedy
-	ParamTopP        = 5 // float bits in (0, 1]
-	ParamMinP        = 6 // float bits in [0, 1)
-	ParamTopK        = 7 // 0 means no top-k limit
+	ParamPos = 0 // "pos": absolute position of the launch's row 0
+	// The sampling slots, read by sample (kernels.Sample; the dynamic
+	// scalar names in quotes are the ones the CPU backend reads from dyn).
+	ParamSeedLo      = 1 // "seed_lo": sampling seed, low 32 bits
+	ParamSeedHi      = 2 // "seed_hi": sampling seed, high 32 bits
+	ParamStep        = 3 // "step": sampling step: draws differ per step under one seed
+	ParamTemperature = 4 // "temperature_bits": float bits; 0 means greedy
+	ParamTopP        = 5 // "top_p_bits": float bits; a nucleus cut when in (0, 1)
+	ParamMinP        = 6 // "min_p_bits": float bits; a cut when in (0, 1]
+	ParamTopK        = 7 // "top_k": 0 means no top-k limit
 	// The fill slots, read by fill_uniform (runtime.SyntheticWeights sets
 	// them before each weight buffer's fill): value i of the buffer is
 	// kernels.FillUniform(seed, key, i, lo, scale).
@@ -390,6 +430,10 @@ const (
 	ParamFillKeyHi  = 11 // "fill_key_hi": buffer key, high 32 bits
 	ParamFillLo     = 12 // "fill_lo": float bits of the lower bound
 	ParamFillScale  = 13 // "fill_scale": float bits of hi - lo
+	// ParamVocabLimit ("vocab_limit", read by sample): ids at or above it
+	// are never sampled nor counted in the logprob (the vocabulary's
+	// padding rows); 0 means no limit.
+	ParamVocabLimit = 14
 	ParamSlots      = 16
 )
 
@@ -402,4 +446,13 @@ var ParamSlot = map[string]int{
 	"fill_key_hi":  ParamFillKeyHi,
 	"fill_lo":      ParamFillLo,
 	"fill_scale":   ParamFillScale,
+
+	"seed_lo":          ParamSeedLo,
+	"seed_hi":          ParamSeedHi,
+	"step":             ParamStep,
+	"temperature_bits": ParamTemperature,
+	"top_p_bits":       ParamTopP,
+	"min_p_bits":       ParamMinP,
+	"top_k":            ParamTopK,
+	"vocab_limit":      ParamVocabLimit,
 }

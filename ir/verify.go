@@ -8,7 +8,8 @@ import (
 // Verify checks the graph's invariants and returns every violation:
 // known kinds, operand counts and dtypes, parameters present, every access
 // inside its tensor for the largest logical row count, weights and inputs
-// never written, activations written before they are read.
+// never written (but for the sampler's next token id), activations written
+// before they are read.
 func (g *Graph) Verify() error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -112,7 +113,9 @@ func (g *Graph) Verify() error {
 			if o.Offset < 0 || end > t.Elements() {
 				fail("%s: operand %s: reaches element %d of tensor %s, which has %d", where, spec.Name, end, t.Name, t.Elements())
 			}
-			if spec.Access != Read && (t.Role == Weight || t.Role == Input) {
+			// The sampler alone writes an input: the next token id, into
+			// the tokens buffer the next decode step reads.
+			if spec.Access != Read && (t.Role == Weight || (t.Role == Input && op.Kind != Sample)) {
 				fail("%s: operand %s: writes %s tensor %s", where, spec.Name, t.Role, t.Name)
 			}
 			if spec.Access != Write && t.Role == Activation && !written[t.ID] {

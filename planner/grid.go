@@ -20,9 +20,12 @@ func gridFor(op *ir.Op, tokens int) (grid, block []int) {
 	switch op.Kind {
 	case ir.MatMul:
 		grid = []int{ceil(int(p["n"]), warps), rows, 1}
-	case ir.MoEExperts:
-		// One block per token: its experts' activations stay in shared memory.
-		grid = []int{rows, 1, 1}
+	case ir.MoEGateUp:
+		// One warp per intermediate row, per (slot, token).
+		grid = []int{ceil(int(p["inter"]), warps), int(p["k"]), rows}
+	case ir.MoEDown:
+		// One warp per output column, per token.
+		grid = []int{ceil(int(p["hidden"]), warps), rows, 1}
 	case ir.RMSNorm:
 		grid = []int{rows * int(p["heads"]), 1, 1}
 	case ir.GatedRMSNorm:

@@ -281,10 +281,11 @@ func (l *lowering) moe(i int, x, xn *ir.Tensor) {
 	w := l.act("router_weights", ir.F32, TopK)
 	l.op(ir.RouterTopK, i, map[string]float64{"experts": float64(E), "k": float64(TopK)}, of(ids), of(w), of(rl))
 
+	moe := map[string]float64{"experts": float64(E), "hidden": float64(H), "inter": float64(c.MoeIntermediateSize), "k": float64(TopK)}
+	act := l.act("moe_act", ir.F32, TopK*c.MoeIntermediateSize)
+	l.op(ir.MoEGateUp, i, moe, of(act), of(xn), of(ids), of(l.weight(p+"experts.gate_up_proj")))
 	routed := l.act("moe_routed", ir.F32, H)
-	l.op(ir.MoEExperts, i, map[string]float64{"experts": float64(E), "hidden": float64(H),
-		"inter": float64(c.MoeIntermediateSize), "k": float64(TopK)},
-		of(routed), of(xn), of(ids), of(w), of(l.weight(p+"experts.gate_up_proj")), of(l.weight(p+"experts.down_proj")))
+	l.op(ir.MoEDown, i, moe, of(routed), of(act), of(ids), of(w), of(l.weight(p+"experts.down_proj")))
 
 	sg := l.act("shared_gate", ir.F32, S)
 	su := l.act("shared_up", ir.F32, S)

@@ -33,7 +33,7 @@ func TestLowerCountsOps(t *testing.T) {
 		want map[ir.Kind]int
 	}{
 		{Step{Kind: plan.Prefill, Tokens: 8, MaxTokens: 16, ContextTokens: 32, KVDType: ir.F32, Chunk: 4},
-			map[ir.Kind]int{ir.GatedDeltaChunked: 3, ir.Attention: 1, ir.KVAppend: 1, ir.MoEExperts: 4, ir.Embedding: 1,
+			map[ir.Kind]int{ir.GatedDeltaChunked: 3, ir.Attention: 1, ir.KVAppend: 1, ir.MoEGateUp: 4, ir.MoEDown: 4, ir.Embedding: 1,
 				ir.RMSNorm: 4*2 + 2 + 1, ir.RoPE: 2, ir.CausalConv1dSiLU: 3, ir.MatMul: 3*5 + 4 + 4*5 + 1}},
 		{Step{Kind: plan.DecodeStep, Tokens: 1, MaxTokens: 16, ContextTokens: 32, KVDType: ir.BF16},
 			map[ir.Kind]int{ir.GatedDeltaRecurrent: 3, ir.Attention: 1}},

@@ -160,8 +160,10 @@ func (c *CPU) Launch(k *plan.Kernel, l *plan.Launch, args []Ref, rows int, dyn m
 		kernels.AttnOutputGate(f32(0), f32(1), n, p("heads"), p("head_dim"))
 	case ir.RouterTopK:
 		kernels.RouterTopK(i32(0), f32(1), f32(2), n, p("experts"), p("k"))
-	case ir.MoEExperts:
-		kernels.MoEExperts(f32(0), f32(1), i32(2), f32(3), u16(4), u16(5), n, p("hidden"), p("inter"), p("k"))
+	case ir.MoEGateUp:
+		kernels.MoEGateUp(f32(0), f32(1), i32(2), u16(3), n, p("hidden"), p("inter"), p("k"), p("experts"))
+	case ir.MoEDown:
+		kernels.MoEDown(f32(0), f32(1), i32(2), f32(3), u16(4), n, p("hidden"), p("inter"), p("k"), p("experts"))
 	case ir.SiLUMul:
 		kernels.SiLUMul(f32(0), f32(1), f32(2), n*p("width"))
 	case ir.Add:
