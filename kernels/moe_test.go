@@ -183,3 +183,30 @@ func TestMoEExperts(t *testing.T) {
 		})
 	}
 }
+
+// TestMoEUnknownExpert: a slot whose expert id is outside [0, experts)
+// contributes nothing: its activations are zero and the other slots' sum is
+// what remains.
+func TestMoEUnknownExpert(t *testing.T) {
+	const experts, hidden, inter, k = 4, 16, 8, 2
+	r := newRand(111)
+	x := randVec(r, hidden, 1)
+	gateUp := randBF16(r, experts*2*inter*hidden, 0.3)
+	down := randBF16(r, experts*hidden*inter, 0.3)
+	w := []float32{0.75, 0.25}
+	for _, bad := range []int32{-1, experts, 1 << 20} {
+		ids := []int32{2, bad}
+		act := make([]float32, k*inter)
+		poison(act)
+		MoEGateUp(act, x, ids, gateUp, 1, hidden, inter, k, experts)
+		if diff := cmp.Diff(make([]float32, inter), act[inter:], exact); diff != "" {
+			t.Errorf("id %d: activations (-want +got):\n%s", bad, diff)
+		}
+		y := make([]float32, hidden)
+		MoEDown(y, act, ids, w, down, 1, hidden, inter, k, experts)
+		want := naiveMoE(x, []int32{2}, []float32{0.75}, gateUp, down, 1, hidden, inter, 1)
+		if diff := cmp.Diff(want, y, approx(1e-6, 1e-6)); diff != "" {
+			t.Errorf("id %d: y (-want +got):\n%s", bad, diff)
+		}
+	}
+}
