@@ -1,7 +1,8 @@
 // Package plan is the compiled engine's frozen schedule: buffers, kernels and,
-// per phase (each prefill bucket, the decode step, the logits pass), the
-// ordered launches. It is data — canonical JSON, hashed, human-readable — made
-// by the planner and executed by the runtime on any backend.
+// per phase (each prefill bucket, the decode step, the logits pass, the
+// sampler), the ordered launches. It is data — canonical JSON, hashed,
+// human-readable — made by the planner and executed by the runtime on any
+// backend.
 package plan
 
 import (
@@ -26,6 +27,7 @@ const (
 	Prefill    = "prefill" // a bucket of prompt tokens; hidden rows out, logits of the last row
 	DecodeStep = "decode"  // one token in, logits out
 	Logits     = "logits"  // LM head over stored hidden rows, for teacher-forced probes
+	Sample     = "sample"  // the next token from the logits, written to tokens (sampling on the device)
 )
 
 // Plan is the whole schedule.

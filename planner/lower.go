@@ -11,7 +11,7 @@ import (
 
 // Step describes the graph to lower: a phase kind and its physical rows.
 type Step struct {
-	Kind   string // plan.Prefill, plan.DecodeStep or plan.Logits
+	Kind   string // plan.Prefill, plan.DecodeStep, plan.Logits or plan.Sample
 	Tokens int
 	// MaxTokens is the largest bucket: the height of the persistent hidden rows.
 	MaxTokens     int
@@ -45,6 +45,10 @@ func Lower(m *Model, s Step) (*ir.Graph, error) {
 		l.g.Dyn = []string{"n", "row0"}
 		l.g.DynMax = map[string]int64{"row0": int64(s.MaxTokens - s.Tokens)}
 		l.logits()
+	case "sample":
+		l.g.Name = "sample"
+		l.g.Dyn = sampleDyn
+		l.sample()
 	default:
 		return nil, fmt.Errorf("unknown step kind %q", s.Kind)
 	}

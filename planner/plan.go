@@ -59,7 +59,8 @@ func Plan(m *Model, o Options) (*plan.Plan, error) {
 	for _, b := range o.Buckets {
 		steps = append(steps, Step{Kind: plan.Prefill, Tokens: b})
 	}
-	steps = append(steps, Step{Kind: plan.DecodeStep, Tokens: 1}, Step{Kind: plan.Logits, Tokens: o.LogitsRows})
+	steps = append(steps, Step{Kind: plan.DecodeStep, Tokens: 1}, Step{Kind: plan.Logits, Tokens: o.LogitsRows},
+		Step{Kind: plan.Sample, Tokens: 1})
 	s := &scheduler{p: p, target: o.Target, kernels: map[string]bool{}, globals: map[string]int{}}
 	for _, st := range steps {
 		st.MaxTokens, st.ContextTokens, st.KVDType, st.Chunk = maxB, o.ContextTokens, kv, o.Chunk

@@ -183,6 +183,13 @@ func (c *CPU) Launch(k *plan.Kernel, l *plan.Launch, args []Ref, rows int, dyn m
 			}
 			kernels.FillUniformF32(f32(0), n, seed, key, lo, scale)
 		}
+	case ir.Sample:
+		// The sampling values come in dyn under their slot names
+		// (sampleArgs, devsample.go), as the GPU kernels read the block.
+		if len(f32(0)) < p("vocab") || len(i32(1)) < 1 || len(i32(2)) < 2 {
+			return fmt.Errorf("cpu: sample over %d logits overruns a buffer", p("vocab"))
+		}
+		kernels.Sample(i32(1), i32(2), f32(0), p("vocab"), sampleArgs(dyn))
 	default:
 		return fmt.Errorf("cpu: no reference kernel for family %q", k.Family)
 	}

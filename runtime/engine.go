@@ -34,6 +34,8 @@ type Engine struct {
 	decodeGraph Graph
 	// block is the parameter block last handed to the backend.
 	block Params
+	// sampler is the sample phase (devsample.go).
+	sampler deviceSampler
 }
 
 // phase is a plan phase with its kernels and buffers resolved.
@@ -123,6 +125,8 @@ func NewEngine(p *plan.Plan, be Backend, w Weights) (*Engine, error) {
 			e.decode = r
 		case plan.Logits:
 			e.logits = r
+		case plan.Sample:
+			e.sampler.phase = r
 		}
 	}
 	if e.decode == nil || e.logits == nil || len(e.prefill) != len(p.Buckets) {
@@ -285,6 +289,7 @@ func (e *Engine) step(ctx context.Context, ph *phase, tokens []int32) ([]float32
 	for i, t := range tokens {
 		binary.LittleEndian.PutUint32(ids[4*i:], uint32(t))
 	}
+	e.sampler.fed = false // the sampler's token is overwritten
 	if err := e.be.Upload(Ref{Mem: e.globals["tokens"]}, ids); err != nil {
 		return nil, err
 	}

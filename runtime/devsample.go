@@ -1,0 +1,217 @@
+package runtime
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/aimaproject/aimac/kernels"
+)
+
+// Sampling on the device: the plan's sample phase draws the next token from
+// the logits where they are (kernels.Sample defines the draw) and writes it
+// into the tokens input buffer, so only the id and its logprob cross to the
+// host, and the next decode step reads the token without a host round trip.
+//
+// The phase's dynamic scalars, the sampling slots of the parameter block
+// (ir.ParamSeedLo … ir.ParamVocabLimit), go to the backend in dyn under their
+// slot names — the CPU backend's sample kernel reads them there (sampleArgs),
+// GPU kernels read the same values from the block:
+//
+//	seed_lo, seed_hi   the seed's low and high 32 bits
+//	step               the draw's index under the seed (uint32)
+//	temperature_bits   float32 bits of the temperature (0: greedy)
+//	top_p_bits         float32 bits of top_p (a cut when in (0, 1))
+//	min_p_bits         float32 bits of min_p (a cut when > 0)
+//	top_k              top_k (a cut when > 0)
+//	vocab_limit        ids at or above it are masked (0: none)
+
+// DeviceSampling is what the device sampler does: temperature, top_k, top_p,
+// min_p, a seed and the vocabulary limit. Penalties and logit biases need
+// the host Sampler. The draw is a pure function of (logits, seed, step), so
+// a seed reproduces a generation; it is not the host Sampler's stream.
+type DeviceSampling struct {
+	Temperature float32 // 0: greedy
+	TopP        float32 // 0 or 1: no nucleus cut
+	MinP        float32 // 0: no cut
+	TopK        int     // 0: no limit
+	Seed        uint64
+	// VocabLimit masks ids at or above it (vocabulary padding rows); 0: none.
+	VocabLimit int
+}
+
+// Validate checks the values are ones the device sampler takes.
+func (s DeviceSampling) Validate() error {
+	var errs []error
+	bad := func(v float32) bool { return math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) }
+	if s.Temperature < 0 || bad(s.Temperature) {
+		errs = append(errs, fmt.Errorf("temperature %v: want a finite value ≥ 0", s.Temperature))
+	}
+	if s.TopP < 0 || s.TopP > 1 || bad(s.TopP) {
+		errs = append(errs, fmt.Errorf("top_p %v: want 0 to 1", s.TopP))
+	}
+	if s.MinP < 0 || s.MinP > 1 || bad(s.MinP) {
+		errs = append(errs, fmt.Errorf("min_p %v: want 0 to 1", s.MinP))
+	}
+	if s.TopK < 0 || s.TopK > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("top_k %d: want 0 to %d", s.TopK, math.MaxInt32))
+	}
+	if s.VocabLimit < 0 || s.VocabLimit > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("vocab limit %d: want 0 to %d", s.VocabLimit, math.MaxInt32))
+	}
+	return errors.Join(errs...)
+}
+
+// DeviceSamplingFor converts a host sampler configuration; ok is false when
+// it asks for what only the host Sampler does (presence, frequency or
+// repetition penalties).
+func DeviceSamplingFor(c SamplerConfig) (s DeviceSampling, ok bool) {
+	if c.PresencePenalty != 0 || c.FrequencyPenalty != 0 || (c.RepetitionPenalty != 0 && c.RepetitionPenalty != 1) {
+		return DeviceSampling{}, false
+	}
+	return DeviceSampling{Temperature: float32(c.Temperature), TopP: float32(c.TopP), MinP: float32(c.MinP),
+		TopK: c.TopK, Seed: c.Seed, VocabLimit: c.VocabLimit}, true
+}
+
+// dyn is the sample phase's dynamic scalars for draw step.
+func (s DeviceSampling) dyn(step int) map[string]int64 {
+	u := func(v uint32) int64 { return int64(v) }
+	return map[string]int64{
+		"seed_lo":          u(uint32(s.Seed)),
+		"seed_hi":          u(uint32(s.Seed >> 32)),
+		"step":             u(uint32(step)),
+		"temperature_bits": u(math.Float32bits(s.Temperature)),
+		"top_p_bits":       u(math.Float32bits(s.TopP)),
+		"min_p_bits":       u(math.Float32bits(s.MinP)),
+		"top_k":            int64(s.TopK),
+		"vocab_limit":      int64(s.VocabLimit),
+	}
+}
+
+// sampleArgs reads the sampling values back from dyn (the CPU backend).
+func sampleArgs(dyn map[string]int64) kernels.SampleParams {
+	u := func(name string) uint32 { return uint32(dyn[name]) }
+	return kernels.SampleParams{
+		Seed:        uint64(u("seed_lo")) | uint64(u("seed_hi"))<<32,
+		Step:        u("step"),
+		Temperature: math.Float32frombits(u("temperature_bits")),
+		TopP:        math.Float32frombits(u("top_p_bits")),
+		MinP:        math.Float32frombits(u("min_p_bits")),
+		TopK:        int32(u("top_k")),
+		VocabLimit:  int32(u("vocab_limit")),
+	}
+}
+
+// deviceSampler is the engine's sample phase and what it left on the
+// device.
+type deviceSampler struct {
+	phase *phase
+	// fed: element 0 of the device's tokens buffer holds tok, written by
+	// the sampler, and no step has uploaded tokens since.
+	fed bool
+	tok int32
+}
+
+// ErrNoSampler reports a plan without a sample phase (made before there
+// was one).
+var ErrNoSampler = errors.New("the plan has no sample phase; use the host sampler")
+
+// CanSample reports whether the plan samples on the device.
+func (e *Engine) CanSample() bool { return e.sampler.phase != nil }
+
+// SampleNext draws the next token from the logits the last Prefill or
+// Decode step left on the device (draw step under s.Seed) and returns it
+// with its logprob; only those 8 bytes are read back. The token is also
+// left in the tokens buffer for DecodeSampled. After Restore the device
+// holds no logits of the snapshot: use SampleLogits.
+func (e *Engine) SampleNext(ctx context.Context, s DeviceSampling, step int) (int32, float32, error) {
+	if err := e.sampleReady(s); err != nil {
+		return 0, 0, err
+	}
+	if e.pos == 0 {
+		return 0, 0, errors.New("sample before any prefill: no logits")
+	}
+	return e.sample(ctx, s, step)
+}
+
+// SampleLogits copies logits (one row of the vocabulary, a restored
+// snapshot's, say) to the device and draws from them as SampleNext does.
+func (e *Engine) SampleLogits(ctx context.Context, logits []float32, s DeviceSampling, step int) (int32, float32, error) {
+	if err := e.sampleReady(s); err != nil {
+		return 0, 0, err
+	}
+	if len(logits) != e.plan.Model.Vocab {
+		return 0, 0, fmt.Errorf("%d logits, the vocabulary has %d", len(logits), e.plan.Model.Vocab)
+	}
+	raw := make([]byte, 4*len(logits))
+	for i, l := range logits {
+		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(l))
+	}
+	if err := e.be.Upload(Ref{Mem: e.globals["logits"]}, raw); err != nil {
+		return 0, 0, err
+	}
+	return e.sample(ctx, s, step)
+}
+
+// DecodeSampled feeds token, runs one decode step and draws the token
+// after it (draw step) without reading the logits back. When token is the
+// one the sampler last left in the tokens buffer, nothing is copied to the
+// device at all.
+func (e *Engine) DecodeSampled(ctx context.Context, token int32, s DeviceSampling, step int) (int32, float32, error) {
+	if err := e.sampleReady(s); err != nil {
+		return 0, 0, err
+	}
+	if err := e.checkRoom(1); err != nil {
+		return 0, 0, err
+	}
+	if err := e.checkIDs([]int32{token}); err != nil {
+		return 0, 0, err
+	}
+	if !e.sampler.fed || e.sampler.tok != token {
+		var id [4]byte
+		binary.LittleEndian.PutUint32(id[:], uint32(token))
+		if err := e.be.Upload(Ref{Mem: e.globals["tokens"]}, id[:]); err != nil {
+			return 0, 0, err
+		}
+	}
+	run := e.run
+	if e.graphs {
+		run = e.replay
+	}
+	if err := run(ctx, e.decode, map[string]int64{"n": 1, "pos": int64(e.pos), "last": 0}); err != nil {
+		e.broken = true
+		return 0, 0, err
+	}
+	e.pos++
+	return e.sample(ctx, s, step)
+}
+
+func (e *Engine) sampleReady(s DeviceSampling) error {
+	if e.sampler.phase == nil {
+		return ErrNoSampler
+	}
+	if e.broken {
+		return ErrBroken
+	}
+	return s.Validate()
+}
+
+// sample runs the sample phase and reads back the id and logprob.
+func (e *Engine) sample(ctx context.Context, s DeviceSampling, step int) (int32, float32, error) {
+	e.sampler.fed = false
+	if err := e.run(ctx, e.sampler.phase, s.dyn(step)); err != nil {
+		return 0, 0, err
+	}
+	var out [8]byte
+	if err := e.be.Download(out[:], Ref{Mem: e.globals["sampled"]}); err != nil {
+		return 0, 0, err
+	}
+	tok := int32(binary.LittleEndian.Uint32(out[:]))
+	if tok < 0 || int(tok) >= e.plan.Model.Vocab {
+		return 0, 0, fmt.Errorf("the sampler returned token %d, outside the vocabulary [0, %d)", tok, e.plan.Model.Vocab)
+	}
+	e.sampler.fed, e.sampler.tok = true, tok
+	return tok, math.Float32frombits(binary.LittleEndian.Uint32(out[4:])), nil
+}
