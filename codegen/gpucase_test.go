@@ -416,3 +416,133 @@ func writeFillCase(t *testing.T, dir string, c fillCase) {
 		}
 	}
 }
+
+// sampleCase is one draw of the sample kernel: a row of logits and the
+// sampling slots of the parameter block.
+type sampleCase struct {
+	name   string
+	vocab  int
+	logits func(rng *rand.Rand, i int) float32
+	p      kernels.SampleParams
+}
+
+// llmLogits is a model-like row: a normal bulk and a sparse upper tail
+// (the largest id takes about a third of the probability).
+func llmLogits(rng *rand.Rand, _ int) float32 {
+	if rng.IntN(500) == 0 {
+		return float32(4 + rng.ExpFloat64()*1.2)
+	}
+	return float32(rng.NormFloat64()*2 - 3)
+}
+
+// TestWriteGPUCasesSample writes the sample cases: greedy, temperature with
+// top_k, top_p and min_p alone and together, cuts wider than the kernel's
+// shared candidates, ties at a cut (equal and quantized logits), NaN and
+// −Inf logits, the vocabulary limit, a vocabulary that is not a multiple of
+// 4. The runner compares the chosen id (tokens[0], out[0]) with
+// kernels.Sample exactly and the logprob (out[1]) to 1e-5 ("sample" in
+// meta.json).
+func TestWriteGPUCasesSample(t *testing.T) {
+	out := *gpuCases
+	if out == "" {
+		out = t.TempDir()
+	}
+	const V = 248320
+	flat := func(*rand.Rand, int) float32 { return 1.25 }
+	quantized := func(rng *rand.Rand, _ int) float32 { return float32(math.Round(rng.NormFloat64()*4)) * 0.5 }
+	poisoned := func(rng *rand.Rand, i int) float32 {
+		switch i % 997 {
+		case 5:
+			return float32(math.NaN())
+		case 11:
+			return float32(math.Inf(-1))
+		}
+		return llmLogits(rng, i)
+	}
+	padded := func(rng *rand.Rand, i int) float32 {
+		if i >= 248077 {
+			return 40 // padding rows the vocabulary limit must mask
+		}
+		return llmLogits(rng, i)
+	}
+	cases := []sampleCase{
+		{"sample_greedy", V, llmLogits, kernels.SampleParams{Seed: 1}},
+		{"sample_greedy_ties", 1000, quantized, kernels.SampleParams{}},
+		{"sample_greedy_limit", V, padded, kernels.SampleParams{VocabLimit: 248077}},
+		{"sample_temp", V, llmLogits, kernels.SampleParams{Temperature: 0.8, Seed: 2, Step: 7}},
+		{"sample_temp_hot", V, llmLogits, kernels.SampleParams{Temperature: 3, Seed: 3, Step: 1 << 31}},
+		{"sample_topk", V, llmLogits, kernels.SampleParams{Temperature: 0.7, TopK: 20, Seed: 4}},
+		{"sample_topk_wide", V, llmLogits, kernels.SampleParams{Temperature: 1, TopK: 30000, Seed: 5}},
+		{"sample_topp", V, llmLogits, kernels.SampleParams{Temperature: 1, TopP: 0.9, Seed: 6}},
+		{"sample_minp", V, llmLogits, kernels.SampleParams{Temperature: 1, MinP: 0.05, Seed: 7}},
+		{"sample_qwen", V, llmLogits, kernels.SampleParams{Temperature: 0.7, TopK: 20, TopP: 0.8, Seed: 8, Step: 3}},
+		{"sample_all", V, llmLogits, kernels.SampleParams{Temperature: 1.3, TopK: 3000, TopP: 0.95, MinP: 0.02, Seed: 1<<64 - 1, Step: 99}},
+		{"sample_limit", V, padded, kernels.SampleParams{Temperature: 1, TopP: 0.9, VocabLimit: 248077, Seed: 9}},
+		{"sample_ties_topk", V, flat, kernels.SampleParams{Temperature: 1, TopK: 5, Seed: 10}},
+		{"sample_ties_topp", V, quantized, kernels.SampleParams{Temperature: 1, TopP: 0.5, TopK: 100000, Seed: 11}},
+		{"sample_nan_inf", V, poisoned, kernels.SampleParams{Temperature: 1, TopK: 50, TopP: 0.99, Seed: 12}},
+		{"sample_small", 37, llmLogits, kernels.SampleParams{Temperature: 1, TopP: 0.9, MinP: 0.01, Seed: 13}},
+	}
+	for i, c := range cases {
+		dir := filepath.Join(out, c.name)
+		writeSampleCase(t, dir, c, uint64(i))
+		if entries, err := os.ReadDir(dir); err != nil || len(entries) < 7 {
+			t.Errorf("case %s: wrote %d files (%v)", c.name, len(entries), err)
+		}
+	}
+}
+
+// writeSampleCase writes one sample case: the logits, the poisoned tokens
+// and out buffers with kernels.Sample's values as the want files, and the
+// parameter block with the sampling slots set.
+func writeSampleCase(t *testing.T, dir string, c sampleCase, seed uint64) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 11))
+	logits := make([]float32, c.vocab)
+	for i := range logits {
+		logits[i] = c.logits(rng, i)
+	}
+	k := kern("sample", map[string]float64{"vocab": float64(c.vocab), "rows": 1})
+	meta := struct {
+		caseMeta
+		Sample bool `json:"sample"`
+	}{caseMeta{Kernel: k.Name, Grid: caseGrid(k, 1), N: 1}, true}
+	p := c.p
+	meta.Params[ir.ParamSeedLo] = int32(uint32(p.Seed))
+	meta.Params[ir.ParamSeedHi] = int32(uint32(p.Seed >> 32))
+	meta.Params[ir.ParamStep] = int32(p.Step)
+	meta.Params[ir.ParamTemperature] = int32(math.Float32bits(p.Temperature))
+	meta.Params[ir.ParamTopP] = int32(math.Float32bits(p.TopP))
+	meta.Params[ir.ParamMinP] = int32(math.Float32bits(p.MinP))
+	meta.Params[ir.ParamTopK] = p.TopK
+	meta.Params[ir.ParamVocabLimit] = p.VocabLimit
+	meta.Args = []caseArg{{File: "logits.in", DType: "f32"}, {File: "tokens.in", DType: "i32", Out: true}, {File: "out.in", DType: "i32", Out: true}}
+	tokens, res := []int32{-1, -1}, []int32{-1, -1, -1}
+	i32s := func(v []int32) []byte {
+		var b []byte
+		for _, x := range v {
+			b = binary.LittleEndian.AppendUint32(b, uint32(x))
+		}
+		return b
+	}
+	var lb []byte
+	for _, x := range logits {
+		lb = binary.LittleEndian.AppendUint32(lb, math.Float32bits(x))
+	}
+	files := map[string][]byte{"logits.in": lb, "tokens.in": i32s(tokens), "out.in": i32s(res)}
+	kernels.Sample(tokens, res, logits, c.vocab, p)
+	files["tokens.want"], files["out.want"] = i32s(tokens), i32s(res)
+	src, err := Render(CUDA, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files["kernel.cu"] = []byte(src.Code)
+	files["meta.json"], _ = json.MarshalIndent(meta, "", " ")
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
