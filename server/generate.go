@@ -115,6 +115,7 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 			return nil, err
 		}
 	}
+	ds, dev, onDevice := deviceSampling(m, p)
 	start := time.Now()
 	logits, cached, pending, err := s.startSequence(ctx, m, p.prompt, p.boundary, !p.noCache)
 	if err != nil {
@@ -123,18 +124,36 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 	res.cachedTokens = cached
 	dec := m.Tokenizer.NewDecoder(true)
 	stopped := false
+	var prev int32 // the last token drawn
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		var tok int32
 		var lp *tokenLogprob
-		if p.logprobs {
+		switch {
+		case onDevice:
+			// The first draw is from the prompt's logits; every later one
+			// decodes the token before it on the device first.
+			var l float32
+			if res.completionTokens == 0 {
+				tok, l, err = ds.SampleLogits(ctx, logits, dev, 0)
+			} else {
+				tok, l, err = ds.DecodeSampled(ctx, prev, dev, res.completionTokens)
+			}
+			if err != nil {
+				return nil, err
+			}
+			if p.logprobs {
+				lp = s.describe(m, runtime.TokenLogprob{ID: tok, Logprob: float64(l)})
+			}
+		case p.logprobs:
 			t, l := sampler.SampleLogprobs(logits, p.topLogprobs)
 			tok, lp = t, s.describe(m, l)
-		} else {
+		default:
 			tok = sampler.Sample(logits)
 		}
+		prev = tok
 		res.completionTokens++
 		if res.completionTokens == 1 {
 			// Time to first token counts from the request's arrival, as
@@ -164,6 +183,9 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 			res.finish = "length"
 			break
 		}
+		if onDevice {
+			continue // the next draw decodes tok
+		}
 		if logits, err = m.Engine.Decode(ctx, tok); err != nil {
 			return nil, err
 		}
@@ -187,6 +209,23 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 	s.metrics.Tokens(res.promptTokens, res.completionTokens)
 	s.commit(pending)
 	return res, nil
+}
+
+// deviceSampling reports whether the generation samples on the device, and
+// with what: the engine must offer it, and the request must need nothing
+// only the host Sampler does — presence, frequency or repetition penalties,
+// alternatives in the logprobs (top_logprobs). Either way a request is
+// sampled the same whether it streams or not, and a seed reproduces it.
+func deviceSampling(m *Model, p genParams) (DeviceSampler, runtime.DeviceSampling, bool) {
+	ds, ok := m.Engine.(DeviceSampler)
+	if !ok || !ds.CanSample() || p.topLogprobs > 0 {
+		return nil, runtime.DeviceSampling{}, false
+	}
+	dev, ok := runtime.DeviceSamplingFor(p.sampler)
+	if !ok || dev.Validate() != nil {
+		return nil, runtime.DeviceSampling{}, false
+	}
+	return ds, dev, true
 }
 
 // describe adds token text to a logprob.

@@ -22,6 +22,21 @@ type Engine interface {
 	Vocab() int
 }
 
+// DeviceSampler is implemented by engines that draw the next token on the
+// device (*runtime.Engine, when its plan has a sample phase): only the token
+// and its logprob cross to the host, and a decode step reads the token
+// where the sampler wrote it. The server uses it for requests that need
+// nothing only the host Sampler does; engines without it (the tests'
+// scripted ones) sample on the host.
+type DeviceSampler interface {
+	CanSample() bool
+	// SampleLogits draws from logits (the prompt's last, as the host has
+	// them: a restored snapshot's as well as a fresh prefill's).
+	SampleLogits(ctx context.Context, logits []float32, s runtime.DeviceSampling, step int) (int32, float32, error)
+	// DecodeSampled feeds token and draws the one after it.
+	DecodeSampled(ctx context.Context, token int32, s runtime.DeviceSampling, step int) (int32, float32, error)
+}
+
 // Model is everything served: the engine and the checkpoint's own
 // tokenizer and chat template.
 type Model struct {
