@@ -95,7 +95,7 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 constexpr int VOCAB = 248320;
 constexpr int WARPS = BDIM_X / WARP_SIZE;
 constexpr int CAP = 2048;             // candidates a bisection keeps in shared memory
-constexpr int NO_ID = 0x7fffffff;      // no id yet; also "every id" as a prefix bound
+constexpr int NO_ID = 0x7fffffff;     // no id yet; also "every id" as a prefix bound
 constexpr float GUMBEL_MAX = 17.0f;   // > -log(-log(1 - 2^-24)): z + g never exceeds z + GUMBEL_MAX
 typedef unsigned long long u64;
 constexpr u64 SAMPLE_GAMMA = 0x9e3779b97f4a7c15ull;
