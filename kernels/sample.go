@@ -115,7 +115,7 @@ func SampleTarget(p float32, z uint64) uint64 {
 
 // Sample writes the token SampleToken chooses from logits[:vocab] to
 // tokens[0] and out[0], and its logprob's float bits to out[1]: the sample
-// op (SPEC-free: serving, not the model).
+// op, serving's rather than the model's.
 func Sample(tokens, out []int32, logits []float32, vocab int, p SampleParams) {
 	id, lp := SampleToken(logits[:vocab], p)
 	tokens[0] = id
