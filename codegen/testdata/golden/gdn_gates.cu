@@ -14,9 +14,11 @@
 DEVICE int sreg_tid_x() { int r; asm("mov.u32 %0, %%tid.x;" : "=r"(r)); return r; }
 DEVICE int sreg_ctaid_x() { int r; asm("mov.u32 %0, %%ctaid.x;" : "=r"(r)); return r; }
 DEVICE int sreg_ctaid_y() { int r; asm("mov.u32 %0, %%ctaid.y;" : "=r"(r)); return r; }
+DEVICE int sreg_ctaid_z() { int r; asm("mov.u32 %0, %%ctaid.z;" : "=r"(r)); return r; }
 #define TID_X sreg_tid_x()
 #define BID_X sreg_ctaid_x()
 #define BID_Y sreg_ctaid_y()
+#define BID_Z sreg_ctaid_z()
 #define BDIM_X 256
 #define WARP_SIZE 32
 #define LANE (TID_X & (WARP_SIZE - 1))

@@ -7,6 +7,7 @@
 #define TID_X ((int)__builtin_amdgcn_workitem_id_x())
 #define BID_X ((int)__builtin_amdgcn_workgroup_id_x())
 #define BID_Y ((int)__builtin_amdgcn_workgroup_id_y())
+#define BID_Z ((int)__builtin_amdgcn_workgroup_id_z())
 #define BDIM_X 256
 #define WARP_SIZE 32
 #define LANE (TID_X & (WARP_SIZE - 1))
