@@ -19,7 +19,9 @@
 #   CGO_ENABLED=0 go build -o bin/ ./cmd/...
 #   CGO_ENABLED=0 go test -c -o bin/runtime_cuda.test ./runtime/cuda
 #   go test ./codegen -run WriteGPUCases -gpucases $PWD/bin/gpucases
-# (bin/gpucases may also come as bin/gpucases.tgz: tar czf bin/gpucases.tgz -C bin gpucases).
+# (bin/gpucases may also come as bin/gpucases.txz: tar cJf bin/gpucases.txz -C bin gpucases).
+# PROOF_STEPS (default 1,2,3,4) runs a subset, e.g. when the cases and the
+# binaries do not fit one upload.
 # Then, from the repository root: scripts/h200_proof.sh [RESULTS_DIR]
 # RESULTS_DIR (default results/h200) receives gpucheck_sm90.json,
 # tiny_fixture_cuda.json, full4_vs_hf.json, bundle_serve.json, ttft_full4.json
@@ -34,19 +36,28 @@ start=$(date +%s)
 elapsed() { echo $(( $(date +%s) - start )); }
 status=0
 cd "$root"
+steps=${PROOF_STEPS:-1,2,3,4}
+want() { case ",$steps," in *",$1,"*) return 0;; esac; return 1; }
 cases=bin/gpucases
-if [ ! -d "$cases" ] && [ -f bin/gpucases.tgz ]; then
-  cases=$(mktemp -d)/gpucases; tar xzf bin/gpucases.tgz -C "$(dirname "$cases")" || exit 1
+if want 1 && [ ! -d "$cases" ] && [ -f bin/gpucases.txz ]; then
+  cases=$(mktemp -d)/gpucases; tar xJf bin/gpucases.txz -C "$(dirname "$cases")" || exit 1
 fi
-for f in bin/aimac bin/aima-engine bin/runtime_cuda.test "$cases"; do
+need=()
+want 1 && need+=("$cases")
+want 2 && need+=(bin/runtime_cuda.test)
+{ want 3 || want 4; } && need+=(bin/aimac bin/aima-engine)
+for f in "${need[@]}"; do
   [ -e "$f" ] || { echo "missing $f (see the build steps at the top of $0)" >&2; exit 1; }
 done
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader || true
 
+if want 1; then
 echo "== [$(elapsed)s] 1. kernels against their Go references"
-OUT=$dir python3 codegen/testdata/gpucheck.py "$cases" 2>&1 | tee "$dir/gpucheck_sm90.log" | tail -n 45
+OUT=$dir python3 codegen/testdata/gpucheck.py "$cases" 2>&1 | tee "$dir/gpucheck_sm90.log" | tail -n 60
 grep -q '^ALL OK' "$dir/gpucheck_sm90.log" || status=1
+fi
 
+if want 2; then
 echo "== [$(elapsed)s] 2. runtime/cuda tests"
 (cd runtime/cuda && AIMA_GPU_RESULTS=$dir/tiny_fixture_cuda.json ../../bin/runtime_cuda.test -test.v -test.count=1 -test.timeout=6m) \
   >"$dir/tiny_fixture_cuda.log" 2>&1
@@ -54,11 +65,15 @@ rc=$?
 grep -E '^(=== RUN|--- |ok|FAIL|PASS)|greedy|max KLD' "$dir/tiny_fixture_cuda.log" | tail -n 40
 grep -q -- '--- SKIP' "$dir/tiny_fixture_cuda.log" && { echo "a GPU test skipped: no usable CUDA driver"; rc=1; }
 [ $rc = 0 ] || status=1
+fi
 
+if want 3; then
 echo "== [$(elapsed)s] 3. full-width 4-layer checkpoint against transformers"
 FULL4_WORK=/tmp/full4work FULL4_BUDGET_S=${FULL4_BUDGET_S:-300} scripts/h200_full4_vs_hf.sh "$dir" >"$dir/full4_run.log" 2>&1 || status=1
 tail -n 30 "$dir/full4_run.log"
+fi
 
+if want 4; then
 echo "== [$(elapsed)s] 4. probe and serve from the bundle"
 work=/tmp/full4work
 if [ -d "$work/bundle" ] && [ -d "$work/full4" ]; then
@@ -103,6 +118,7 @@ PY
   cp "$work/serve.err" "$dir/bundle_serve.log"
 else
   echo "no bundle from step 3"; status=1
+fi
 fi
 echo "== [$(elapsed)s] done, status $status"
 exit $status
