@@ -261,7 +261,7 @@ def cmd_compare(args):
     res.save()
 
     # 1. HF fp32 reference logits, kept on the GPU.
-    ref, rgap, margin, bf16_k = {}, {}, {}, {}
+    ref, rgap, margin, bf16_k, ref64, hf32_k64 = {}, {}, {}, {}, {}, {}
     try:
         tl = time.time()
         model, info = load_hf(torch, args.model_dir, device)
@@ -305,12 +305,30 @@ def cmd_compare(args):
             h.remove()
         res.save()
 
-        # 2. The same weights in bf16 (HF's bf16 path keeps RoPE frequencies in fp32).
+        # HF's bf16 path keeps RoPE frequencies in fp32: remember them before any cast.
         inv = {}
         for mname, mod in model.named_modules():
             for buf in ("inv_freq", "original_inv_freq"):
                 if isinstance(getattr(mod, buf, None), torch.Tensor):
                     inv[(mname, buf)] = getattr(mod, buf).clone()
+
+        # 1b. The same weights in float64 (HF's norms and delta-rule fallback still
+        # round some steps to fp32): a more exact reference, to tell which side a
+        # discrete decision such as a router near-tie went against.
+        if args.fp64:
+            model = model.to(torch.float64)
+            for t in lengths:
+                if t not in ref or time.time() > deadline - 60:
+                    continue
+                tf = time.time()
+                ref64[t] = forward(torch, model, prompts[t], device)
+                st = row_stats(torch, ref64[t], lambda s, e: ref[t][s:e], t, device)
+                per[str(t)]["hf_fp32_vs_fp64"] = st
+                hf32_k64[t] = row_stats.last
+                log(f"HF fp64 T={t}: {time.time() - tf:.2f}s; HF fp32 vs fp64 max KLD {st['max_kld']:.3g}")
+            res.save()
+
+        # 2. The same weights in bf16.
         model = model.to(torch.bfloat16)
         mods = dict(model.named_modules())
         for (mname, buf), v in inv.items():
@@ -360,6 +378,15 @@ def cmd_compare(args):
                 raise RuntimeError(f"engine logits {arr.shape} {arr.dtype}, want {tuple(ref[t].shape)} float32")
             st = row_stats(torch, ref[t], lambda s, e: torch.from_numpy(np.ascontiguousarray(arr[s:e])), t, device)
             st["pass"] = bool(st["max_kld"] <= GATE_MAX_KLD and st["top1_agreement"] >= GATE_TOP1 and st["nonfinite"] == 0)
+            if t in ref64:
+                st64 = row_stats(torch, ref64[t], lambda s_, e_: torch.from_numpy(np.ascontiguousarray(arr[s_:e_])), t, device)
+                st64["pass"] = bool(st64["max_kld"] <= GATE_MAX_KLD and st64["top1_agreement"] >= GATE_TOP1)
+                k64 = row_stats.last
+                # Where ours is furthest from HF fp32: how far each is from fp64 there.
+                pos = st["argmax_kld_position"]
+                st64["at_worst_fp32_position"] = {"position": pos, "ours_vs_fp64": float(k64[pos]),
+                                                  "hf_fp32_vs_fp64": float(hf32_k64[t][pos])}
+                entry["ours_vs_fp64"] = st64
             try:
                 st["diagnostics"] = diagnose(torch, np, row_stats.last, t, rgap.get(t), margin.get(t), bf16_k.get(t),
                                              lambda s_, e_: torch.from_numpy(np.ascontiguousarray(arr[s_:e_])), ref[t])
@@ -381,18 +408,22 @@ def cmd_compare(args):
     res.data["lengths_compared"] = ran
     res.data["lengths_not_compared"] = [t for t in lengths if t not in ran]
     res.data["all_pass"] = bool(ran) and all(per[str(t)]["ours"]["pass"] for t in ran)
+    with64 = [t for t in ran if isinstance(per[str(t)].get("ours_vs_fp64"), dict)]
+    res.data["all_pass_vs_fp64"] = bool(with64) and len(with64) == len(ran) and all(per[str(t)]["ours_vs_fp64"]["pass"] for t in with64)
     res.data["status"] = "done"
     res.data["timings_s"]["compare_total"] = round(time.time() - t0, 1)
     res.save()
 
     print()
-    print(f"{'T':>5} {'ours max KLD':>13} {'ours mean KLD':>14} {'ours top1':>10} {'bf16 max KLD':>13} {'bf16 mean KLD':>14} {'bf16 top1':>10}  gate")
+    print(f"{'T':>5} {'ours max KLD':>13} {'ours mean KLD':>14} {'ours top1':>10} {'bf16 max KLD':>13} {'bf16 mean KLD':>14} {'bf16 top1':>10}  gate  {'ours vs fp64':>12} {'fp32 vs fp64':>12}")
     for t in lengths:
         e = per[str(t)]
         o, b = e.get("ours"), e.get("hf_bf16")
         bs = (f"{b['max_kld']:13.3g} {b['mean_kld']:14.3g} {b['top1_agreement']:10.4f}" if isinstance(b, dict) else f"{'-':>13} {'-':>14} {'-':>10}")
+        o64, h64 = e.get("ours_vs_fp64"), e.get("hf_fp32_vs_fp64")
+        x64 = (f"{o64['max_kld']:12.3g} " if isinstance(o64, dict) else f"{'-':>12} ") + (f"{h64['max_kld']:12.3g}" if isinstance(h64, dict) else f"{'-':>12}")
         if isinstance(o, dict):
-            print(f"{t:5d} {o['max_kld']:13.3g} {o['mean_kld']:14.3g} {o['top1_agreement']:10.4f} {bs}  {'PASS' if o['pass'] else 'FAIL'}")
+            print(f"{t:5d} {o['max_kld']:13.3g} {o['mean_kld']:14.3g} {o['top1_agreement']:10.4f} {bs}  {'PASS' if o['pass'] else 'FAIL'}  {x64}")
         else:
             print(f"{t:5d} {str(o)[:40]:>38} {bs}  -")
     print(f"all compared lengths pass: {res.data['all_pass']}; compared {ran}; not compared {res.data['lengths_not_compared']}")
@@ -414,6 +445,7 @@ def main():
     c.add_argument("--command", default="")
     c.add_argument("--commit", default="")
     c.add_argument("--checkpoint-desc", default="")
+    c.add_argument("--fp64", type=int, default=1, help="also run HF in float64 and compare both sides to it (1) or not (0)")
     args = ap.parse_args()
     if args.cmd == "prompts":
         cmd_prompts(args)
