@@ -217,6 +217,76 @@ def diagnose(torch, np, k, t, gaps, margin, bf16_k, get_rows, ref):
     return d
 
 
+def exact64(torch, model):
+    """Makes the float64 model round nothing to fp32: transformers' norms compute
+    in fp32 and its delta-rule fallback casts to fp32 whatever the model dtype,
+    so here the norms run in the input dtype and the delta rule is the exact
+    recurrence (SPEC §3) in float64. Returns the call counter and an undo."""
+    import types
+    from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe as hf_modeling
+
+    calls = {"delta_rule": 0, "norms_patched": 0}
+
+    def rms(self, x):
+        eps = getattr(self, "eps", getattr(self, "variance_epsilon", 1e-6))
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (1.0 + self.weight.to(x.dtype))
+
+    def gated(self, x, gate=None):
+        n = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+        return self.weight.to(x.dtype) * n * torch.nn.functional.silu(gate.to(x.dtype))
+
+    def delta(query, key, value, g, beta, chunk_size=64, initial_state=None, output_final_state=False,
+              use_qk_l2norm_in_kernel=False, **kwargs):
+        calls["delta_rule"] += 1
+        dtype = query.dtype
+        batch, steps, _, dk = key.shape
+        hv, dv = value.shape[-2:]
+        if key.shape[2] != hv:
+            query, key = (x.repeat_interleave(hv // x.shape[2], dim=2) for x in (query, key))
+        q, k, v, b, gg = [x.transpose(1, 2).to(torch.float64) for x in (query, key, value, beta, g)]
+        if use_qk_l2norm_in_kernel:
+            q = q * torch.rsqrt((q * q).sum(-1, keepdim=True) + 1e-6)
+            k = k * torch.rsqrt((k * k).sum(-1, keepdim=True) + 1e-6)
+        q = q / (dk ** 0.5)
+        state = (torch.zeros(batch, hv, dk, dv, dtype=torch.float64, device=q.device)
+                 if initial_state is None else initial_state.to(torch.float64))
+        out = torch.empty(batch, hv, steps, dv, dtype=torch.float64, device=q.device)
+        for t in range(steps):
+            state = state * gg[:, :, t].exp()[..., None, None]
+            kv = (state * k[:, :, t].unsqueeze(-1)).sum(-2)
+            d = (v[:, :, t] - kv) * b[:, :, t].unsqueeze(-1)
+            state = state + k[:, :, t].unsqueeze(-1) * d.unsqueeze(-2)
+            out[:, :, t] = (state * q[:, :, t].unsqueeze(-1)).sum(-2)
+        return out.transpose(1, 2).to(dtype), (state if output_final_state else None)
+
+    patched = []
+    for m in model.modules():
+        name = type(m).__name__
+        if name.endswith("RMSNormGated"):
+            m.forward = types.MethodType(gated, m)
+            patched.append(m)
+        elif name.endswith("RMSNorm"):
+            m.forward = types.MethodType(rms, m)
+            patched.append(m)
+        for attr in ("chunk_gated_delta_rule", "torch_chunk_gated_delta_rule"):
+            if callable(getattr(m, attr, None)) and not isinstance(getattr(m, attr), torch.nn.Module):
+                setattr(m, attr, delta)
+    calls["norms_patched"] = len(patched)
+    saved = hf_modeling.torch_chunk_gated_delta_rule
+    hf_modeling.torch_chunk_gated_delta_rule = delta
+
+    def undo():
+        hf_modeling.torch_chunk_gated_delta_rule = saved
+        for m in patched:
+            del m.forward
+        for m in model.modules():
+            for attr in ("chunk_gated_delta_rule", "torch_chunk_gated_delta_rule"):
+                if getattr(m, attr, None) is delta:
+                    delattr(m, attr)
+
+    return calls, undo
+
+
 def cmd_compare(args):
     import numpy as np
     import torch
@@ -312,11 +382,12 @@ def cmd_compare(args):
                 if isinstance(getattr(mod, buf, None), torch.Tensor):
                     inv[(mname, buf)] = getattr(mod, buf).clone()
 
-        # 1b. The same weights in float64 (HF's norms and delta-rule fallback still
-        # round some steps to fp32): a more exact reference, to tell which side a
-        # discrete decision such as a router near-tie went against.
+        # 1b. The same weights in float64 with nothing rounded to fp32 (exact64): a
+        # reference to tell which side a discrete decision such as a router near-tie
+        # went against.
         if args.fp64:
             model = model.to(torch.float64)
+            calls, undo = exact64(torch, model)
             for t in lengths:
                 if t not in ref or time.time() > deadline - 60:
                     continue
@@ -325,7 +396,9 @@ def cmd_compare(args):
                 st = row_stats(torch, ref64[t], lambda s, e: ref[t][s:e], t, device)
                 per[str(t)]["hf_fp32_vs_fp64"] = st
                 hf32_k64[t] = row_stats.last
-                log(f"HF fp64 T={t}: {time.time() - tf:.2f}s; HF fp32 vs fp64 max KLD {st['max_kld']:.3g}")
+                log(f"HF fp64 T={t}: {time.time() - tf:.2f}s; HF fp32 vs fp64 max KLD {st['max_kld']:.3g}; {calls}")
+            res.data["hf"]["fp64"] = {"exact64": dict(calls)}
+            undo()
             res.save()
 
         # 2. The same weights in bf16.
