@@ -7,9 +7,13 @@
 #   2. aimac plan (buckets 64,1024, context 4224) and aimac build --target sm_90;
 #   3. aima-engine probe logits with the bundle, for seeded random prompts of
 #      1, 63, 64, 65, 1000, 1024, 1025 and 4096 tokens (shortest first);
-#   4. meanwhile oracle/compare_full4.py runs transformers in fp32 (and bf16, for
-#      reference) on the GPU and computes per-position KLD and top-1 agreement.
-# Gates: max KLD <= 0.005 and top-1 agreement >= 0.99 at every length.
+#   4. meanwhile oracle/compare_full4.py runs transformers in fp32, in float64
+#      with nothing rounded to fp32, and in bf16 (for reference) on the GPU and
+#      computes per-position KLD and top-1 agreement against each.
+# Gates: max KLD <= 0.005 and top-1 agreement >= 0.99 at every length against HF
+# fp32; a length that fails them still passes when the engine passes against the
+# float64 reference and HF fp32 is at least as far from float64 at the failing
+# position (a discrete near-tie that HF fp32 decides the inexact way).
 #
 # Build first (no Go toolchain is needed where it runs):
 #   CGO_ENABLED=0 go build -o bin/ ./cmd/...
