@@ -93,7 +93,8 @@ func TestCompileGfx1151(t *testing.T) {
 			t.Errorf("%s: compiler warnings:\n%s", r.Name, r.Log)
 		}
 	}
-	t.Logf("gfx1151: %d plan kernels, %d distinct sources, all compiled; max %d VGPRs, no scratch\n%s", kernels, len(results), maxV, table.String())
+	t.Logf("gfx1151: %d plan kernels, %d distinct sources, all compiled; max %d VGPRs (budget %d), LDS budget %d bytes, no scratch allowed\n%s",
+		kernels, len(results), maxV, maxVGPRs, maxLDS, table.String())
 }
 
 // TestCompileSm90 parses and compiles every kernel of the frozen sm_90 plan
