@@ -27,8 +27,6 @@ import (
 // Target is the plan target this backend runs.
 const Target = "sm_90"
 
-// maxArgs bounds a kernel's arguments: operands, n and pos.
-const maxArgs = 32
 
 // Device attributes read at start (CUdevice_attribute).
 const (
@@ -43,7 +41,7 @@ type CUDA struct {
 	dev    int32
 	ctx    uintptr
 	stream uintptr
-	params unsafe.Pointer // pinned: maxArgs value slots, then maxArgs pointers
+	params unsafe.Pointer // pinned: runtime.PackArgs' block
 	block  uint64         // device: the parameter block (runtime.Params)
 
 	capturing bool // launches are being recorded into a graph
@@ -107,7 +105,7 @@ func NewCUDA(cubins map[string][]byte) (*CUDA, error) {
 		d.cuDevicePrimaryCtxRelease(c.dev)
 		return nil, c.fail("cuStreamCreate", rc)
 	}
-	if rc := d.cuMemAllocHost(&c.params, 2*8*maxArgs); rc != 0 {
+	if rc := d.cuMemAllocHost(&c.params, 2*8*runtime.MaxKernelArgs); rc != 0 {
 		d.cuStreamDestroy(c.stream)
 		d.cuDevicePrimaryCtxRelease(c.dev)
 		return nil, c.fail("cuMemAllocHost", rc)
@@ -319,26 +317,11 @@ func (c *CUDA) Load(ks []plan.Kernel) error {
 // order), then n = rows, then the parameter block's device address. The
 // dynamic scalars come from the block (SetParams), not from dyn.
 func (c *CUDA) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows int, dyn map[string]int64) error {
-	sig, ok := ir.Catalogue[ir.Kind(k.Family)]
-	if !ok {
-		return fmt.Errorf("cuda: kernel %s: unknown family %q", k.Name, k.Family)
+	vals, err := runtime.KernelArgs(k, args, rows, c.block, func(r runtime.Ref) (uint64, error) { return device(r, 0) })
+	if err != nil {
+		return fmt.Errorf("cuda: %w", err)
 	}
-	if len(args) != len(sig.Operands) {
-		return fmt.Errorf("cuda: kernel %s: %d arguments, family %s takes %d operands", k.Name, len(args), k.Family, len(sig.Operands))
-	}
-	vals := make([]uint64, 0, len(args)+2)
-	for i, a := range args {
-		p, err := device(a, 0)
-		if err != nil {
-			return fmt.Errorf("cuda: kernel %s: argument %d (%s): %w", k.Name, i, sig.Operands[i].Name, err)
-		}
-		if p%16 != 0 {
-			return fmt.Errorf("cuda: kernel %s: argument %d (%s) at offset %d is not 16-byte aligned", k.Name, i, sig.Operands[i].Name, a.Offset)
-		}
-		vals = append(vals, p)
-	}
-	vals = append(vals, uint64(uint32(int32(rows))), c.block)
-	grid, block, err := shape(l)
+	grid, block, err := runtime.LaunchShape(l)
 	if err != nil {
 		return fmt.Errorf("cuda: kernel %s: %w", k.Name, err)
 	}
@@ -354,15 +337,8 @@ func (c *CUDA) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows i
 	if !ok {
 		return fmt.Errorf("cuda: kernel %s was not loaded", k.Name)
 	}
-	// Values in the first half of the pinned block, pointers to them in the
-	// second; the driver copies both when the launch is enqueued.
-	slots := unsafe.Slice((*uint64)(c.params), 2*maxArgs)
-	base := uint64(uintptr(c.params))
-	for i, v := range vals {
-		slots[i] = v
-		slots[maxArgs+i] = base + uint64(8*i)
-	}
-	ptrs := unsafe.Add(c.params, 8*maxArgs)
+	// The driver copies the values when the launch is enqueued.
+	ptrs := runtime.PackArgs(c.params, vals)
 	rc := c.d.cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
 		uint32(l.SharedBytes), c.stream, ptrs, nil)
 	c.last = k.Name
@@ -373,32 +349,6 @@ func (c *CUDA) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows i
 		return fmt.Errorf("cuda: launch %s (grid %v, block %v): %s", k.Name, grid, block, c.d.errorString(rc))
 	}
 	return nil
-}
-
-// shape reads a launch's grid and block, padding missing dimensions with 1.
-func shape(l *plan.Launch) (grid, block [3]uint32, err error) {
-	if len(l.Grid) == 0 || len(l.Block) == 0 || len(l.Grid) > 3 || len(l.Block) > 3 {
-		return grid, block, fmt.Errorf("launch has grid %v and block %v; want 1 to 3 dimensions each", l.Grid, l.Block)
-	}
-	for i := range 3 {
-		grid[i], block[i] = 1, 1
-		if i < len(l.Grid) {
-			if l.Grid[i] <= 0 {
-				return grid, block, fmt.Errorf("grid %v has an empty dimension", l.Grid)
-			}
-			grid[i] = uint32(l.Grid[i])
-		}
-		if i < len(l.Block) {
-			if l.Block[i] <= 0 {
-				return grid, block, fmt.Errorf("block %v has an empty dimension", l.Block)
-			}
-			block[i] = uint32(l.Block[i])
-		}
-	}
-	if l.SharedBytes < 0 {
-		return grid, block, fmt.Errorf("negative shared memory %d", l.SharedBytes)
-	}
-	return grid, block, nil
 }
 
 // SetParams writes the parameter block. The copy is synchronous and ordered

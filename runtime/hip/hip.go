@@ -59,8 +59,6 @@ import (
 // Target is the plan target this backend runs.
 const Target = "gfx1151"
 
-// maxArgs bounds a kernel's arguments: operands, n and the parameter block.
-const maxArgs = 32
 
 // paramBytes is the size of the parameter block.
 const paramBytes = 4 * len(runtime.Params{})
@@ -72,7 +70,7 @@ type HIP struct {
 	a      *api
 	dev    int32
 	stream uintptr
-	params unsafe.Pointer // pinned: maxArgs value slots, then maxArgs pointers
+	params unsafe.Pointer // pinned: runtime.PackArgs' block
 	block  uintptr        // device: the parameter block (runtime.Params)
 
 	capturing bool // launches are being recorded into a graph
@@ -146,7 +144,7 @@ func (l *Library) New(objects map[string][]byte) (*HIP, error) {
 	if rc := a.hipStreamCreate(&h.stream); rc != 0 {
 		return nil, h.fail("hipStreamCreate", rc)
 	}
-	if rc := a.hipHostMalloc(&h.params, 2*8*maxArgs, hostMallocDefault); rc != 0 {
+	if rc := a.hipHostMalloc(&h.params, 2*8*runtime.MaxKernelArgs, hostMallocDefault); rc != 0 {
 		a.hipStreamDestroy(h.stream)
 		return nil, h.fail("hipHostMalloc", rc)
 	}
@@ -358,29 +356,14 @@ func (h *HIP) Load(ks []plan.Kernel) error {
 // order), then n = rows, then the parameter block's device address. The
 // dynamic scalars come from the block (SetParams), not from dyn.
 func (h *HIP) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows int, dyn map[string]int64) error {
-	sig, ok := ir.Catalogue[ir.Kind(k.Family)]
-	if !ok {
-		return fmt.Errorf("hip: kernel %s: unknown family %q", k.Name, k.Family)
+	vals, err := runtime.KernelArgs(k, args, rows, uint64(h.block), func(r runtime.Ref) (uint64, error) {
+		p, err := device(r, 0)
+		return uint64(p), err
+	})
+	if err != nil {
+		return fmt.Errorf("hip: %w", err)
 	}
-	if len(args) != len(sig.Operands) {
-		return fmt.Errorf("hip: kernel %s: %d arguments, family %s takes %d operands", k.Name, len(args), k.Family, len(sig.Operands))
-	}
-	if len(args)+2 > maxArgs {
-		return fmt.Errorf("hip: kernel %s: %d operands; at most %d fit", k.Name, len(args), maxArgs-2)
-	}
-	vals := make([]uint64, 0, len(args)+2)
-	for i, a := range args {
-		p, err := device(a, 0)
-		if err != nil {
-			return fmt.Errorf("hip: kernel %s: argument %d (%s): %w", k.Name, i, sig.Operands[i].Name, err)
-		}
-		if p%16 != 0 {
-			return fmt.Errorf("hip: kernel %s: argument %d (%s) at offset %d is not 16-byte aligned", k.Name, i, sig.Operands[i].Name, a.Offset)
-		}
-		vals = append(vals, uint64(p))
-	}
-	vals = append(vals, uint64(uint32(int32(rows))), uint64(h.block))
-	grid, block, err := shape(l)
+	grid, block, err := runtime.LaunchShape(l)
 	if err != nil {
 		return fmt.Errorf("hip: kernel %s: %w", k.Name, err)
 	}
@@ -396,15 +379,8 @@ func (h *HIP) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows in
 	if !ok {
 		return fmt.Errorf("hip: kernel %s was not loaded", k.Name)
 	}
-	// Values in the first half of the pinned block, pointers to them in the
-	// second; the runtime copies the values when the launch is enqueued.
-	slots := unsafe.Slice((*uint64)(h.params), 2*maxArgs)
-	base := uint64(uintptr(h.params))
-	for i, v := range vals {
-		slots[i] = v
-		slots[maxArgs+i] = base + uint64(8*i)
-	}
-	ptrs := unsafe.Add(h.params, 8*maxArgs)
+	// The runtime copies the values when the launch is enqueued.
+	ptrs := runtime.PackArgs(h.params, vals)
 	rc := h.a.hipModuleLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
 		uint32(l.SharedBytes), h.stream, ptrs, nil)
 	h.last = k.Name
@@ -415,32 +391,6 @@ func (h *HIP) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows in
 		return fmt.Errorf("hip: launch %s (grid %v, block %v): %s", k.Name, grid, block, h.a.errorString(rc))
 	}
 	return nil
-}
-
-// shape reads a launch's grid and block, padding missing dimensions with 1.
-func shape(l *plan.Launch) (grid, block [3]uint32, err error) {
-	if len(l.Grid) == 0 || len(l.Block) == 0 || len(l.Grid) > 3 || len(l.Block) > 3 {
-		return grid, block, fmt.Errorf("launch has grid %v and block %v; want 1 to 3 dimensions each", l.Grid, l.Block)
-	}
-	for i := range 3 {
-		grid[i], block[i] = 1, 1
-		if i < len(l.Grid) {
-			if l.Grid[i] <= 0 {
-				return grid, block, fmt.Errorf("grid %v has an empty dimension", l.Grid)
-			}
-			grid[i] = uint32(l.Grid[i])
-		}
-		if i < len(l.Block) {
-			if l.Block[i] <= 0 {
-				return grid, block, fmt.Errorf("block %v has an empty dimension", l.Block)
-			}
-			block[i] = uint32(l.Block[i])
-		}
-	}
-	if l.SharedBytes < 0 {
-		return grid, block, fmt.Errorf("negative shared memory %d", l.SharedBytes)
-	}
-	return grid, block, nil
 }
 
 // SetParams writes the parameter block. The copy is synchronous and ordered
