@@ -27,7 +27,6 @@ import (
 // Target is the plan target this backend runs.
 const Target = "sm_90"
 
-
 // Device attributes read at start (CUdevice_attribute).
 const (
 	attrComputeMajor = 75

@@ -59,7 +59,6 @@ import (
 // Target is the plan target this backend runs.
 const Target = "gfx1151"
 
-
 // paramBytes is the size of the parameter block.
 const paramBytes = 4 * len(runtime.Params{})
 
