@@ -87,6 +87,12 @@ DEVICE bf16 f32_to_bf16(float x) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return (bf16)(u >> 16);
 }
+// dot8 is Σ over 8 consecutive elements of a float vector and 16 bytes of BF16 weights.
+DEVICE float dot8(const float* a, const bf16* w) {
+  const u32x4 q = *(const u32x4*)w;
+  return a[0] * bf16_lo(q.x) + a[1] * bf16_hi(q.x) + a[2] * bf16_lo(q.y) + a[3] * bf16_hi(q.y) +
+         a[4] * bf16_lo(q.z) + a[5] * bf16_hi(q.z) + a[6] * bf16_lo(q.w) + a[7] * bf16_hi(q.w);
+}
 DEVICE float warp_sum(float v) {
 #pragma unroll
   for (int m = WARP_SIZE / 2; m > 0; m >>= 1) v += shfl_xor(v, m);
@@ -130,12 +136,6 @@ constexpr int INTER = 512;
 constexpr int TOPK = 8;
 constexpr int WARPS = BDIM_X / WARP_SIZE;
 static_assert(INTER % 8 == 0, "moe_down reads 8 BF16 weights per lane");
-// dot8 is Σ over 8 consecutive elements of a shared float vector and 16 bytes of BF16 weights.
-DEVICE float dot8(const float* a, const bf16* w) {
-  const u32x4 q = *(const u32x4*)w;
-  return a[0] * bf16_lo(q.x) + a[1] * bf16_hi(q.x) + a[2] * bf16_lo(q.y) + a[3] * bf16_hi(q.y) +
-         a[4] * bf16_lo(q.z) + a[5] * bf16_hi(q.z) + a[6] * bf16_lo(q.w) + a[7] * bf16_hi(q.w);
-}
 KERNEL void moe_down_2d648a0f(float* y, const float* act, const int* ids, const float* weights, const bf16* down, int n, const int* params) {
   SHARED float as[TOPK * INTER];
   SHARED int eid[TOPK];

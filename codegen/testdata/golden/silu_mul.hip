@@ -44,6 +44,12 @@ DEVICE bf16 f32_to_bf16(float x) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return (bf16)(u >> 16);
 }
+// dot8 is Σ over 8 consecutive elements of a float vector and 16 bytes of BF16 weights.
+DEVICE float dot8(const float* a, const bf16* w) {
+  const u32x4 q = *(const u32x4*)w;
+  return a[0] * bf16_lo(q.x) + a[1] * bf16_hi(q.x) + a[2] * bf16_lo(q.y) + a[3] * bf16_hi(q.y) +
+         a[4] * bf16_lo(q.z) + a[5] * bf16_hi(q.z) + a[6] * bf16_lo(q.w) + a[7] * bf16_hi(q.w);
+}
 DEVICE float warp_sum(float v) {
 #pragma unroll
   for (int m = WARP_SIZE / 2; m > 0; m >>= 1) v += shfl_xor(v, m);
