@@ -8,7 +8,10 @@
 //
 // # Kernel ABI
 //
-// Each rendered source defines exactly one entry point,
+// The sources implement kernel ABI plan.KernelABI, and each Source says so
+// (Source.ABI), so a bundle records the ABI its code objects speak and an
+// engine of another ABI refuses it. Each rendered source defines exactly one
+// entry point,
 //
 //	extern "C" __global__ void <kernel name>(<operands>, int n, const int* params)
 //
@@ -52,10 +55,8 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,6 +104,7 @@ type Source struct {
 	Kernel   string // plan kernel name, also the entry point's name
 	Family   string
 	Template string // the family template's file name
+	ABI      int    // the kernel ABI the code implements (plan.KernelABI)
 	Code     string
 	Hash     string // "sha256:" + hex of Code
 }
@@ -168,6 +170,7 @@ func Render(d Dialect, k plan.Kernel) (Source, error) {
 		Kernel:   k.Name,
 		Family:   k.Family,
 		Template: templateName(k.Family),
+		ABI:      plan.KernelABI,
 		Code:     code,
 		Hash:     "sha256:" + hex.EncodeToString(sum[:]),
 	}, nil
@@ -306,48 +309,4 @@ func isIdent(s string) bool {
 		}
 	}
 	return true
-}
-
-// ManifestKernel is one kernel's entry in the manifest.
-type ManifestKernel struct {
-	Name       string             `json:"name"`
-	Family     string             `json:"family"`
-	Template   string             `json:"template"`
-	Params     map[string]float64 `json:"params"`
-	SourceHash string             `json:"source_hash"`
-}
-
-// Manifest lists a target's rendered kernels; the build writes it next to
-// the code objects so the runtime can check it loads what the plan names.
-type Manifest struct {
-	Target  string           `json:"target"`
-	Kernels []ManifestKernel `json:"kernels"`
-}
-
-// NewManifest renders every kernel of p and records its source hash, so the
-// manifest is always derived from the same sources the compiler sees.
-func NewManifest(p *plan.Plan) (*Manifest, error) {
-	srcs, err := RenderPlan(p)
-	if err != nil {
-		return nil, err
-	}
-	m := &Manifest{Target: p.Target, Kernels: make([]ManifestKernel, 0, len(srcs))}
-	for i, s := range srcs {
-		m.Kernels = append(m.Kernels, ManifestKernel{
-			Name: s.Kernel, Family: s.Family, Template: s.Template,
-			Params: p.Kernels[i].Params, SourceHash: s.Hash,
-		})
-	}
-	sort.Slice(m.Kernels, func(i, j int) bool { return m.Kernels[i].Name < m.Kernels[j].Name })
-	return m, nil
-}
-
-// Bytes is the manifest's canonical JSON: kernels sorted by name, map keys
-// sorted (encoding/json), two-space indent, trailing newline.
-func (m *Manifest) Bytes() ([]byte, error) {
-	out, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(out, '\n'), nil
 }

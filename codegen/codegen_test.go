@@ -2,7 +2,6 @@ package codegen
 
 import (
 	"bytes"
-	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -186,59 +185,51 @@ func TestFloatLiterals(t *testing.T) {
 	}
 }
 
-// TestManifest checks the manifest lists every kernel with the hash of its
-// rendered source and encodes canonically.
-func TestManifest(t *testing.T) {
-	p := frozen(t, "sm_90")
-	m, err := NewManifest(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m.Target != "sm_90" || len(m.Kernels) != len(p.Kernels) {
-		t.Fatalf("manifest: target %q, %d kernels", m.Target, len(m.Kernels))
-	}
-	srcs, _ := RenderPlan(p)
-	hashes := map[string]string{}
-	for _, s := range srcs {
-		hashes[s.Kernel] = s.Hash
-	}
-	for i, k := range m.Kernels {
-		if k.SourceHash != hashes[k.Name] || k.Template != k.Family+".tmpl" {
-			t.Errorf("manifest entry %s: %+v", k.Name, k)
+// TestSourceABI checks that every source of the frozen plans says it
+// implements plan.KernelABI and that its entry point is that ABI's: one
+// pointer per operand of the family, then int n, then the parameter block.
+func TestSourceABI(t *testing.T) {
+	for _, target := range []string{"sm_90", "gfx1151"} {
+		srcs, err := RenderPlan(frozen(t, target))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if i > 0 && m.Kernels[i-1].Name >= k.Name {
-			t.Errorf("manifest not sorted at %s", k.Name)
+		for _, s := range srcs {
+			if s.ABI != plan.KernelABI {
+				t.Errorf("%s: %s: ABI %d, want %d", target, s.Kernel, s.ABI, plan.KernelABI)
+			}
+			_, rest, ok := strings.Cut(s.Code, "KERNEL void "+s.Kernel+"(")
+			args, _, _ := strings.Cut(rest, ")")
+			parts := strings.Split(args, ", ")
+			ops := len(ir.Catalogue[ir.Kind(s.Family)].Operands)
+			if !ok || len(parts) != ops+2 || parts[ops] != "int n" || parts[ops+1] != "const int* params" {
+				t.Errorf("%s: %s: entry point takes (%s), want %d operand pointers, int n, const int* params", target, s.Kernel, args, ops)
+				continue
+			}
+			for _, a := range parts[:ops] {
+				if !strings.Contains(a, "* ") {
+					t.Errorf("%s: %s: operand argument %q is not a pointer", target, s.Kernel, a)
+				}
+			}
 		}
-	}
-	a, err := m.Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back Manifest
-	if err := json.Unmarshal(a, &back); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := back.Bytes()
-	if !bytes.Equal(a, b) || !bytes.HasPrefix(a, []byte("{\n  \"target\": \"sm_90\",\n  \"kernels\": [")) {
-		t.Errorf("manifest encoding is not canonical:\n%s", a[:min(len(a), 200)])
 	}
 }
 
 // TestPlanAlignment checks the ABI's alignment promise on the GPU plans:
 // every argument offset, dynamic stride and arena offset is a multiple of
-// 16 bytes, so the kernels' 16-byte vector loads are aligned.
+// plan.ArgAlign bytes, so the kernels' 16-byte vector loads are aligned.
 func TestPlanAlignment(t *testing.T) {
 	for _, target := range []string{"sm_90", "gfx1151"} {
 		p := frozen(t, target)
 		for _, ph := range p.Phases {
 			for _, b := range ph.Buffers {
-				if b.Offset%16 != 0 {
+				if b.Offset%plan.ArgAlign != 0 {
 					t.Errorf("%s: %s: buffer %s at arena offset %d", target, ph.Name, b.Name, b.Offset)
 				}
 			}
 			for _, l := range ph.Launches {
 				for i, a := range l.Args {
-					if a.Offset%16 != 0 || a.DynStride%16 != 0 {
+					if a.Offset%plan.ArgAlign != 0 || a.DynStride%plan.ArgAlign != 0 {
 						t.Errorf("%s: %s: %s argument %d: offset %d, dyn stride %d", target, ph.Name, l.Kernel, i, a.Offset, a.DynStride)
 					}
 				}

@@ -8,9 +8,9 @@ import (
 	"github.com/aimaproject/aimac/plan"
 )
 
-// The GPU backends launch kernels with codegen's ABI; what follows is the
-// part of a launch that does not depend on the vendor driver, so the CUDA
-// and HIP backends build it the same way.
+// The GPU backends launch kernels with the kernel ABI (plan.KernelABI);
+// what follows is the part of a launch that does not depend on the vendor
+// driver, so the CUDA and HIP backends build it the same way.
 
 // MaxKernelArgs bounds a kernel's arguments: its operands, n and the
 // parameter block's address.
@@ -37,8 +37,8 @@ func KernelArgs(k *plan.Kernel, args []Ref, rows int, block uint64, addr func(Re
 		if err != nil {
 			return nil, fmt.Errorf("kernel %s: argument %d (%s): %w", k.Name, i, sig.Operands[i].Name, err)
 		}
-		if p%16 != 0 {
-			return nil, fmt.Errorf("kernel %s: argument %d (%s) at offset %d is not 16-byte aligned", k.Name, i, sig.Operands[i].Name, a.Offset)
+		if p%plan.ArgAlign != 0 {
+			return nil, fmt.Errorf("kernel %s: argument %d (%s) at offset %d is not %d-byte aligned", k.Name, i, sig.Operands[i].Name, a.Offset, plan.ArgAlign)
 		}
 		vals = append(vals, p)
 	}

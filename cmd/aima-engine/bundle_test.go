@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aimaproject/aimac/bundle"
+	"github.com/aimaproject/aimac/bundler"
 	"github.com/aimaproject/aimac/checkpoint"
 	"github.com/aimaproject/aimac/hipcc"
 	"github.com/aimaproject/aimac/planner"
@@ -40,7 +40,7 @@ func gfx1151Bundle(t *testing.T) (model, dir string) {
 		t.Fatal(err)
 	}
 	dir = filepath.Join(t.TempDir(), "bundle")
-	if _, err := bundle.Build(context.Background(), p, "gfx1151", bundle.Options{Out: dir, Compiler: c}); err != nil {
+	if _, err := bundler.Build(context.Background(), p, "gfx1151", bundler.Options{Out: dir, Compiler: c}); err != nil {
 		t.Fatal(err)
 	}
 	return model, dir

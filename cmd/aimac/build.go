@@ -6,13 +6,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/aimaproject/aimac/bundle"
+	"github.com/aimaproject/aimac/bundler"
 	"github.com/aimaproject/aimac/hipcc"
 	"github.com/aimaproject/aimac/plan"
 )
 
 // buildCmd is `aimac build`: it only parses flags and hands the plan to
-// bundle.Build, which does the rendering, compiling and writing.
+// bundler.Build, which does the rendering, compiling and writing.
 func buildCmd() *cobra.Command {
 	var planFile, target, out, flags, cacheDir string
 	var workers int
@@ -41,7 +41,7 @@ func buildCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rep, err := bundle.Build(cmd.Context(), p, target, bundle.Options{Out: out, CacheDir: cacheDir, Flags: user, Workers: workers})
+			rep, err := bundler.Build(cmd.Context(), p, target, bundler.Options{Out: out, CacheDir: cacheDir, Flags: user, Workers: workers})
 			if err != nil {
 				return err
 			}

@@ -1,22 +1,29 @@
-// Tests for the bundle package: real gfx1151 builds of the tiny synthetic
-// model's plan with clang-19 (required: a missing clang fails the tests),
-// the manifest's file list, verification on Open, determinism, the compile
-// cache, and every refusal Build and Open make.
-package bundle
+// Tests for the bundler: real gfx1151 builds of the tiny synthetic model's
+// plan with clang-19 (required: a missing clang fails the tests), the
+// manifest's file list, verification on Open, determinism, the compile
+// cache, bundles of an older compiler, and every refusal Build makes.
+package bundler
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/aimaproject/aimac/bundle"
 	"github.com/aimaproject/aimac/checkpoint"
+	"github.com/aimaproject/aimac/codegen"
 	"github.com/aimaproject/aimac/hipcc"
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/planner"
@@ -129,15 +136,28 @@ func TestBuildGFX1151(t *testing.T) {
 		t.Errorf("first build: %d kernels, %d cached; want %d, 0", rep.Kernels, rep.Cached, len(p.Kernels))
 	}
 	files := tree(t, out)
-	if !bytes.Equal(files[PlanFile], p.Bytes()) {
+	if !bytes.Equal(files[bundle.PlanFile], p.Bytes()) {
 		t.Error("plan.json is not the plan's canonical bytes")
 	}
-	var m Manifest
-	if err := json.Unmarshal(files[ManifestFile], &m); err != nil {
+	m, err := bundle.ParseManifest(files[bundle.ManifestFile])
+	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Format != Format || m.Target != "gfx1151" || m.PlanHash != p.Hash() || len(m.Kernels.Kernels) != len(p.Kernels) {
-		t.Errorf("manifest head: %s %s %s, %d kernels", m.Format, m.Target, m.PlanHash, len(m.Kernels.Kernels))
+	if m.Format != bundle.Format || m.KernelABI != plan.KernelABI || m.Target != "gfx1151" || m.PlanHash != p.Hash() || len(m.Kernels) != len(p.Kernels) {
+		t.Errorf("manifest head: %s ABI %d %s %s, %d kernels", m.Format, m.KernelABI, m.Target, m.PlanHash, len(m.Kernels))
+	}
+	// The kernel list records what codegen rendered, sorted by name.
+	srcs, err := codegen.RenderPlan(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []bundle.Kernel
+	for _, s := range srcs {
+		want = append(want, bundle.Kernel{Name: s.Kernel, Family: s.Family, Template: s.Template, SourceHash: s.Hash})
+	}
+	slices.SortFunc(want, func(a, b bundle.Kernel) int { return strings.Compare(a.Name, b.Name) })
+	if d := cmp.Diff(want, m.Kernels); d != "" {
+		t.Errorf("manifest kernels (-rendered +manifest):\n%s", d)
 	}
 	// Every file but the manifest is listed, with the right size and sha256.
 	if len(m.Files) != len(files)-1 {
@@ -150,19 +170,19 @@ func TestBuildGFX1151(t *testing.T) {
 		}
 	}
 	for _, k := range p.Kernels {
-		obj := files[ObjectPath(k.Name, ".hsaco")]
+		obj := files[bundle.ObjectPath(k.Name, ".hsaco")]
 		if _, err := hipcc.AMDGPUObject(obj); err != nil || len(obj) == 0 {
 			t.Errorf("kernel %s: no code object: %v", k.Name, err)
 		}
-		if r, ok := m.Resources[k.Name]; !ok || r.VGPRs == 0 {
+		if r, ok := m.Resources[k.Name]; !ok || r["vgprs"] == 0 {
 			t.Errorf("kernel %s: resource report %+v", k.Name, r)
 		}
 	}
-	b, err := Open(out)
+	b, err := bundle.Open(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b.Objects) != len(p.Kernels) || b.Plan.Hash() != p.Hash() || b.PlanPath() != filepath.Join(out, PlanFile) {
+	if len(b.Objects) != len(p.Kernels) || b.Plan.Hash() != p.Hash() || b.PlanPath() != filepath.Join(out, bundle.PlanFile) {
 		t.Errorf("Open: %d objects, plan %s", len(b.Objects), b.Plan.Hash())
 	}
 
@@ -189,7 +209,7 @@ func TestBuildGFX1151(t *testing.T) {
 	if _, err := Build(context.Background(), p, "gfx1151", Options{Out: fresh, Compiler: c}); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(tree(t, fresh)[ManifestFile], files[ManifestFile]) {
+	if !bytes.Equal(tree(t, fresh)[bundle.ManifestFile], files[bundle.ManifestFile]) {
 		t.Error("an uncached build's manifest differs from the first build's")
 	}
 
@@ -202,119 +222,89 @@ func TestBuildGFX1151(t *testing.T) {
 			t.Errorf("%s left behind (%v)", leftover, err)
 		}
 	}
-	if _, err := Open(out); err != nil {
+	if _, err := bundle.Open(out); err != nil {
 		t.Error(err)
 	}
 }
 
-func TestOpenReportsEveryProblem(t *testing.T) {
-	dir := built(t)
-	b, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, k := range b.Plan.Kernels {
-		names = append(names, k.Name)
-	}
-	tampered, missing := ObjectPath(names[0], ".hsaco"), ObjectPath(names[1], ".hsaco")
-	obj, err := os.ReadFile(filepath.Join(dir, tampered))
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj[100] ^= 0xff // same size, other bytes
-	if err := os.WriteFile(filepath.Join(dir, tampered), obj, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(filepath.Join(dir, missing)); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "kernels", "stray.hsaco"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, err = Open(dir)
-	var be *Error
-	if !errors.As(err, &be) || len(be.Problems) != 3 {
-		t.Fatalf("want 3 problems, got %v", err)
-	}
-	for _, want := range []string{tampered + ": sha256", missing + ": missing", "kernels/stray.hsaco: not listed"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error lacks %q:\n%v", want, err)
-		}
-	}
+// sum is the manifest's digest of data.
+func sum(data []byte) string {
+	s := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(s[:])
 }
 
-// rewriteManifest edits a bundle's manifest, to test the consistency checks
-// that do not depend on file sums.
-func rewriteManifest(t *testing.T, dir string, edit func(*Manifest)) {
+// editManifest rewrites a bundle's manifest through edit, as another
+// compiler release would have written it.
+func editManifest(t *testing.T, dir string, edit func(*bundle.Manifest)) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	path := filepath.Join(dir, bundle.ManifestFile)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m Manifest
-	if err := json.Unmarshal(data, &m); err != nil {
+	m, err := bundle.ParseManifest(data)
+	if err != nil {
 		t.Fatal(err)
 	}
-	edit(&m)
+	edit(m)
 	if data, err = m.Bytes(); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, ManifestFile), data, 0o644); err != nil {
+	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func TestOpenChecksManifestAgainstPlan(t *testing.T) {
+// TestOpenAcrossCompilers: the engine does not re-render templates, so a
+// bundle whose kernels came from other templates (an older compiler of the
+// same kernel ABI: other source hashes, other template names, other code
+// objects with their sums) opens; the same bundle claiming another ABI is
+// refused, naming both versions.
+func TestOpenAcrossCompilers(t *testing.T) {
 	dir := built(t)
-	var dropped, renamed string
-	rewriteManifest(t, dir, func(m *Manifest) {
-		// Drop one kernel's object from the list (and the disk), give
-		// another a foreign source hash, and claim another plan hash.
-		for i, f := range m.Files {
-			if strings.HasPrefix(f.Path, KernelsDir+"/") {
-				dropped = strings.TrimSuffix(strings.TrimPrefix(f.Path, KernelsDir+"/"), ".hsaco")
-				m.Files = append(m.Files[:i], m.Files[i+1:]...)
-				break
-			}
-		}
-		k := &m.Kernels.Kernels[len(m.Kernels.Kernels)-1]
-		renamed = k.Name
-		k.SourceHash = "sha256:00"
-		m.PlanHash = "sha256:11"
-	})
-	if err := os.Remove(filepath.Join(dir, ObjectPath(dropped, ".hsaco"))); err != nil {
+	b, err := bundle.Open(dir)
+	if err != nil {
 		t.Fatal(err)
 	}
-	_, err := Open(dir)
-	if err == nil {
-		t.Fatal("Open accepted an inconsistent manifest")
+	k := b.Plan.Kernels[0]
+	obj := bundle.ObjectPath(k.Name, ".hsaco")
+	older := append(append([]byte{}, b.Objects[k.Name]...), "older compiler"...)
+	if err := os.WriteFile(filepath.Join(dir, obj), older, 0o644); err != nil {
+		t.Fatal(err)
 	}
-	for _, want := range []string{
-		"kernel " + dropped + ": no code object",
-		"kernel " + renamed + ": the plan renders source",
-		"plan.json: hash",
-	} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error lacks %q:\n%v", want, err)
+	src, err := codegen.Render(codegen.HIP, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := sum([]byte(src.Code + "// as an older template rendered it\n"))
+	editManifest(t, dir, func(m *bundle.Manifest) {
+		for i := range m.Kernels {
+			if m.Kernels[i].Name == k.Name {
+				m.Kernels[i].SourceHash, m.Kernels[i].Template = stale, k.Family+".v0.tmpl"
+			}
 		}
+		for i := range m.Files {
+			if m.Files[i].Path == obj {
+				m.Files[i].Size, m.Files[i].SHA256 = int64(len(older)), sum(older)
+			}
+		}
+	})
+	if stale == src.Hash {
+		t.Fatal("the edit did not change the source hash")
+	}
+	got, err := bundle.Open(dir)
+	if err != nil {
+		t.Fatalf("a bundle of another compiler with kernel ABI %d: %v", plan.KernelABI, err)
+	}
+	if !bytes.Equal(got.Objects[k.Name], older) {
+		t.Error("Open did not return the bundle's own code object")
 	}
 
-	for _, tt := range []struct {
-		name, want string
-		damage     func(dir string)
-	}{
-		{"no manifest", "build one with `aimac build`", func(dir string) { os.Remove(filepath.Join(dir, ManifestFile)) }},
-		{"other format", `format "aimac-bundle/0"`, func(dir string) {
-			rewriteManifest(t, dir, func(m *Manifest) { m.Format = "aimac-bundle/0" })
-		}},
-		{"bad json", ManifestFile, func(dir string) { os.WriteFile(filepath.Join(dir, ManifestFile), []byte("{"), 0o644) }},
-	} {
-		dir := built(t)
-		tt.damage(dir)
-		if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%s: error %v, want %q", tt.name, err, tt.want)
-		}
+	editManifest(t, dir, func(m *bundle.Manifest) { m.KernelABI = plan.KernelABI + 1 })
+	want := fmt.Sprintf("bundle %s: kernel ABI %d, this engine speaks kernel ABI %d (build the bundle again with an aimac of kernel ABI %d)",
+		dir, plan.KernelABI+1, plan.KernelABI, plan.KernelABI)
+	if _, err := bundle.Open(dir); err == nil || err.Error() != want {
+		t.Errorf("other ABI: error\n%v\nwant\n%s", err, want)
 	}
 }
 

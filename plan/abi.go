@@ -1,0 +1,30 @@
+package plan
+
+// KernelABI is the version of the calling convention between the GPU code
+// objects `aimac build` compiles and the runtime that launches them. A bundle
+// records the ABI its kernels were rendered for, and an engine opens only
+// bundles of its own ABI; within one ABI, a bundle built by any release of
+// the compiler runs, whatever its templates rendered.
+//
+// ABI 1 covers:
+//
+//   - the argument order of every entry point: one device pointer per
+//     operand of the kernel's family, in the family's operand order (the
+//     plan's launch arguments, which the runtime binds positionally), then
+//     `int n` (the launch's logical rows), then `const int* params`;
+//   - the parameter block that params points at: ir.ParamSlots int32 slots
+//     with the layout of the ir.Param* constants (floats as IEEE-754 bits),
+//     written by the host before a launch or a graph replay and read by the
+//     kernels at run time;
+//   - the alignment rule: every operand pointer is a multiple of ArgAlign
+//     bytes (kernels use 16-byte vector loads);
+//   - the launch: the plan's grid, block and shared memory bytes, nothing
+//     else.
+//
+// Change any of these and KernelABI must change with them (plan's tests pin
+// the parameter block of each ABI).
+const KernelABI = 1
+
+// ArgAlign is the byte alignment of every kernel operand pointer (see
+// KernelABI).
+const ArgAlign = 16

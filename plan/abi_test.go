@@ -1,0 +1,47 @@
+package plan_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/plan"
+)
+
+// abiBlock is what a kernel ABI fixes of the parameter block and the
+// operand pointers.
+type abiBlock struct {
+	Slots int
+	Slot  map[string]int
+	Align int
+}
+
+// abis holds every kernel ABI's parameter block. Code objects of an ABI read
+// these slots; an engine of the same ABI must write them where they were.
+var abis = map[int]abiBlock{
+	1: {Slots: 16, Align: 16, Slot: map[string]int{
+		"pos": 0, "seed_lo": 1, "seed_hi": 2, "step": 3, "temperature_bits": 4, "top_p_bits": 5, "min_p_bits": 6,
+		"top_k": 7, "fill_seed_lo": 8, "fill_seed_hi": 9, "fill_key_lo": 10, "fill_key_hi": 11, "fill_lo": 12,
+		"fill_scale": 13, "vocab_limit": 14,
+	}},
+}
+
+// TestKernelABIPinned fails when the parameter block or the alignment rule
+// changes under an unchanged plan.KernelABI: such a change breaks every
+// bundle of the ABI, so it needs a new ABI number (and an entry here).
+func TestKernelABIPinned(t *testing.T) {
+	want, ok := abis[plan.KernelABI]
+	if !ok {
+		t.Fatalf("kernel ABI %d has no pinned parameter block here: add it to abis", plan.KernelABI)
+	}
+	got := abiBlock{Slots: ir.ParamSlots, Slot: ir.ParamSlot, Align: plan.ArgAlign}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("kernel ABI %d changed without a new number (-pinned +now); bump plan.KernelABI and pin the new block:\n%s", plan.KernelABI, d)
+	}
+	for name, slot := range ir.ParamSlot {
+		if slot < 0 || slot >= ir.ParamSlots {
+			t.Errorf("dynamic scalar %s: slot %d outside the %d-slot block", name, slot, ir.ParamSlots)
+		}
+	}
+}
