@@ -112,13 +112,13 @@ func ObjectPath(kernel, ext string) string { return KernelsDir + "/" + kernel + 
 // ParseManifest decodes a manifest and checks its shape: the format tag
 // first (so a manifest of another format is named as such, not as unknown
 // fields), then strictly every field, a known target, well-formed sums and
-// file names, no file or kernel twice. It does not judge the kernel ABI:
+// file names, the plan among the files, no file or kernel twice. It does not judge the kernel ABI:
 // that is Open's, which knows the engine's.
 func ParseManifest(data []byte) (*Manifest, error) {
 	var head struct {
 		Format *string `json:"format"`
 	}
-	if err := json.Unmarshal(data, &head); err != nil {
+	if err := json.NewDecoder(bytes.NewReader(data)).Decode(&head); err != nil {
 		return nil, jsonError(data, err)
 	}
 	if head.Format == nil {
@@ -146,7 +146,7 @@ func ParseManifest(data []byte) (*Manifest, error) {
 // file cut short (a copy interrupted, a full disk) is named as such.
 func jsonError(data []byte, err error) error {
 	var syn *json.SyntaxError
-	if errors.Is(err, io.ErrUnexpectedEOF) || (errors.As(err, &syn) && syn.Offset >= int64(len(data))) {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || (errors.As(err, &syn) && syn.Offset >= int64(len(data))) {
 		return fmt.Errorf("truncated after %d bytes", len(data))
 	}
 	return fmt.Errorf("not a manifest of format %s: %w", Format, err)
@@ -179,6 +179,9 @@ func (m *Manifest) check() error {
 			return fmt.Errorf("file %s: %q is not a sha256 sum", f.Path, f.SHA256)
 		}
 		seen[f.Path] = true
+	}
+	if !seen[PlanFile] {
+		return fmt.Errorf("files: no %s", PlanFile)
 	}
 	names := map[string]bool{}
 	for _, k := range m.Kernels {
