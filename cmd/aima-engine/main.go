@@ -63,7 +63,7 @@ func (f *loadFlags) registerModel(c *cobra.Command) {
 	f.flags = c.Flags()
 	c.Flags().StringVar(&f.o.ModelDir, "model-dir", "", "checkpoint directory")
 	c.Flags().StringVar(&f.o.PlanFile, "plan", "", "plan file made by `aimac plan` (default: plan the model now)")
-	c.Flags().StringVar(&f.bundle, "bundle", "", "engine bundle made by `aimac build`: its plan and compiled kernels, verified (instead of --plan)")
+	c.Flags().StringVar(&f.bundle, "bundle", "", "engine bundle made by `aimac build`: its plan and compiled kernels, verified (file sums, plan hash, kernel ABI) before loading (instead of --plan)")
 	c.Flags().StringVar(&f.o.Target, "target", "cpu", "target when planning now")
 	c.Flags().StringVar(&f.buckets, "buckets", "64,256,1024", "prefill buckets when planning now")
 	c.Flags().IntVar(&f.o.ContextTokens, "context-tokens", 4096, "context capacity (prompt + output) when planning now")

@@ -19,6 +19,20 @@ func buildCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "build",
 		Short: "Compile a plan's kernels and write an engine bundle (plan, code objects, manifest)",
+		Long: `Render every kernel of a GPU plan, compile it with the target's device
+compiler (nvcc for sm_90; hipcc or clang for gfx1151) and write the engine
+bundle that ` + "`aima-engine --bundle`" + ` runs:
+
+  DIR/plan.json              the plan
+  DIR/kernels/<kernel>.cubin one code object per kernel (.hsaco for gfx1151)
+  DIR/manifest.json          format, kernel ABI, target, plan hash, compiler
+                             and flags, each kernel's source hash and resource
+                             report, and the size and sha256 of every file
+
+The bundle is written atomically (DIR.tmp, then renamed); --out may be a
+missing or empty directory or a previous bundle. An engine opens the bundle
+without a compiler: it checks every sum and the plan's hash and refuses a
+bundle of another kernel ABI (this release speaks kernel ABI ` + fmt.Sprint(plan.KernelABI) + `).`,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if planFile == "" {
@@ -45,8 +59,8 @@ func buildCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "bundle %s: %s, %d kernels (%d from the cache), %d files, plan %s\n",
-				out, target, rep.Kernels, rep.Cached, len(rep.Manifest.Files)+1, rep.Manifest.PlanHash)
+			fmt.Fprintf(cmd.OutOrStdout(), "bundle %s: %s, kernel ABI %d, %d kernels (%d from the cache), %d files, plan %s\n",
+				out, target, rep.Manifest.KernelABI, rep.Kernels, rep.Cached, len(rep.Manifest.Files)+1, rep.Manifest.PlanHash)
 			return nil
 		},
 	}
