@@ -33,7 +33,7 @@ The bundle is written atomically (DIR.tmp, then renamed); --out may be a
 missing or empty directory or a previous bundle. An engine opens the bundle
 without a compiler: it checks every sum and the plan's hash and refuses a
 bundle of another kernel ABI (this release speaks kernel ABI ` + fmt.Sprint(plan.KernelABI) + `).`,
-		Args:  cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if planFile == "" {
 				return fmt.Errorf("--plan is required: a plan file made by `aimac plan`")
