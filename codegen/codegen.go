@@ -24,7 +24,8 @@
 //     is set (ir.AnyFloatIsBF16), unsigned short* written with
 //     round-to-nearest-even. Every pointer is the
 //     plan argument's buffer plus its byte offset and must be 16-byte
-//     aligned (matmul, moe_gate_up, moe_down and attention use 16-byte loads); the
+//     aligned, plan.ArgAlign (matmul, moe_gate_up, moe_down and attention
+//     use 16-byte loads); the
 //     frozen plans keep every offset and dynamic stride a multiple of 16;
 //   - int n: the launch's logical row count (the runtime's rows; for a
 //     kernel planned with a constant "rows" parameter, that constant). Rows

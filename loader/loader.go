@@ -39,8 +39,9 @@ type Options struct {
 	// them: only config.json of the model directory is read.
 	Synthetic     bool
 	SyntheticSeed uint64
-	// Cubins are the compiled kernels of an sm_90 plan, by kernel name (see
-	// codegen.RenderPlan and hipcc.Compile); the runtime never compiles.
+	// Cubins are the compiled kernels of a GPU plan, by kernel name, as an
+	// opened bundle holds them (bundle.Bundle.Objects); the runtime never
+	// compiles.
 	Cubins map[string][]byte
 	// Progress, when not nil, gets a progress bar of the weights' upload
 	// (a terminal: the bar redraws its line), cleared at the end.
@@ -192,12 +193,12 @@ func BackendFor(target string, cubins map[string][]byte) (runtime.Backend, error
 		return runtime.NewCPU(), nil
 	case cuda.Target:
 		if len(cubins) == 0 {
-			return nil, fmt.Errorf("target %s needs the plan's kernels compiled to cubins (render them with codegen and compile them with nvcc)", target)
+			return nil, fmt.Errorf("target %s needs the plan's kernels compiled to cubins (build a bundle with aimac build and load it with --bundle)", target)
 		}
 		return cuda.NewCUDA(cubins)
 	case hip.Target:
 		if len(cubins) == 0 {
-			return nil, fmt.Errorf("target %s needs the plan's kernels compiled to .hsaco code objects (build a bundle with aimac build, or render them with codegen and compile them with hipcc)", target)
+			return nil, fmt.Errorf("target %s needs the plan's kernels compiled to .hsaco code objects (build a bundle with aimac build and load it with --bundle)", target)
 		}
 		be, err := hip.New(cubins)
 		if err != nil {
