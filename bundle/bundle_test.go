@@ -238,6 +238,11 @@ func TestOpenRefuses(t *testing.T) {
 		{"unknown manifest version", func(t *testing.T, dir string) {
 			editManifest(t, dir, func(m *bundle.Manifest) { m.Format = "aimac-bundle/9" })
 		}, `manifest.json: format "aimac-bundle/9", this engine reads "aimac-bundle/2" (build the bundle again with this release's ` + "`aimac build`)"},
+		{"huge manifest", func(t *testing.T, dir string) {
+			if err := os.Truncate(filepath.Join(dir, bundle.ManifestFile), 64<<20+1); err != nil {
+				t.Fatal(err)
+			}
+		}, "manifest.json: larger than 67108864 bytes: not a manifest"},
 		{"no manifest", func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, bundle.ManifestFile)) },
 			"no manifest.json: not a bundle (build one with `aimac build`)"},
 		{"plan not canonical", func(t *testing.T, dir string) {

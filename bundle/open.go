@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -54,12 +55,12 @@ func Open(dir string) (*Bundle, error) {
 	refuse := func(format string, args ...any) (*Bundle, error) {
 		return nil, &Error{Dir: dir, Problems: []string{fmt.Sprintf(format, args...)}}
 	}
-	data, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	data, err := readManifest(filepath.Join(dir, ManifestFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return refuse("no %s: not a bundle (build one with `aimac build`)", ManifestFile)
 	}
 	if err != nil {
-		return refuse("%v", err)
+		return refuse("%s: %v", ManifestFile, err)
 	}
 	m, err := ParseManifest(data)
 	if err != nil {
@@ -112,6 +113,26 @@ func Open(dir string) (*Bundle, error) {
 		return nil, &Error{Dir: dir, Problems: probs}
 	}
 	return b, nil
+}
+
+// maxManifestBytes bounds a manifest; the real model's is under a megabyte.
+const maxManifestBytes = 64 << 20
+
+// readManifest reads a manifest file, refusing one too large to be one.
+func readManifest(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxManifestBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxManifestBytes {
+		return nil, fmt.Errorf("larger than %d bytes: not a manifest", maxManifestBytes)
+	}
+	return data, nil
 }
 
 // verify holds a parsed manifest to the bundle's contents (the listed files
