@@ -365,3 +365,32 @@ func TestBuildSM90NeedsNVCC(t *testing.T) {
 		t.Errorf("%s exists after a failed build", out)
 	}
 }
+
+// TestSourceABI: a bundle records one kernel ABI, the one every source
+// implements.
+func TestSourceABI(t *testing.T) {
+	tests := []struct {
+		abis []int
+		want int
+		err  string
+	}{
+		{[]int{1, 1, 1}, 1, ""},
+		{[]int{2}, 2, ""},
+		{[]int{1, 2, 1}, 0, "bundler: the plan's kernels are rendered for kernel ABIs [1 2]; a bundle holds one"},
+		{nil, 0, "bundler: the plan's kernels are rendered for kernel ABIs []; a bundle holds one"},
+	}
+	for _, tt := range tests {
+		var srcs []codegen.Source
+		for _, a := range tt.abis {
+			srcs = append(srcs, codegen.Source{ABI: a})
+		}
+		got, err := sourceABI(srcs)
+		msg := ""
+		if err != nil {
+			msg = err.Error()
+		}
+		if got != tt.want || msg != tt.err {
+			t.Errorf("%v: %d %q, want %d %q", tt.abis, got, msg, tt.want, tt.err)
+		}
+	}
+}
