@@ -15,6 +15,11 @@ written operand is compared in full (tails included): within tolerance, or
 bit for bit where meta.json says "exact" (the fill_uniform cases), or, where it
 says "sample" (the sampler), ids exactly and the logprob (out[1], float bits)
 to 1e-5. gpucheck_sm90.json holds the last result on an H200.
+
+A case whose meta.json gives "time_reps" is then launched that many more times
+between CUDA events: the median microseconds per launch are reported, and with
+"bytes" (what one launch must move) the achieved GB/s. "block" and "shared"
+(dynamic shared memory bytes) default to 256 threads and 0.
 """
 import ctypes, json, os, subprocess, sys
 import torch
@@ -43,7 +48,11 @@ for name in sorted(os.listdir(cases)):
     cargs = [ctypes.c_void_p(t.data_ptr()) for t in ts] + [ctypes.c_int(meta["n"]), ctypes.c_void_p(block.data_ptr())]
     params = (ctypes.c_void_p * len(cargs))(*[ctypes.addressof(c) for c in cargs])
     g = meta["grid"]
-    rc = cuda.cuLaunchKernel(fn, g[0], g[1], g[2], 256, 1, 1, 0, None, params, None)
+    blk = meta.get("block", [256, 1, 1]); shared = meta.get("shared", 0)
+    if shared > 48 * 1024:  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        assert cuda.cuFuncSetAttribute(fn, 8, shared) == 0
+    launch = lambda: cuda.cuLaunchKernel(fn, g[0], g[1], g[2], blk[0], blk[1], blk[2], shared, None, params, None)
+    rc = launch()
     torch.cuda.synchronize()
     worst = 0.0; ok = rc == 0; notes = []
     for a, t in zip(meta["args"], ts):
@@ -85,8 +94,20 @@ for name in sorted(os.listdir(cases)):
                 bad = diff != 0
             if bad.any():
                 ok = False; i = int(bad.nonzero()[0]); notes.append(f"{a['file']}: {int(bad.sum())} bad, first @{i} got {int(got[i])} want {int(want[i])}")
+    timing = {}
+    if ok and meta.get("time_reps"):
+        times = []
+        for _ in range(meta["time_reps"]):
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record(); launch(); e1.record(); e1.synchronize()
+            times.append(e0.elapsed_time(e1) * 1000)
+        us = sorted(times)[len(times) // 2]
+        timing = {"us": round(us, 2)}
+        if meta.get("bytes"):
+            timing["gb_s"] = round(meta["bytes"] / us / 1e3, 1)
+        notes.append(" ".join(f"{k}={v}" for k, v in timing.items()))
     print(f"{name:16s} {'OK ' if ok else 'BAD'} max_abs_err={worst:.3g} {' | '.join(notes)}")
-    results.append((name, ok, worst))
+    results.append((name, ok, worst, timing))
 os.makedirs(os.environ.get("OUT", "/tmp"), exist_ok=True)
-json.dump([{"case": r[0], "ok": r[1], "max_abs_err": r[2]} for r in results], open(os.path.join(os.environ.get("OUT", "/tmp"), "gpucheck_sm90.json"), "w"))
+json.dump([dict({"case": r[0], "ok": r[1], "max_abs_err": r[2]}, **(r[3] if len(r) > 3 else {})) for r in results], open(os.path.join(os.environ.get("OUT", "/tmp"), "gpucheck_sm90.json"), "w"))
 print("ALL OK" if all(r[1] is True for r in results) else "FAILURES")
