@@ -95,3 +95,35 @@ type BulkUploader interface {
 	// the destinations are then undefined.
 	UploadAll(jobs []UploadJob, progress func(done int64)) error
 }
+
+// StreamForker is implemented by backends that can run two launch
+// sequences at once (a second stream joined by events), in a captured
+// graph as well as outside one: two independent launches of the decode
+// step then overlap instead of queueing behind each other.
+type StreamForker interface {
+	// Fork enqueues main's launches as usual and side's on a second
+	// stream; side's start after everything enqueued before Fork, and
+	// everything enqueued after Fork starts after both. Like Capture's fn,
+	// main and side must only launch.
+	Fork(main, side func() error) error
+}
+
+// LaunchAttrs are per-launch hints of the device's extended launch.
+type LaunchAttrs struct {
+	// ProgrammaticSerialization (programmatic dependent launch, sm_90)
+	// lets a launch start while the launch before it on its stream is
+	// still running; the kernel waits for that launch's results itself
+	// (griddepcontrol.wait) before reading them.
+	ProgrammaticSerialization bool
+}
+
+// Zero reports whether no attribute is set: a plain launch.
+func (a LaunchAttrs) Zero() bool { return a == LaunchAttrs{} }
+
+// AttrLauncher is implemented by backends whose launches can carry
+// LaunchAttrs.
+type AttrLauncher interface {
+	// WithLaunchAttrs runs fn with attrs applied to every launch it makes.
+	// A device that cannot honour them says so before fn runs.
+	WithLaunchAttrs(attrs LaunchAttrs, fn func() error) error
+}

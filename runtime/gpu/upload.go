@@ -1,6 +1,7 @@
-package cuda
+package gpu
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	goruntime "runtime"
@@ -14,7 +15,7 @@ import (
 )
 
 // Bulk upload: the sources (the weights, mapped from the checkpoint) are
-// cut into chunks of uploadChunk bytes, consecutive across jobs, that a few
+// cut into chunks (DefaultUploadChunk bytes), consecutive across jobs, that a few
 // workers take in order. A worker copies its chunk into one of its two
 // pinned staging buffers (the copy's page faults are the disk reads, so the
 // reads run in parallel), enqueues the device copies on its own stream and
@@ -24,27 +25,24 @@ import (
 // The backend's mutex guards its state and is held around driver calls
 // that enqueue, create or free; the copies into staging and the waits run
 // without it (the driver is thread-safe, and the context is current on each
-// worker's locked OS thread), so the workers do not serialize.
+// worker's locked OS thread), so the workers do not serialize. Close waits
+// for an UploadAll in progress, whose workers stop at their next chunk.
 
-var _ runtime.BulkUploader = (*CUDA)(nil)
+// DefaultUploadChunk is the size of a staging buffer and the unit of work
+// of UploadAll unless SetUploadChunk says otherwise.
+const DefaultUploadChunk = 64 << 20
 
-// uploadChunk is the size of a staging buffer and the unit of work; tests
-// make it small.
-var uploadChunk int64 = 64 << 20
+// SetUploadChunk sets the size of UploadAll's staging buffers and chunks
+// (at least 1 byte; 0 restores DefaultUploadChunk).
+func (b *Backend) SetUploadChunk(n int64) {
+	b.mu.Lock()
+	b.chunk = n
+	b.mu.Unlock()
+}
 
 // maxUploadWorkers bounds the workers, and so the pinned memory: two
 // staging buffers each.
 const maxUploadWorkers = 8
-
-// Flags of cuStreamCreate and cuEventCreate.
-const (
-	// streamDefault (CU_STREAM_DEFAULT): a worker's copies wait for what
-	// the legacy default stream already has (Upload, Zero).
-	streamDefault = 0
-	// A staging event is waited on by a sleeping thread and never timed.
-	eventBlockingSync  = 1 // CU_EVENT_BLOCKING_SYNC
-	eventDisableTiming = 2 // CU_EVENT_DISABLE_TIMING
-)
 
 // uploadWorkers is how many workers copy n chunks: min(8, GOMAXPROCS), at
 // least 2, at most one a chunk.
@@ -57,21 +55,25 @@ func uploadWorkers(n int) int {
 // runtime.BulkUploader). It waits for the backend's launches first, and
 // returns after every copy has completed; the staging buffers and streams
 // it used are freed by then.
-func (c *CUDA) UploadAll(jobs []runtime.UploadJob, progress func(done int64)) error {
-	u := &uploader{c: c, jobs: jobs, dst: make([]uint64, len(jobs)), start: make([]int64, len(jobs)+1)}
+func (b *Backend) UploadAll(jobs []runtime.UploadJob, progress func(done int64)) error {
+	b.uploads.RLock()
+	defer b.uploads.RUnlock()
+	u := &uploader{b: b, jobs: jobs, dst: make([]uint64, len(jobs)), start: make([]int64, len(jobs)+1)}
 	for i, j := range jobs {
-		p, err := device(j.Dst, int64(len(j.Src)))
+		p, err := b.device(j.Dst, int64(len(j.Src)))
 		if err != nil {
-			return fmt.Errorf("cuda: upload %s: %w", j.Name, err)
+			return fmt.Errorf("%s: upload %s: %w", b.d.Dialect, j.Name, err)
 		}
 		u.dst[i] = p
 		u.start[i+1] = u.start[i] + int64(len(j.Src))
 	}
 	u.total = u.start[len(jobs)]
-	if err := c.drain(); err != nil || u.total == 0 {
+	if err := b.drain(); err != nil || u.total == 0 {
 		return err
 	}
-	u.chunk = max(uploadChunk, 1)
+	b.mu.Lock()
+	u.chunk = cmp.Or(max(b.chunk, 0), DefaultUploadChunk)
+	b.mu.Unlock()
 	chunks := (u.total + u.chunk - 1) / u.chunk
 	u.size = min(u.chunk, u.total)
 	n := uploadWorkers(int(min(chunks, maxUploadWorkers)))
@@ -98,24 +100,21 @@ func (c *CUDA) UploadAll(jobs []runtime.UploadJob, progress func(done int64)) er
 
 // drain waits for the backend's stream, so that the copies are ordered
 // after every launch already enqueued.
-func (c *CUDA) drain() error {
-	unlock := c.enter()
+func (b *Backend) drain() error {
+	unlock := b.enter()
 	defer unlock()
-	if c.closed {
-		return errClosed
+	if err := b.ready(true); err != nil {
+		return err
 	}
-	if c.capturing {
-		return errCapturing
-	}
-	if rc := c.d.cuStreamSynchronize(c.stream); rc != 0 {
-		return c.async("synchronize before upload", rc)
+	if rc := b.d.StreamSynchronize(b.stream); rc != 0 {
+		return b.async("synchronize before upload", rc)
 	}
 	return nil
 }
 
 // uploader is one UploadAll: the jobs and what the workers share.
 type uploader struct {
-	c     *CUDA
+	b     *Backend
 	jobs  []runtime.UploadJob
 	dst   []uint64 // device address of each job
 	start []int64  // start[i]: job i's first byte among all sources; start[len(jobs)] is the total
@@ -128,6 +127,10 @@ type uploader struct {
 	mu     sync.Mutex
 	err    error // the first error
 }
+
+// stopped reports whether the workers should stop: one failed, or the
+// backend is closing.
+func (u *uploader) stopped() bool { return u.failed.Load() || u.b.closing.Load() }
 
 func (u *uploader) fail(err error) {
 	u.mu.Lock()
@@ -185,13 +188,13 @@ type worker struct {
 func (u *uploader) work(done chan<- int64) {
 	goruntime.LockOSThread()
 	defer goruntime.UnlockOSThread()
-	c := u.c
-	if rc := c.d.cuCtxSetCurrent(c.ctx); rc != 0 {
-		u.fail(c.fail("cuCtxSetCurrent", rc))
+	b := u.b
+	if rc := b.d.MakeCurrent(); rc != 0 {
+		u.fail(b.fail("make the device current", rc))
 		return
 	}
 	w := &worker{u: u}
-	for i := 0; !u.failed.Load(); i++ {
+	for i := 0; !u.stopped(); i++ {
 		lo := (u.next.Add(1) - 1) * u.chunk
 		if lo >= u.total {
 			break
@@ -211,13 +214,13 @@ func (u *uploader) work(done chan<- int64) {
 		}
 	}
 	if w.stream != 0 {
-		rc := c.d.cuStreamSynchronize(w.stream)
+		rc := b.d.StreamSynchronize(w.stream)
 		for k := range w.stages {
 			s := &w.stages[k]
 			if rc != 0 && s.n > 0 {
 				u.fail(w.asyncErr(s, rc))
 			}
-			if rc == 0 && s.n > 0 && !u.failed.Load() {
+			if rc == 0 && s.n > 0 && !u.stopped() {
 				done <- s.n
 			}
 			s.n = 0
@@ -231,7 +234,7 @@ func (w *worker) wait(s *stage, done chan<- int64) error {
 	if s.n == 0 {
 		return nil
 	}
-	if rc := w.u.c.d.cuEventSynchronize(s.ev); rc != 0 {
+	if rc := w.u.b.d.EventSynchronize(s.ev); rc != 0 {
 		return w.asyncErr(s, rc)
 	}
 	done <- s.n
@@ -246,7 +249,7 @@ func (w *worker) asyncErr(s *stage, rc int32) error {
 	if s.jobs[1] != s.jobs[0] {
 		what += " … " + jobs[s.jobs[1]].Name
 	}
-	return fmt.Errorf("cuda: upload %s: %s", what, w.u.c.d.errorString(rc))
+	return w.u.b.fail("upload "+what, rc)
 }
 
 // prepare creates the worker's stream and the staging buffer s on first use.
@@ -254,27 +257,27 @@ func (w *worker) prepare(s *stage) error {
 	if s.host != nil {
 		return nil
 	}
-	c := w.u.c
-	unlock := c.enter()
+	b := w.u.b
+	unlock := b.enter()
 	defer unlock()
-	if c.closed {
-		return errClosed
+	if err := b.ready(false); err != nil {
+		return err
 	}
 	if w.stream == 0 {
-		if rc := c.d.cuStreamCreate(&w.stream, streamDefault); rc != 0 {
+		if rc := b.d.StreamCreate(&w.stream, streamDefault); rc != 0 {
 			w.stream = 0
-			return c.fail("cuStreamCreate", rc)
+			return b.fail("create an upload stream", rc)
 		}
 	}
 	if !s.events {
-		if rc := c.d.cuEventCreate(&s.ev, eventBlockingSync|eventDisableTiming); rc != 0 {
-			return c.fail("cuEventCreate", rc)
+		if rc := b.d.EventCreate(&s.ev, eventBlockingSync|eventDisableTiming); rc != 0 {
+			return b.fail("create an upload event", rc)
 		}
 		s.events = true
 	}
 	var p unsafe.Pointer
-	if rc := c.d.cuMemAllocHost(&p, uint64(w.u.size)); rc != 0 {
-		return fmt.Errorf("cuda: pin a %d-byte staging buffer: %s", w.u.size, c.d.errorString(rc))
+	if rc := b.d.HostAlloc(&p, uint64(w.u.size), 0); rc != 0 {
+		return b.fail(fmt.Sprintf("pin a %d-byte staging buffer", w.u.size), rc)
 	}
 	s.host = p
 	return nil
@@ -287,34 +290,31 @@ func (w *worker) copyChunk(s *stage, lo, hi int64) error {
 	w.pieces = pieces(w.pieces[:0], u.start, lo, hi)
 	buf := unsafe.Slice((*byte)(s.host), hi-lo)
 	for _, p := range w.pieces {
-		if u.failed.Load() {
+		if u.stopped() {
 			return nil
 		}
 		if err := read(buf[p.at:p.at+p.n], u.jobs[p.job].Src[p.off:p.off+p.n]); err != nil {
-			return fmt.Errorf("cuda: upload %s: %w", u.jobs[p.job].Name, err)
+			return fmt.Errorf("%s: upload %s: %w", u.b.d.Dialect, u.jobs[p.job].Name, err)
 		}
 	}
-	c := u.c
-	unlock := c.enter()
+	b := u.b
+	unlock := b.enter()
 	defer unlock()
-	if c.closed {
-		return errClosed
-	}
-	if c.capturing {
-		return errCapturing
+	if err := b.ready(true); err != nil {
+		return err
 	}
 	for _, p := range w.pieces {
-		rc := c.d.cuMemcpyHtoDAsync(u.dst[p.job]+uint64(p.off), unsafe.Add(s.host, p.at), uint64(p.n), w.stream)
+		rc := b.d.MemcpyHtoDAsync(u.dst[p.job]+uint64(p.off), unsafe.Add(s.host, p.at), uint64(p.n), w.stream)
 		if rc != 0 {
-			return fmt.Errorf("cuda: upload %s: %s", u.jobs[p.job].Name, c.d.errorString(rc))
+			return b.fail("upload "+u.jobs[p.job].Name, rc)
 		}
 		// Counted from the first copy enqueued: the stream is drained at
 		// the end in any case.
 		s.n += p.n
 		s.jobs = [2]int{w.pieces[0].job, p.job}
 	}
-	if rc := c.d.cuEventRecord(s.ev, w.stream); rc != 0 {
-		return c.fail("cuEventRecord", rc)
+	if rc := b.d.EventRecord(s.ev, w.stream); rc != 0 {
+		return b.fail("record an upload event", rc)
 	}
 	return nil
 }
@@ -322,25 +322,25 @@ func (w *worker) copyChunk(s *stage, lo, hi int64) error {
 // release frees the worker's staging buffers, events and stream; its
 // stream has been synchronized.
 func (w *worker) release() {
-	c := w.u.c
-	unlock := c.enter()
+	b := w.u.b
+	unlock := b.enter()
 	defer unlock()
-	if c.closed {
+	if b.closed {
 		return
 	}
 	for k := range w.stages {
 		s := &w.stages[k]
 		if s.events {
-			c.d.cuEventDestroy(s.ev)
+			b.d.EventDestroy(s.ev)
 			s.events = false
 		}
 		if s.host != nil {
-			c.d.cuMemFreeHost(s.host)
+			b.d.HostFree(s.host)
 			s.host = nil
 		}
 	}
 	if w.stream != 0 {
-		c.d.cuStreamDestroy(w.stream)
+		b.d.StreamDestroy(w.stream)
 		w.stream = 0
 	}
 }

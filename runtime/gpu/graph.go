@@ -1,0 +1,162 @@
+package gpu
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/aimaproject/aimac/runtime"
+)
+
+// graph is an instantiated graph.
+type graph struct {
+	b     *Backend
+	g     uintptr
+	exec  uintptr
+	nodes int
+}
+
+// Capture records the launches fn makes on the backend's streams into a
+// graph and instantiates it. Nothing runs during capture; copies,
+// memsets, parameter writes and syncs are refused until it ends. Kernel
+// arguments are recorded by value: what changes between replays lives in
+// device memory (the parameter block).
+func (b *Backend) Capture(fn func() error) (runtime.Graph, error) {
+	unlock := b.enter()
+	if err := b.ready(false); err != nil {
+		unlock()
+		return nil, err
+	}
+	if b.capturing {
+		unlock()
+		return nil, fmt.Errorf("%s: capture already in progress", b.d.Dialect)
+	}
+	if rc := b.d.StreamBeginCapture(b.stream, captureThreadLocal); rc != 0 {
+		unlock()
+		return nil, b.fail("begin capture", rc)
+	}
+	b.capturing, b.captured = true, 0
+	unlock()
+
+	ferr := fn()
+
+	unlock = b.enter()
+	defer unlock()
+	if b.closed {
+		return nil, b.errClosed
+	}
+	b.capturing = false
+	var g uintptr
+	rc := b.d.StreamEndCapture(b.stream, &g)
+	if ferr != nil || rc != 0 {
+		if g != 0 {
+			b.d.GraphDestroy(g)
+		}
+		if ferr != nil {
+			return nil, ferr
+		}
+		return nil, b.fail("end capture", rc)
+	}
+	var exec uintptr
+	if rc := b.d.GraphInstantiate(&exec, g, 0); rc != 0 {
+		b.d.GraphDestroy(g)
+		return nil, b.fail("instantiate the graph", rc)
+	}
+	gr := &graph{b: b, g: g, exec: exec, nodes: b.captured}
+	b.graphs[gr] = struct{}{}
+	return gr, nil
+}
+
+// Replay enqueues the graph on the backend's stream.
+func (g *graph) Replay() error {
+	b := g.b
+	unlock := b.enter()
+	defer unlock()
+	if err := b.ready(false); err != nil {
+		return err
+	}
+	if g.exec == 0 {
+		return fmt.Errorf("%s: replay of a destroyed graph", b.d.Dialect)
+	}
+	if b.capturing {
+		return fmt.Errorf("%s: graph replayed during a capture", b.d.Dialect)
+	}
+	if rc := b.d.GraphLaunch(g.exec, b.stream); rc != 0 {
+		return b.fail(fmt.Sprintf("graph launch (%d kernels)", g.nodes), rc)
+	}
+	b.last = fmt.Sprintf("a graph of %d kernels", g.nodes)
+	return nil
+}
+
+// Destroy frees the graph; it may be called more than once, and after the
+// backend's Close (which destroys every graph left).
+func (g *graph) Destroy() {
+	unlock := g.b.enter()
+	defer unlock()
+	if !g.b.closed {
+		g.destroy()
+	}
+}
+
+// destroy frees the graph; b.mu is held.
+func (g *graph) destroy() {
+	if g.exec != 0 {
+		g.b.d.GraphExecDestroy(g.exec)
+		g.b.d.GraphDestroy(g.g)
+	}
+	g.exec, g.g = 0, 0
+	delete(g.b.graphs, g)
+}
+
+// Elapsed runs fn, which must only launch (or replay graphs), between two
+// timing events on the backend's stream and returns the device time
+// between them: the GPU time of fn's work, without the host's.
+func (b *Backend) Elapsed(fn func() error) (time.Duration, error) {
+	unlock := b.enter()
+	if err := b.ready(true); err != nil {
+		unlock()
+		return 0, err
+	}
+	d := b.d
+	var start, end uintptr
+	if rc := d.EventCreate(&start, eventBlockingSync); rc != 0 {
+		unlock()
+		return 0, b.fail("create a timing event", rc)
+	}
+	if rc := d.EventCreate(&end, eventBlockingSync); rc != 0 {
+		d.EventDestroy(start)
+		unlock()
+		return 0, b.fail("create a timing event", rc)
+	}
+	defer func() {
+		unlock := b.enter()
+		if !b.closed {
+			d.EventDestroy(start)
+			d.EventDestroy(end)
+		}
+		unlock()
+	}()
+	rc := d.EventRecord(start, b.stream)
+	unlock()
+	if rc != 0 {
+		return 0, b.fail("record a timing event", rc)
+	}
+	if err := fn(); err != nil {
+		return 0, err
+	}
+	unlock = b.enter()
+	defer unlock()
+	if err := b.ready(true); err != nil {
+		return 0, err
+	}
+	if rc := d.EventRecord(end, b.stream); rc != 0 {
+		return 0, b.fail("record a timing event", rc)
+	}
+	if rc := d.EventSynchronize(end); rc != 0 {
+		return 0, b.async("wait for a timing event", rc)
+	}
+	var ms float32
+	if rc := d.EventElapsedTime(&ms, start, end); rc != 0 {
+		return 0, b.fail("elapsed time", rc)
+	}
+	return time.Duration(float64(ms) * float64(time.Millisecond)), nil
+}
