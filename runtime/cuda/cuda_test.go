@@ -22,6 +22,7 @@ import (
 	"github.com/aimaproject/aimac/planner"
 	"github.com/aimaproject/aimac/runtime"
 	"github.com/aimaproject/aimac/runtime/cuda"
+	"github.com/aimaproject/aimac/runtime/gpu/gputest"
 )
 
 // hfFixture is the committed HuggingFace transformers reference (see
@@ -379,4 +380,19 @@ func klDivergence(p, q []float32) float64 {
 		kl += math.Exp(lp[i]) * (lp[i] - lq[i])
 	}
 	return kl
+}
+
+// TestUploadAllRoundTrip runs the parallel pinned-staging upload on the GPU
+// (gputest.UploadRoundTrip: odd sizes through small staging chunks, read
+// back, progress rising to the total).
+func TestUploadAllRoundTrip(t *testing.T) {
+	if err := cuda.Available(); err != nil {
+		t.Skipf("no CUDA driver: %v", err)
+	}
+	c, err := cuda.NewCUDA(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	gputest.UploadRoundTrip(t, c.Backend)
 }

@@ -109,6 +109,7 @@ func New(d *Driver, cfg Config) (*Backend, error) {
 		do   func() int32
 		undo func()
 	}{
+		{"make the device current", d.MakeCurrent, func() {}},
 		{"create the stream", func() int32 { return d.StreamCreate(&b.stream, streamDefault) }, func() { d.StreamDestroy(b.stream) }},
 		{"create the second stream", func() int32 { return d.StreamCreate(&b.side, streamDefault) }, func() { d.StreamDestroy(b.side) }},
 		{"create the fork event", func() int32 { return d.EventCreate(&b.forked, eventDisableTiming) }, func() { d.EventDestroy(b.forked) }},

@@ -5,33 +5,26 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"unsafe"
 
 	"github.com/ebitengine/purego"
+
+	"github.com/aimaproject/aimac/runtime/gpu"
 )
 
 // LibraryNames are the HIP runtime libraries New tries, in order: the
 // development link first, then the sonames of ROCm 7 and 6.
 var LibraryNames = []string{"libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6"}
 
-// Enumerations of hip_runtime_api.h.
+// hipDeviceAttribute_t values (ROCm 5 and later; the CUDA-compatible
+// values 75 and 76 are those of CUdevice_attribute, not HIP's).
 const (
-	// hipDeviceAttribute_t (ROCm 5 and later; the CUDA-compatible values
-	// 75 and 76 are those of CUdevice_attribute, not HIP's).
 	attrComputeMajor = 23 // hipDeviceAttributeComputeCapabilityMajor
 	attrComputeMinor = 61 // hipDeviceAttributeComputeCapabilityMinor
-	// hipStreamCaptureMode: only unsafe calls made by the capturing thread
-	// itself invalidate the capture.
-	captureThreadLocal = 1 // hipStreamCaptureModeThreadLocal
-	// hipHostMallocDefault.
-	hostMallocDefault = 0
 )
 
-// api holds the HIP runtime entry points the backend uses. hipError_t is a
-// C enum (int32). Device pointers and handles (hipStream_t, hipModule_t,
-// hipFunction_t, hipGraph_t, hipGraphExec_t) are uintptr values and never
-// Go pointers; out parameters point at Go values that hold no Go pointers.
-type api struct {
+// probe holds the entry points of device probing. hipError_t is a C enum
+// (int32).
+type probe struct {
 	hipInit               func(flags uint32) int32
 	hipDriverGetVersion   func(v *int32) int32
 	hipRuntimeGetVersion  func(v *int32) int32
@@ -39,36 +32,15 @@ type api struct {
 	hipSetDevice          func(dev int32) int32
 	hipDeviceGetName      func(name *byte, size int32, dev int32) int32
 	hipDeviceGetAttribute func(v *int32, attr int32, dev int32) int32
-	hipMalloc             func(ptr *uintptr, bytes uintptr) int32
-	hipFree               func(ptr uintptr) int32
-	hipHostMalloc         func(ptr *unsafe.Pointer, bytes uintptr, flags uint32) int32
-	hipHostFree           func(ptr unsafe.Pointer) int32
-	hipMemcpyHtoD         func(dst uintptr, src unsafe.Pointer, bytes uintptr) int32
-	hipMemcpyDtoH         func(dst unsafe.Pointer, src uintptr, bytes uintptr) int32
-	hipMemset             func(dst uintptr, value int32, bytes uintptr) int32
-	hipModuleLoadData     func(mod *uintptr, image unsafe.Pointer) int32
-	hipModuleUnload       func(mod uintptr) int32
-	hipModuleGetFunction  func(fn *uintptr, mod uintptr, name string) int32
-	hipModuleLaunchKernel func(fn uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params unsafe.Pointer, extra unsafe.Pointer) int32
-	hipStreamCreate       func(stream *uintptr) int32
-	hipStreamDestroy      func(stream uintptr) int32
-	hipStreamSynchronize  func(stream uintptr) int32
-	hipStreamBeginCapture func(stream uintptr, mode int32) int32
-	hipStreamEndCapture   func(stream uintptr, graph *uintptr) int32
-	hipGraphInstantiate   func(exec *uintptr, graph uintptr, errNode *uintptr, log *byte, size uintptr) int32
-	hipGraphLaunch        func(exec uintptr, stream uintptr) int32
-	hipGraphExecDestroy   func(exec uintptr) int32
-	hipGraphDestroy       func(graph uintptr) int32
-	hipGetErrorName       func(rc int32) string
-	hipGetErrorString     func(rc int32) string
 }
 
 // Library is a loaded and initialized HIP runtime library.
 type Library struct {
 	path    string
-	api     api
-	runtime int32 // hipRuntimeGetVersion
-	driver  int32 // hipDriverGetVersion
+	probe   probe
+	driver  gpu.Driver // the backend's entry points; MakeCurrent is set per backend
+	runtime int32      // hipRuntimeGetVersion
+	drv     int32      // hipDriverGetVersion
 }
 
 var (
@@ -151,57 +123,23 @@ func open(path string) (*Library, error) {
 		return nil, &loadError{err}
 	}
 	l := &Library{path: path}
-	a := &l.api
-	syms := []struct {
-		fptr any
-		name string
-	}{
-		{&a.hipInit, "hipInit"},
-		{&a.hipDriverGetVersion, "hipDriverGetVersion"},
-		{&a.hipRuntimeGetVersion, "hipRuntimeGetVersion"},
-		{&a.hipGetDeviceCount, "hipGetDeviceCount"},
-		{&a.hipSetDevice, "hipSetDevice"},
-		{&a.hipDeviceGetName, "hipDeviceGetName"},
-		{&a.hipDeviceGetAttribute, "hipDeviceGetAttribute"},
-		{&a.hipMalloc, "hipMalloc"},
-		{&a.hipFree, "hipFree"},
-		{&a.hipHostMalloc, "hipHostMalloc"},
-		{&a.hipHostFree, "hipHostFree"},
-		{&a.hipMemcpyHtoD, "hipMemcpyHtoD"},
-		{&a.hipMemcpyDtoH, "hipMemcpyDtoH"},
-		{&a.hipMemset, "hipMemset"},
-		{&a.hipModuleLoadData, "hipModuleLoadData"},
-		{&a.hipModuleUnload, "hipModuleUnload"},
-		{&a.hipModuleGetFunction, "hipModuleGetFunction"},
-		{&a.hipModuleLaunchKernel, "hipModuleLaunchKernel"},
-		{&a.hipStreamCreate, "hipStreamCreate"},
-		{&a.hipStreamDestroy, "hipStreamDestroy"},
-		{&a.hipStreamSynchronize, "hipStreamSynchronize"},
-		{&a.hipStreamBeginCapture, "hipStreamBeginCapture"},
-		{&a.hipStreamEndCapture, "hipStreamEndCapture"},
-		{&a.hipGraphInstantiate, "hipGraphInstantiate"},
-		{&a.hipGraphLaunch, "hipGraphLaunch"},
-		{&a.hipGraphExecDestroy, "hipGraphExecDestroy"},
-		{&a.hipGraphDestroy, "hipGraphDestroy"},
-		{&a.hipGetErrorName, "hipGetErrorName"},
-		{&a.hipGetErrorString, "hipGetErrorString"},
+	p, d := &l.probe, &l.driver
+	// hipModuleLaunchKernel needs no attribute for dynamic shared memory up
+	// to the LDS size, and HIP has no extended launch with CUDA's
+	// attributes: FuncSetAttribute and LaunchKernelEx stay nil.
+	d.Dialect = "hip"
+	if err := gpu.Bind(h, path, symbols(p, d)); err != nil {
+		purego.Dlclose(h)
+		return nil, fmt.Errorf("hip: %w", err)
 	}
-	for _, s := range syms {
-		sym, err := purego.Dlsym(h, s.name)
-		if err != nil {
-			purego.Dlclose(h)
-			return nil, fmt.Errorf("hip: %s has no %s: %w", path, s.name, err)
-		}
-		purego.RegisterFunc(s.fptr, sym)
+	if rc := p.hipInit(0); rc != 0 {
+		return nil, fmt.Errorf("hip: %s: hipInit: %s", path, d.ErrorText(rc))
 	}
-	if rc := a.hipInit(0); rc != 0 {
-		return nil, fmt.Errorf("hip: %s: hipInit: %s", path, a.errorString(rc))
+	if rc := p.hipRuntimeGetVersion(&l.runtime); rc != 0 {
+		return nil, fmt.Errorf("hip: %s: hipRuntimeGetVersion: %s", path, d.ErrorText(rc))
 	}
-	if rc := a.hipRuntimeGetVersion(&l.runtime); rc != 0 {
-		return nil, fmt.Errorf("hip: %s: hipRuntimeGetVersion: %s", path, a.errorString(rc))
-	}
-	if rc := a.hipDriverGetVersion(&l.driver); rc != 0 {
-		return nil, fmt.Errorf("hip: %s: hipDriverGetVersion: %s", path, a.errorString(rc))
+	if rc := p.hipDriverGetVersion(&l.drv); rc != 0 {
+		return nil, fmt.Errorf("hip: %s: hipDriverGetVersion: %s", path, d.ErrorText(rc))
 	}
 	libs[path] = l
 	return l, nil
@@ -215,30 +153,55 @@ func (l *Library) Path() string { return l.path }
 func (l *Library) Version() string { return version(l.runtime) }
 
 // DriverVersion is the version hipDriverGetVersion reports.
-func (l *Library) DriverVersion() string { return version(l.driver) }
+func (l *Library) DriverVersion() string { return version(l.drv) }
 
 func version(v int32) string {
 	return fmt.Sprintf("%d.%d.%d", v/10000000, v/100000%100, v%100000)
 }
 
-// errorString is the runtime's name and description of a result code.
-func (a *api) errorString(rc int32) string {
-	n, s := a.hipGetErrorName(rc), a.hipGetErrorString(rc)
-	switch {
-	case n == "" && s == "":
-		return fmt.Sprintf("HIP error %d", rc)
-	case s == "":
-		return fmt.Sprintf("%s (%d)", n, rc)
+// symbols is the library's entry points: the probe's, then the backend's.
+func symbols(p *probe, d *gpu.Driver) []gpu.Symbol {
+	return []gpu.Symbol{
+		{Func: &p.hipInit, Name: "hipInit"},
+		{Func: &p.hipDriverGetVersion, Name: "hipDriverGetVersion"},
+		{Func: &p.hipRuntimeGetVersion, Name: "hipRuntimeGetVersion"},
+		{Func: &p.hipGetDeviceCount, Name: "hipGetDeviceCount"},
+		{Func: &p.hipSetDevice, Name: "hipSetDevice"},
+		{Func: &p.hipDeviceGetName, Name: "hipDeviceGetName"},
+		{Func: &p.hipDeviceGetAttribute, Name: "hipDeviceGetAttribute"},
+		{Func: &d.MemAlloc, Name: "hipMalloc"},
+		{Func: &d.MemFree, Name: "hipFree"},
+		{Func: &d.MemGetInfo, Name: "hipMemGetInfo"},
+		{Func: &d.HostAlloc, Name: "hipHostMalloc"},
+		{Func: &d.HostFree, Name: "hipHostFree"},
+		{Func: &d.MemcpyHtoD, Name: "hipMemcpyHtoD"},
+		{Func: &d.MemcpyDtoH, Name: "hipMemcpyDtoH"},
+		{Func: &d.MemcpyDtoD, Name: "hipMemcpyDtoD"},
+		{Func: &d.MemsetD8, Name: "hipMemsetD8"},
+		{Func: &d.MemcpyHtoDAsync, Name: "hipMemcpyHtoDAsync"},
+		{Func: &d.MemcpyDtoHAsync, Name: "hipMemcpyDtoHAsync"},
+		{Func: &d.MemcpyDtoDAsync, Name: "hipMemcpyDtoDAsync"},
+		{Func: &d.MemsetD8Async, Name: "hipMemsetD8Async"},
+		{Func: &d.ModuleLoadData, Name: "hipModuleLoadData"},
+		{Func: &d.ModuleUnload, Name: "hipModuleUnload"},
+		{Func: &d.ModuleGetFunction, Name: "hipModuleGetFunction"},
+		{Func: &d.LaunchKernel, Name: "hipModuleLaunchKernel"},
+		{Func: &d.StreamCreate, Name: "hipStreamCreateWithFlags"},
+		{Func: &d.StreamDestroy, Name: "hipStreamDestroy"},
+		{Func: &d.StreamSynchronize, Name: "hipStreamSynchronize"},
+		{Func: &d.StreamWaitEvent, Name: "hipStreamWaitEvent"},
+		{Func: &d.EventCreate, Name: "hipEventCreateWithFlags"},
+		{Func: &d.EventDestroy, Name: "hipEventDestroy"},
+		{Func: &d.EventRecord, Name: "hipEventRecord"},
+		{Func: &d.EventSynchronize, Name: "hipEventSynchronize"},
+		{Func: &d.EventElapsedTime, Name: "hipEventElapsedTime"},
+		{Func: &d.StreamBeginCapture, Name: "hipStreamBeginCapture"},
+		{Func: &d.StreamEndCapture, Name: "hipStreamEndCapture"},
+		{Func: &d.GraphInstantiate, Name: "hipGraphInstantiateWithFlags"},
+		{Func: &d.GraphLaunch, Name: "hipGraphLaunch"},
+		{Func: &d.GraphExecDestroy, Name: "hipGraphExecDestroy"},
+		{Func: &d.GraphDestroy, Name: "hipGraphDestroy"},
+		{Func: &d.ErrorName, Name: "hipGetErrorName"},
+		{Func: &d.ErrorString, Name: "hipGetErrorString"},
 	}
-	return fmt.Sprintf("%s (%d): %s", n, rc, s)
-}
-
-// cString copies a NUL-terminated string out of a fixed buffer.
-func cString(b []byte) string {
-	for i, c := range b {
-		if c == 0 {
-			return string(b[:i])
-		}
-	}
-	return string(b)
 }

@@ -5,6 +5,7 @@ package gputest
 import (
 	"bytes"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -92,6 +93,41 @@ func UploadRoundTrip(t *testing.T, c *gpu.Backend) {
 			for i := range jobs[k].Src {
 				jobs[k].Src[i]++
 			}
+		}
+	}
+}
+
+// Bound checks a binding's symbol list: every func field of d is bound
+// exactly once but MakeCurrent and those named in unbound (entry points
+// the vendor lacks, or that the binding sets itself), which are not bound
+// at all; and no symbol name repeats.
+func Bound(t *testing.T, d *gpu.Driver, syms []gpu.Symbol, unbound ...string) {
+	t.Helper()
+	bound := map[uintptr]int{}
+	names := map[string]bool{}
+	for _, s := range syms {
+		if names[s.Name] {
+			t.Errorf("symbol %s bound twice", s.Name)
+		}
+		names[s.Name] = true
+		bound[reflect.ValueOf(s.Func).Pointer()]++
+	}
+	skip := map[string]bool{"MakeCurrent": true}
+	for _, u := range unbound {
+		skip[u] = true
+	}
+	v := reflect.ValueOf(d).Elem()
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if f.Type.Kind() != reflect.Func {
+			continue
+		}
+		n := bound[v.Field(i).Addr().Pointer()]
+		switch {
+		case skip[f.Name] && n > 0:
+			t.Errorf("%s is bound although it is said not to be", f.Name)
+		case !skip[f.Name] && n != 1:
+			t.Errorf("entry point %s is bound %d times, want once", f.Name, n)
 		}
 	}
 }

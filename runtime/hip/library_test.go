@@ -1,0 +1,16 @@
+package hip
+
+import (
+	"testing"
+
+	"github.com/aimaproject/aimac/runtime/gpu"
+	"github.com/aimaproject/aimac/runtime/gpu/gputest"
+)
+
+// TestSymbols: every entry point of the backend's driver table is bound
+// once, but the two HIP lacks.
+func TestSymbols(t *testing.T) {
+	var p probe
+	var d gpu.Driver
+	gputest.Bound(t, &d, symbols(&p, &d), "FuncSetAttribute", "LaunchKernelEx")
+}
