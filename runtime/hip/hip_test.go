@@ -182,7 +182,7 @@ func atoi(t *testing.T, s string) int {
 // liveObjects counts what the fake still holds, by kind.
 func (f *fake) liveObjects() map[string]int32 {
 	out := map[string]int32{}
-	for _, k := range []string{"device", "host", "module", "stream", "graph", "exec"} {
+	for _, k := range []string{"device", "host", "module", "stream", "event", "graph", "exec"} {
 		if n := f.live(k); n != 0 {
 			out[k] = n
 		}
@@ -304,10 +304,10 @@ func TestNewChecksTheDevice(t *testing.T) {
 		{name: "name fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipDeviceGetName", want: "hip: hipDeviceGetName: hipErrorInvalidDevice (101): invalid device ordinal"},
 		{name: "attribute fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipDeviceGetAttribute", want: "hip: hipDeviceGetAttribute: hipErrorInvalidDevice (101)"},
 		{name: "set device fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipSetDevice", want: "hip: hipSetDevice: hipErrorInvalidDevice (101)"},
-		{name: "stream fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipStreamCreate", want: "hip: hipStreamCreate: hipErrorInvalidDevice (101)"},
-		{name: "pinned block fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipHostMalloc", want: "hip: hipHostMalloc: hipErrorInvalidDevice (101)"},
-		{name: "parameter block fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipMalloc", want: "hip: hipMalloc: hipErrorInvalidDevice (101)"},
-		{name: "parameter block clear fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipMemset", want: "hip: hipMemset: hipErrorInvalidDevice (101)"},
+		{name: "stream fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipStreamCreateWithFlags", want: "hip: create the stream: hipErrorInvalidDevice (101)"},
+		{name: "pinned block fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipHostMalloc", want: "hip: pin the argument block: hipErrorInvalidDevice (101)"},
+		{name: "parameter block fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipMalloc", want: "hip: allocate the parameter block: hipErrorInvalidDevice (101)"},
+		{name: "parameter block clear fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipMemsetD8", want: "hip: clear the parameter block: hipErrorInvalidDevice (101)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := fakeHIP(t)
@@ -321,7 +321,7 @@ func TestNewChecksTheDevice(t *testing.T) {
 				if h.Name() != "gfx1151" || h.Device() != c.device {
 					t.Errorf("Name %q, Device %q; want gfx1151, %q", h.Name(), h.Device(), c.device)
 				}
-				if diff := cmp.Diff(map[string]int32{"device": 1, "host": 1, "stream": 1}, f.liveObjects()); diff != "" {
+				if diff := cmp.Diff(map[string]int32{"device": 1, "host": 1, "stream": 2, "event": 2}, f.liveObjects()); diff != "" {
 					t.Errorf("an open backend holds (-want +got):\n%s", diff)
 				}
 				if err := h.Close(); err != nil {
@@ -433,9 +433,9 @@ func TestLoad(t *testing.T) {
 		{"missing", func(o map[string][]byte) { delete(o, ks[1].Name) }, fmt.Sprintf("hip: no code object for 1 of the plan's 3 kernels: [%s]", ks[1].Name)},
 		{"empty", func(o map[string][]byte) { o[ks[2].Name] = nil }, fmt.Sprintf("hip: kernel %s: empty code object", ks[2].Name)},
 		{"bad image", func(o map[string][]byte) { o[ks[0].Name] = []byte("\x7fELF\x00") },
-			fmt.Sprintf("hip: kernel %s: hipModuleLoadData: hipErrorInvalidImage (200): device kernel image is invalid", ks[0].Name)},
+			fmt.Sprintf("hip: kernel %s: module load: hipErrorInvalidImage (200): device kernel image is invalid", ks[0].Name)},
 		{"no such function", func(o map[string][]byte) { o[ks[1].Name] = image("other", 3) },
-			fmt.Sprintf("hip: kernel %s: hipModuleGetFunction: hipErrorNotFound (500): named symbol not found", ks[1].Name)},
+			fmt.Sprintf("hip: kernel %s: function lookup: hipErrorNotFound (500): named symbol not found", ks[1].Name)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := fakeHIP(t)
@@ -773,20 +773,20 @@ func TestFailures(t *testing.T) {
 			"hip: synchronize: hipErrorLaunchFailure (719)"},
 		{"upload", "hipMemcpyHtoD", 1, func(h *hip.HIP, args []runtime.Ref) error { return h.Upload(args[0], []byte{1}) },
 			"hip: upload: hipErrorInvalidValue (1): invalid argument"},
-		{"zero", "hipMemset", 1, func(h *hip.HIP, args []runtime.Ref) error { return h.Zero(args[0], 4) },
+		{"zero", "hipMemsetD8", 1, func(h *hip.HIP, args []runtime.Ref) error { return h.Zero(args[0], 4) },
 			"hip: memset: hipErrorInvalidValue (1)"},
 		{"set params", "hipMemcpyHtoD", 700, func(h *hip.HIP, _ []runtime.Ref) error { return h.SetParams(&runtime.Params{}) },
 			"hip: parameter block upload: hipErrorIllegalAddress (700)"},
 		{"alloc", "hipMalloc", 2, func(h *hip.HIP, _ []runtime.Ref) error { _, err := h.Alloc(100); return err },
 			"hip: allocate 100 bytes: hipErrorOutOfMemory (2): out of memory"},
 		{"begin capture", "hipStreamBeginCapture", 1, func(h *hip.HIP, _ []runtime.Ref) error { _, err := h.Capture(func() error { return nil }); return err },
-			"hip: hipStreamBeginCapture: hipErrorInvalidValue (1)"},
+			"hip: begin capture: hipErrorInvalidValue (1)"},
 		{"end capture", "hipStreamEndCapture", 901, func(h *hip.HIP, _ []runtime.Ref) error { _, err := h.Capture(func() error { return nil }); return err },
-			"hip: hipStreamEndCapture: hipErrorStreamCaptureInvalidated (901)"},
-		{"instantiate", "hipGraphInstantiate", 2, func(h *hip.HIP, args []runtime.Ref) error {
+			"hip: end capture: hipErrorStreamCaptureInvalidated (901)"},
+		{"instantiate", "hipGraphInstantiateWithFlags", 2, func(h *hip.HIP, args []runtime.Ref) error {
 			_, err := h.Capture(func() error { return h.Launch(k, l, args, 1, nil) })
 			return err
-		}, "hip: hipGraphInstantiate: hipErrorOutOfMemory (2)"},
+		}, "hip: instantiate the graph: hipErrorOutOfMemory (2)"},
 		{"replay", "hipGraphLaunch", 400, func(h *hip.HIP, args []runtime.Ref) error {
 			g, err := h.Capture(func() error { return h.Launch(k, l, args, 1, nil) })
 			if err != nil {
@@ -848,7 +848,7 @@ func TestClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[string]int32{"device": int32(2 + len(args)), "host": 1, "module": 4, "stream": 1, "graph": 1, "exec": 1}, f.liveObjects()); diff != "" {
+	if diff := cmp.Diff(map[string]int32{"device": int32(2 + len(args)), "host": 1, "module": 4, "stream": 2, "event": 2, "graph": 1, "exec": 1}, f.liveObjects()); diff != "" {
 		t.Errorf("before Close (-want +got):\n%s", diff)
 	}
 	if err := h.Close(); err != nil {

@@ -16,7 +16,13 @@
 //     parameter block), read when the launch runs, or "none".
 //   - Stream capture records launches instead of running them; a graph
 //     launch replays them into the log as "replay ..." lines, reading the
-//     parameter block at replay time.
+//     parameter block at replay time. A stream that waits for an event
+//     recorded in a capture joins it (its launches are recorded in the
+//     capture too), and ending the capture fails with
+//     hipErrorStreamCaptureUnjoined unless the capturing stream waited for
+//     an event recorded on every joined stream after its last launch.
+//   - Asynchronous copies and memsets run at once (in stream order, as a
+//     real stream would); events record the time for hipEventElapsedTime.
 //   - fakehip_fail(fn, code) makes the next call of entry point fn return
 //     code; fakehip_device sets what the device reports; fakehip_live
 //     counts live objects; fakehip_reset frees everything.
@@ -29,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef int hipError_t;
 
@@ -50,6 +57,7 @@ enum {
 	hipErrorLaunchFailure = 719,
 	hipErrorStreamCaptureUnsupported = 900,
 	hipErrorStreamCaptureInvalidated = 901,
+	hipErrorStreamCaptureUnjoined = 904,
 	hipErrorStreamCaptureImplicit = 906,
 };
 
@@ -140,16 +148,27 @@ typedef struct {
 	int n, cap;
 } records;
 
-typedef struct {
+typedef struct stream stream;
+struct stream {
 	int capturing, invalidated;
 	records recs;
-} stream;
+	stream *origin; // the capturing stream whose capture this one joined
+	int ops;        // launches made, for the join check
+	int joined;     // the origin waited for this stream after its last launch
+};
+
+typedef struct {
+	unsigned flags;
+	int in_capture, ops, recorded;
+	stream *from, *origin;
+	struct timespec at;
+} event;
 
 typedef struct {
 	records recs;
 } graph; // also the instantiated graph
 
-static list devmem, hostmem, modules, streams, graphs, execs;
+static list devmem, hostmem, modules, streams, events, graphs, execs;
 static int serial;     // device allocations since reset
 static int initialized;
 static char *logbuf;
@@ -312,7 +331,10 @@ void fakehip_reset(void) {
 	for (int i = 0; i < execs.n; i++) {
 		graph_free(execs.items[i]);
 	}
-	devmem.n = hostmem.n = modules.n = streams.n = graphs.n = execs.n = 0;
+	for (int i = 0; i < events.n; i++) {
+		free(events.items[i]);
+	}
+	devmem.n = hostmem.n = modules.n = streams.n = events.n = graphs.n = execs.n = 0;
 	serial = 0;
 	loglen = 0;
 	failcode = 0;
@@ -356,12 +378,12 @@ void fakehip_clear_log(void) {
 }
 
 // fakehip_live counts live objects of a kind (device, host, module, stream,
-// graph, exec), or of all kinds for NULL or "".
+// event, graph, exec), or of all kinds for NULL or "".
 int fakehip_live(const char *kind) {
 	LOCK();
 	int n = -1;
 	if (kind == NULL || kind[0] == 0) {
-		n = devmem.n + hostmem.n + modules.n + streams.n + graphs.n + execs.n;
+		n = devmem.n + hostmem.n + modules.n + streams.n + events.n + graphs.n + execs.n;
 	} else if (strcmp(kind, "device") == 0) {
 		n = devmem.n;
 	} else if (strcmp(kind, "host") == 0) {
@@ -370,6 +392,8 @@ int fakehip_live(const char *kind) {
 		n = modules.n;
 	} else if (strcmp(kind, "stream") == 0) {
 		n = streams.n;
+	} else if (strcmp(kind, "event") == 0) {
+		n = events.n;
 	} else if (strcmp(kind, "graph") == 0) {
 		n = graphs.n;
 	} else if (strcmp(kind, "exec") == 0) {
@@ -402,6 +426,7 @@ static const struct {
 	{hipErrorLaunchFailure, "hipErrorLaunchFailure", "unspecified launch failure"},
 	{hipErrorStreamCaptureUnsupported, "hipErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"},
 	{hipErrorStreamCaptureInvalidated, "hipErrorStreamCaptureInvalidated", "operation failed due to a previous error during capture"},
+	{hipErrorStreamCaptureUnjoined, "hipErrorStreamCaptureUnjoined", "capture was not joined"},
 	{hipErrorStreamCaptureImplicit, "hipErrorStreamCaptureImplicit", "operation would make the legacy stream depend on a capturing blocking stream"},
 };
 
@@ -598,12 +623,109 @@ hipError_t hipMemcpyDtoH(void *dst, void *src, size_t n) {
 	RETURN(hipSuccess);
 }
 
-hipError_t hipMemset(void *dst, int value, size_t n) {
-	ENTER_INIT("hipMemset");
+hipError_t hipMemsetD8(void *dst, unsigned char value, size_t n) {
+	ENTER_INIT("hipMemsetD8");
 	if (capturing()) {
 		RETURN(hipErrorStreamCaptureImplicit);
 	}
 	hipError_t rc = span(dst, n);
+	if (rc != hipSuccess) {
+		RETURN(rc);
+	}
+	memset(dst, value, n);
+	RETURN(hipSuccess);
+}
+
+hipError_t hipMemcpyDtoD(void *dst, void *src, size_t n) {
+	ENTER_INIT("hipMemcpyDtoD");
+	if (capturing()) {
+		RETURN(hipErrorStreamCaptureImplicit);
+	}
+	hipError_t rc = span(dst, n);
+	if (rc == hipSuccess) {
+		rc = span(src, n);
+	}
+	if (rc != hipSuccess) {
+		RETURN(rc);
+	}
+	memmove(dst, src, n);
+	RETURN(hipSuccess);
+}
+
+hipError_t hipMemGetInfo(size_t *free_, size_t *total) {
+	ENTER_INIT("hipMemGetInfo");
+	if (free_ == NULL || total == NULL) {
+		RETURN(hipErrorInvalidValue);
+	}
+	size_t used = 0;
+	for (int i = 0; i < devmem.n; i++) {
+		used += ((alloc *)devmem.items[i])->size;
+	}
+	*total = (size_t)96 << 30;
+	*free_ = *total - used;
+	RETURN(hipSuccess);
+}
+
+// async checks the stream of an asynchronous copy: known, and not
+// capturing (the backend captures launches only).
+static hipError_t async(stream *s) {
+	if (s != NULL && list_find(&streams, s) < 0) {
+		return hipErrorInvalidHandle;
+	}
+	if (s != NULL && s->capturing) {
+		return hipErrorStreamCaptureUnsupported;
+	}
+	return hipSuccess;
+}
+
+hipError_t hipMemcpyHtoDAsync(void *dst, const void *src, size_t n, stream *s) {
+	ENTER_INIT("hipMemcpyHtoDAsync");
+	hipError_t rc = async(s);
+	if (rc == hipSuccess) {
+		rc = span(dst, n);
+	}
+	if (rc != hipSuccess) {
+		RETURN(rc);
+	}
+	memcpy(dst, src, n);
+	RETURN(hipSuccess);
+}
+
+hipError_t hipMemcpyDtoHAsync(void *dst, void *src, size_t n, stream *s) {
+	ENTER_INIT("hipMemcpyDtoHAsync");
+	hipError_t rc = async(s);
+	if (rc == hipSuccess) {
+		rc = span(src, n);
+	}
+	if (rc != hipSuccess) {
+		RETURN(rc);
+	}
+	memcpy(dst, src, n);
+	RETURN(hipSuccess);
+}
+
+hipError_t hipMemcpyDtoDAsync(void *dst, void *src, size_t n, stream *s) {
+	ENTER_INIT("hipMemcpyDtoDAsync");
+	hipError_t rc = async(s);
+	if (rc == hipSuccess) {
+		rc = span(dst, n);
+	}
+	if (rc == hipSuccess) {
+		rc = span(src, n);
+	}
+	if (rc != hipSuccess) {
+		RETURN(rc);
+	}
+	memmove(dst, src, n);
+	RETURN(hipSuccess);
+}
+
+hipError_t hipMemsetD8Async(void *dst, unsigned char value, size_t n, stream *s) {
+	ENTER_INIT("hipMemsetD8Async");
+	hipError_t rc = async(s);
+	if (rc == hipSuccess) {
+		rc = span(dst, n);
+	}
 	if (rc != hipSuccess) {
 		RETURN(rc);
 	}
@@ -691,9 +813,9 @@ static int function_live(const function *fn) {
 
 // ---- streams and launches ----
 
-hipError_t hipStreamCreate(stream **s) {
-	ENTER_INIT("hipStreamCreate");
-	if (s == NULL) {
+hipError_t hipStreamCreateWithFlags(stream **s, unsigned int flags) {
+	ENTER_INIT("hipStreamCreateWithFlags");
+	if (s == NULL || flags > 1) {
 		RETURN(hipErrorInvalidValue);
 	}
 	stream *st = calloc(1, sizeof *st);
@@ -755,9 +877,102 @@ hipError_t hipModuleLaunchKernel(function *f, unsigned int gx, unsigned int gy, 
 		memcpy(&r.args[i], kernelParams[i], sizeof r.args[i]);
 	}
 	if (s != NULL && s->capturing) {
-		records_add(&s->recs, &r);
+		stream *o = s->origin ? s->origin : s;
+		records_add(&o->recs, &r);
+		s->ops++;
+		s->joined = 0;
 	} else {
 		run("launch", &r);
+	}
+	RETURN(hipSuccess);
+}
+
+// ---- events ----
+
+hipError_t hipEventCreateWithFlags(event **e, unsigned int flags) {
+	ENTER_INIT("hipEventCreateWithFlags");
+	if (e == NULL || flags > 3) {
+		RETURN(hipErrorInvalidValue);
+	}
+	event *ev = calloc(1, sizeof *ev);
+	ev->flags = flags;
+	list_add(&events, ev);
+	*e = ev;
+	RETURN(hipSuccess);
+}
+
+hipError_t hipEventDestroy(event *e) {
+	ENTER_INIT("hipEventDestroy");
+	if (!list_remove(&events, e)) {
+		RETURN(hipErrorInvalidHandle);
+	}
+	free(e);
+	RETURN(hipSuccess);
+}
+
+hipError_t hipEventRecord(event *e, stream *s) {
+	ENTER_INIT("hipEventRecord");
+	if (list_find(&events, e) < 0 || (s != NULL && list_find(&streams, s) < 0)) {
+		RETURN(hipErrorInvalidHandle);
+	}
+	if (s != NULL && s->capturing) {
+		e->in_capture = 1;
+		e->from = s;
+		e->origin = s->origin ? s->origin : s;
+		e->ops = s->ops;
+		RETURN(hipSuccess);
+	}
+	e->in_capture = 0;
+	e->recorded = 1;
+	clock_gettime(CLOCK_MONOTONIC, &e->at);
+	RETURN(hipSuccess);
+}
+
+hipError_t hipEventSynchronize(event *e) {
+	ENTER_INIT("hipEventSynchronize");
+	if (list_find(&events, e) < 0) {
+		RETURN(hipErrorInvalidHandle);
+	}
+	RETURN(e->in_capture ? hipErrorStreamCaptureUnsupported : hipSuccess);
+}
+
+hipError_t hipEventElapsedTime(float *ms, event *start, event *stop) {
+	ENTER_INIT("hipEventElapsedTime");
+	if (ms == NULL) {
+		RETURN(hipErrorInvalidValue);
+	}
+	if (list_find(&events, start) < 0 || list_find(&events, stop) < 0 || !start->recorded || !stop->recorded ||
+		(start->flags & 2) || (stop->flags & 2)) {
+		RETURN(hipErrorInvalidHandle);
+	}
+	*ms = (float)((stop->at.tv_sec - start->at.tv_sec) * 1e3 + (stop->at.tv_nsec - start->at.tv_nsec) / 1e6);
+	RETURN(hipSuccess);
+}
+
+// hipStreamWaitEvent: outside a capture everything has run already; an
+// event recorded in a capture makes the waiting stream join it, or, waited
+// for by the capturing stream, joins the stream it was recorded on back.
+hipError_t hipStreamWaitEvent(stream *s, event *e, unsigned int flags) {
+	ENTER_INIT("hipStreamWaitEvent");
+	if (s == NULL || list_find(&streams, s) < 0 || list_find(&events, e) < 0) {
+		RETURN(hipErrorInvalidHandle);
+	}
+	if (flags != 0) {
+		RETURN(hipErrorInvalidValue);
+	}
+	if (!e->in_capture) {
+		RETURN(s->capturing ? hipErrorStreamCaptureUnsupported : hipSuccess);
+	}
+	if (s == e->origin) {
+		if (e->from != s && e->from->origin == s && e->ops == e->from->ops) {
+			e->from->joined = 1;
+		}
+		RETURN(hipSuccess);
+	}
+	if (!s->capturing) {
+		s->capturing = 1;
+		s->origin = e->origin;
+		s->joined = 0;
 	}
 	RETURN(hipSuccess);
 }
@@ -777,6 +992,7 @@ hipError_t hipStreamBeginCapture(stream *s, int mode) {
 	}
 	s->capturing = 1;
 	s->invalidated = 0;
+	s->origin = NULL;
 	s->recs.n = 0;
 	RETURN(hipSuccess);
 }
@@ -792,10 +1008,20 @@ hipError_t hipStreamEndCapture(stream *s, graph **g) {
 	if (s == NULL || list_find(&streams, s) < 0) {
 		RETURN(hipErrorInvalidHandle);
 	}
-	if (g == NULL || !s->capturing) {
+	if (g == NULL || !s->capturing || s->origin != NULL) {
 		RETURN(hipErrorInvalidValue);
 	}
 	s->capturing = 0;
+	for (int i = 0; i < streams.n; i++) {
+		stream *o = streams.items[i];
+		if (o->origin == s) {
+			if (!o->joined && rc == hipSuccess) {
+				rc = hipErrorStreamCaptureUnjoined;
+			}
+			o->capturing = 0;
+			o->origin = NULL;
+		}
+	}
 	if (s->invalidated && rc == hipSuccess) {
 		rc = hipErrorStreamCaptureInvalidated;
 	}
@@ -809,15 +1035,9 @@ hipError_t hipStreamEndCapture(stream *s, graph **g) {
 	RETURN(hipSuccess);
 }
 
-hipError_t hipGraphInstantiate(graph **exec, graph *g, void **errNode, char *logBuffer, size_t bufferSize) {
-	ENTER_INIT("hipGraphInstantiate");
-	if (errNode != NULL) {
-		*errNode = NULL;
-	}
-	if (logBuffer != NULL && bufferSize > 0) {
-		logBuffer[0] = 0;
-	}
-	if (exec == NULL || list_find(&graphs, g) < 0) {
+hipError_t hipGraphInstantiateWithFlags(graph **exec, graph *g, unsigned long long flags) {
+	ENTER_INIT("hipGraphInstantiateWithFlags");
+	if (exec == NULL || list_find(&graphs, g) < 0 || flags != 0) {
 		RETURN(hipErrorInvalidValue);
 	}
 	graph *e = graph_of(&g->recs);
