@@ -10,7 +10,6 @@ package cuda
 
 import (
 	"fmt"
-	"unsafe"
 
 	"github.com/aimaproject/aimac/runtime/gpu"
 )
@@ -47,15 +46,8 @@ func NewCUDA(cubins map[string][]byte) (*CUDA, error) {
 	if rc := p.cuDeviceGet(&dev, 0); rc != 0 {
 		return nil, fail("cuDeviceGet", rc)
 	}
-	var name [256]byte
-	if rc := p.cuDeviceGetName(&name[0], int32(len(name)), dev); rc != 0 {
-		return nil, fail("cuDeviceGetName", rc)
-	}
-	c.device = gpu.CString(unsafe.Pointer(&name[0]))
-	for i, attr := range []int32{attrComputeMajor, attrComputeMinor} {
-		if rc := p.cuDeviceGetAttribute(&c.cc[i], attr, dev); rc != 0 {
-			return nil, fail("cuDeviceGetAttribute", rc)
-		}
+	if c.device, c.cc, err = p.Identify(&l.driver, dev, attrComputeMajor, attrComputeMinor); err != nil {
+		return nil, err
 	}
 	if c.cc[0] != 9 {
 		return nil, fmt.Errorf("cuda: %s has compute capability %d.%d; sm_90 code needs 9.x", c.device, c.cc[0], c.cc[1])

@@ -15,11 +15,10 @@ const libName = "libcuda.so.1"
 
 // probe holds the entry points of device probing and the context.
 type probe struct {
+	gpu.Prober
 	cuInit                    func(flags uint32) int32
 	cuDriverGetVersion        func(v *int32) int32
 	cuDeviceGet               func(dev *int32, ordinal int32) int32
-	cuDeviceGetName           func(name *byte, size int32, dev int32) int32
-	cuDeviceGetAttribute      func(v *int32, attr int32, dev int32) int32
 	cuDevicePrimaryCtxRetain  func(ctx *uintptr, dev int32) int32
 	cuDevicePrimaryCtxRelease func(dev int32) int32
 	cuCtxSetCurrent           func(ctx uintptr) int32
@@ -89,8 +88,8 @@ func symbols(p *probe, d *gpu.Driver) []gpu.Symbol {
 		{Func: &p.cuInit, Name: "cuInit"},
 		{Func: &p.cuDriverGetVersion, Name: "cuDriverGetVersion"},
 		{Func: &p.cuDeviceGet, Name: "cuDeviceGet"},
-		{Func: &p.cuDeviceGetName, Name: "cuDeviceGetName"},
-		{Func: &p.cuDeviceGetAttribute, Name: "cuDeviceGetAttribute"},
+		{Func: &p.DeviceGetName, Name: "cuDeviceGetName"},
+		{Func: &p.DeviceGetAttribute, Name: "cuDeviceGetAttribute"},
 		{Func: &p.cuDevicePrimaryCtxRetain, Name: "cuDevicePrimaryCtxRetain"},
 		{Func: &p.cuDevicePrimaryCtxRelease, Name: "cuDevicePrimaryCtxRelease_v2"},
 		{Func: &p.cuCtxSetCurrent, Name: "cuCtxSetCurrent"},

@@ -189,3 +189,26 @@ func (d *Driver) check() error {
 	}
 	return nil
 }
+
+// Prober is the part of device probing whose entry points both vendors
+// share (cuDeviceGetName, hipDeviceGetName; cuDeviceGetAttribute,
+// hipDeviceGetAttribute).
+type Prober struct {
+	DeviceGetName      func(name *byte, size int32, dev int32) int32
+	DeviceGetAttribute func(v *int32, attr int32, dev int32) int32
+}
+
+// Identify reads device dev's name and its compute capability from the
+// vendor's major and minor attributes; d names the errors.
+func (p *Prober) Identify(d *Driver, dev, major, minor int32) (name string, cc [2]int32, err error) {
+	var buf [256]byte
+	if rc := p.DeviceGetName(&buf[0], int32(len(buf)), dev); rc != 0 {
+		return "", cc, fmt.Errorf("%s: device name: %s", d.Dialect, d.ErrorText(rc))
+	}
+	for i, attr := range []int32{major, minor} {
+		if rc := p.DeviceGetAttribute(&cc[i], attr, dev); rc != 0 {
+			return "", cc, fmt.Errorf("%s: compute capability: %s", d.Dialect, d.ErrorText(rc))
+		}
+	}
+	return CString(unsafe.Pointer(&buf[0])), cc, nil
+}

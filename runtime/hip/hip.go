@@ -39,7 +39,6 @@ package hip
 import (
 	"errors"
 	"fmt"
-	"unsafe"
 
 	"github.com/aimaproject/aimac/runtime/gpu"
 )
@@ -84,15 +83,9 @@ func (l *Library) New(objects map[string][]byte) (*HIP, error) {
 	if rc := p.hipSetDevice(dev); rc != 0 {
 		return nil, fail("hipSetDevice", rc)
 	}
-	var name [256]byte
-	if rc := p.hipDeviceGetName(&name[0], int32(len(name)), dev); rc != 0 {
-		return nil, fail("hipDeviceGetName", rc)
-	}
-	h.device = gpu.CString(unsafe.Pointer(&name[0]))
-	for i, attr := range []int32{attrComputeMajor, attrComputeMinor} {
-		if rc := p.hipDeviceGetAttribute(&h.cc[i], attr, dev); rc != 0 {
-			return nil, fail("hipDeviceGetAttribute", rc)
-		}
+	var err error
+	if h.device, h.cc, err = p.Identify(&l.driver, dev, attrComputeMajor, attrComputeMinor); err != nil {
+		return nil, err
 	}
 	if h.cc[0] != 11 {
 		return nil, fmt.Errorf("hip: %s reports compute capability %d.%d, not a gfx11 GPU; gfx1151 code objects need gfx11xx (11.x)", h.device, h.cc[0], h.cc[1])

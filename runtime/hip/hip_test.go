@@ -23,6 +23,7 @@ import (
 	"github.com/aimaproject/aimac/planner"
 	"github.com/aimaproject/aimac/plans"
 	"github.com/aimaproject/aimac/runtime"
+	"github.com/aimaproject/aimac/runtime/gpu/gputest"
 	"github.com/aimaproject/aimac/runtime/hip"
 	"github.com/aimaproject/aimac/synth"
 )
@@ -301,8 +302,8 @@ func TestNewChecksTheDevice(t *testing.T) {
 			want: "hip: AMD Instinct MI210 reports compute capability 9.0, not a gfx11 GPU; gfx1151 code objects need gfx11xx"},
 		{name: "gfx1201", dev: "gfx1201", major: 12, minor: 0, count: 1, want: "not a gfx11 GPU"},
 		{name: "no device", dev: "gfx1151", major: 11, minor: 5, count: 0, want: "hip: hipGetDeviceCount: hipErrorNoDevice (100)"},
-		{name: "name fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipDeviceGetName", want: "hip: hipDeviceGetName: hipErrorInvalidDevice (101): invalid device ordinal"},
-		{name: "attribute fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipDeviceGetAttribute", want: "hip: hipDeviceGetAttribute: hipErrorInvalidDevice (101)"},
+		{name: "name fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipDeviceGetName", want: "hip: device name: hipErrorInvalidDevice (101): invalid device ordinal"},
+		{name: "attribute fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipDeviceGetAttribute", want: "hip: compute capability: hipErrorInvalidDevice (101)"},
 		{name: "set device fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipSetDevice", want: "hip: hipSetDevice: hipErrorInvalidDevice (101)"},
 		{name: "stream fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipStreamCreateWithFlags", want: "hip: create the stream: hipErrorInvalidDevice (101)"},
 		{name: "pinned block fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipHostMalloc", want: "hip: pin the argument block: hipErrorInvalidDevice (101)"},
@@ -979,4 +980,70 @@ func TestBackendFor(t *testing.T) {
 		t.Errorf("backend %s", be.Name())
 	}
 	be.Close()
+}
+
+// TestUploadAll runs the parallel pinned-staging upload through the
+// binding: staging buffers from hipHostMalloc, copies with
+// hipMemcpyHtoDAsync on the workers' streams, events to reuse buffers; what
+// it made is freed again.
+func TestUploadAll(t *testing.T) {
+	f := fakeHIP(t)
+	h := newHIP(t, f, nil)
+	gputest.UploadRoundTrip(t, h.Backend)
+	if diff := cmp.Diff(map[string]int32{"device": 1, "host": 1, "stream": 2, "event": 2}, f.liveObjects()); diff != "" {
+		t.Errorf("after the uploads (-want +got):\n%s", diff)
+	}
+	free, total, err := h.MemInfo()
+	if err != nil || total != 96<<30 || free != total-64 {
+		t.Errorf("memory info: %d free of %d, %v", free, total, err)
+	}
+}
+
+// TestFork captures a launch on the second stream between two on the
+// first: the replay runs all four. The fake ends a capture whose second
+// stream was not joined back with hipErrorStreamCaptureUnjoined, so the
+// capture succeeding means the binding's events joined it.
+func TestFork(t *testing.T) {
+	f := fakeHIP(t)
+	p := frozen(t)
+	ks, ls := decodeLaunches(t, p)
+	h := loaded(t, f, ks)
+	var args [][]runtime.Ref
+	for _, k := range ks {
+		args = append(args, operands(t, h, k))
+	}
+	launch := func(i int) func() error { return func() error { return h.Launch(ks[i], ls[i], args[i], 1, nil) } }
+	g, err := h.Capture(func() error {
+		if err := launch(0)(); err != nil {
+			return err
+		}
+		if err := h.Fork(launch(1), launch(2)); err != nil {
+			return err
+		}
+		return launch(3)()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Replay(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range f.launches(t) {
+		got = append(got, l.Via+" "+l.Kernel)
+	}
+	want := []string{"replay " + ks[0].Name, "replay " + ks[2].Name, "replay " + ks[1].Name, "replay " + ks[3].Name}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("replay (-want +got):\n%s", diff)
+	}
+	f.fail("hipStreamWaitEvent", 400) // the second stream's wait for the fork
+	wantErr(t, "fork", h.Fork(launch(1), launch(2)), "hip: second stream waits for the fork: hipErrorInvalidHandle (400)")
+	if _, err := h.Elapsed(func() error { return launch(0)() }); err != nil {
+		t.Errorf("elapsed: %v", err)
+	}
+	wantErr(t, "launch attributes", h.WithLaunchAttrs(runtime.LaunchAttrs{ProgrammaticSerialization: true}, func() error { return nil }),
+		"hip: launch attributes {ProgrammaticSerialization:true} need an extended launch")
 }

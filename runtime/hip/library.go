@@ -25,13 +25,12 @@ const (
 // probe holds the entry points of device probing. hipError_t is a C enum
 // (int32).
 type probe struct {
-	hipInit               func(flags uint32) int32
-	hipDriverGetVersion   func(v *int32) int32
-	hipRuntimeGetVersion  func(v *int32) int32
-	hipGetDeviceCount     func(n *int32) int32
-	hipSetDevice          func(dev int32) int32
-	hipDeviceGetName      func(name *byte, size int32, dev int32) int32
-	hipDeviceGetAttribute func(v *int32, attr int32, dev int32) int32
+	gpu.Prober
+	hipInit              func(flags uint32) int32
+	hipDriverGetVersion  func(v *int32) int32
+	hipRuntimeGetVersion func(v *int32) int32
+	hipGetDeviceCount    func(n *int32) int32
+	hipSetDevice         func(dev int32) int32
 }
 
 // Library is a loaded and initialized HIP runtime library.
@@ -167,8 +166,8 @@ func symbols(p *probe, d *gpu.Driver) []gpu.Symbol {
 		{Func: &p.hipRuntimeGetVersion, Name: "hipRuntimeGetVersion"},
 		{Func: &p.hipGetDeviceCount, Name: "hipGetDeviceCount"},
 		{Func: &p.hipSetDevice, Name: "hipSetDevice"},
-		{Func: &p.hipDeviceGetName, Name: "hipDeviceGetName"},
-		{Func: &p.hipDeviceGetAttribute, Name: "hipDeviceGetAttribute"},
+		{Func: &p.DeviceGetName, Name: "hipDeviceGetName"},
+		{Func: &p.DeviceGetAttribute, Name: "hipDeviceGetAttribute"},
 		{Func: &d.MemAlloc, Name: "hipMalloc"},
 		{Func: &d.MemFree, Name: "hipFree"},
 		{Func: &d.MemGetInfo, Name: "hipMemGetInfo"},
