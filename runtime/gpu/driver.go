@@ -24,6 +24,7 @@ package gpu
 
 import (
 	"fmt"
+	"reflect"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -165,25 +166,12 @@ func CString(p unsafe.Pointer) string {
 }
 
 // check reports the first entry point a driver lacks that the backend
-// cannot do without.
+// cannot do without (all but FuncSetAttribute and LaunchKernelEx).
 func (d *Driver) check() error {
-	for name, f := range map[string]bool{
-		"MakeCurrent": d.MakeCurrent == nil, "MemAlloc": d.MemAlloc == nil, "MemFree": d.MemFree == nil,
-		"MemGetInfo": d.MemGetInfo == nil, "HostAlloc": d.HostAlloc == nil, "HostFree": d.HostFree == nil,
-		"MemcpyHtoD": d.MemcpyHtoD == nil, "MemcpyDtoH": d.MemcpyDtoH == nil, "MemcpyDtoD": d.MemcpyDtoD == nil,
-		"MemsetD8": d.MemsetD8 == nil, "MemcpyHtoDAsync": d.MemcpyHtoDAsync == nil, "MemcpyDtoHAsync": d.MemcpyDtoHAsync == nil,
-		"MemcpyDtoDAsync": d.MemcpyDtoDAsync == nil, "MemsetD8Async": d.MemsetD8Async == nil,
-		"ModuleLoadData": d.ModuleLoadData == nil, "ModuleUnload": d.ModuleUnload == nil, "ModuleGetFunction": d.ModuleGetFunction == nil,
-		"LaunchKernel": d.LaunchKernel == nil, "StreamCreate": d.StreamCreate == nil, "StreamDestroy": d.StreamDestroy == nil,
-		"StreamSynchronize": d.StreamSynchronize == nil, "StreamWaitEvent": d.StreamWaitEvent == nil,
-		"EventCreate": d.EventCreate == nil, "EventDestroy": d.EventDestroy == nil, "EventRecord": d.EventRecord == nil,
-		"EventSynchronize": d.EventSynchronize == nil, "EventElapsedTime": d.EventElapsedTime == nil,
-		"StreamBeginCapture": d.StreamBeginCapture == nil, "StreamEndCapture": d.StreamEndCapture == nil,
-		"GraphInstantiate": d.GraphInstantiate == nil, "GraphLaunch": d.GraphLaunch == nil,
-		"GraphExecDestroy": d.GraphExecDestroy == nil, "GraphDestroy": d.GraphDestroy == nil,
-		"ErrorName": d.ErrorName == nil, "ErrorString": d.ErrorString == nil,
-	} {
-		if f {
+	v := reflect.ValueOf(d).Elem()
+	for i := range v.NumField() {
+		name := v.Type().Field(i).Name
+		if v.Field(i).Kind() == reflect.Func && v.Field(i).IsNil() && name != "FuncSetAttribute" && name != "LaunchKernelEx" {
 			return fmt.Errorf("gpu: the %s driver has no %s", d.Dialect, name)
 		}
 	}
