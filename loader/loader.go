@@ -195,7 +195,11 @@ func BackendFor(target string, cubins map[string][]byte) (runtime.Backend, error
 		if len(cubins) == 0 {
 			return nil, fmt.Errorf("target %s needs the plan's kernels compiled to cubins (build a bundle with aimac build and load it with --bundle)", target)
 		}
-		return cuda.NewCUDA(cubins)
+		be, err := cuda.NewCUDA(cubins)
+		if err != nil {
+			return nil, err // not a typed nil in the interface
+		}
+		return be, nil
 	case hip.Target:
 		if len(cubins) == 0 {
 			return nil, fmt.Errorf("target %s needs the plan's kernels compiled to .hsaco code objects (build a bundle with aimac build and load it with --bundle)", target)

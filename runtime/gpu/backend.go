@@ -226,6 +226,9 @@ func (b *Backend) device(r runtime.Ref, n int64) (uint64, error) {
 		return 0, fmt.Errorf("%s: memory from another backend", b.d.Dialect)
 	}
 	if m.ptr == 0 {
+		if b.closing.Load() {
+			return 0, b.errClosed
+		}
 		return 0, fmt.Errorf("%s: memory used after Free", b.d.Dialect)
 	}
 	if r.Offset < 0 || n < 0 || r.Offset+n > m.size {
@@ -270,7 +273,8 @@ func (b *Backend) Download(dst []byte, src runtime.Ref) error {
 	return nil
 }
 
-// Copy copies n bytes between device buffers after all launched work.
+// Copy copies n bytes between device buffers, in order on the backend's
+// stream: after the launches enqueued before it, before those after.
 func (b *Backend) Copy(dst, src runtime.Ref, n int64) error {
 	d, err := b.device(dst, n)
 	if err != nil {
@@ -285,7 +289,7 @@ func (b *Backend) Copy(dst, src runtime.Ref, n int64) error {
 	if err := b.ready(true); err != nil {
 		return err
 	}
-	if rc := b.d.MemcpyDtoD(d, s, uint64(n)); rc != 0 {
+	if rc := b.d.MemcpyDtoDAsync(d, s, uint64(n), b.stream); rc != 0 {
 		return b.async("device copy", rc)
 	}
 	return nil

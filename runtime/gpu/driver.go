@@ -54,13 +54,11 @@ type Driver struct {
 	// Synchronous copies and memset on the legacy null stream.
 	MemcpyHtoD func(dst uint64, src unsafe.Pointer, bytes uint64) int32
 	MemcpyDtoH func(dst unsafe.Pointer, src uint64, bytes uint64) int32
-	MemcpyDtoD func(dst, src uint64, bytes uint64) int32
 	MemsetD8   func(dst uint64, value uint8, n uint64) int32
-	// Asynchronous ones on a stream.
+	// Asynchronous copies on a stream: the uploader's from pinned staging
+	// buffers, and device to device in stream order.
 	MemcpyHtoDAsync func(dst uint64, src unsafe.Pointer, bytes uint64, stream uintptr) int32
-	MemcpyDtoHAsync func(dst unsafe.Pointer, src uint64, bytes uint64, stream uintptr) int32
 	MemcpyDtoDAsync func(dst, src uint64, bytes uint64, stream uintptr) int32
-	MemsetD8Async   func(dst uint64, value uint8, n uint64, stream uintptr) int32
 
 	ModuleLoadData    func(mod *uintptr, image unsafe.Pointer) int32
 	ModuleUnload      func(mod uintptr) int32

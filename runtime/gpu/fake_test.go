@@ -405,15 +405,6 @@ func (f *fake) driver() *Driver {
 				return 0
 			})
 		},
-		MemcpyDtoD: func(dst, src uint64, n uint64) int32 {
-			return f.syncOp("MemcpyDtoD", func() int32 {
-				if f.span(dst, n) == nil || f.span(src, n) == nil {
-					return 1
-				}
-				copy(f.dev[dst-devBase:dst-devBase+n], f.dev[src-devBase:])
-				return 0
-			})
-		},
 		MemsetD8: func(dst uint64, v uint8, n uint64) int32 {
 			return f.syncOp("MemsetD8", func() int32 {
 				if f.span(dst, n) == nil {
@@ -447,19 +438,6 @@ func (f *fake) driver() *Driver {
 				}, 0
 			})
 		},
-		MemcpyDtoHAsync: func(dst unsafe.Pointer, src uint64, n uint64, stream uintptr) int32 {
-			return f.asyncOp("MemcpyDtoHAsync", stream, func() (func(), int32) {
-				h := f.host(dst, n)
-				if h == nil || f.span(src, n) == nil {
-					return nil, 1
-				}
-				return func() {
-					f.mu.Lock()
-					defer f.mu.Unlock()
-					copy(h, f.dev[src-devBase:])
-				}, 0
-			})
-		},
 		MemcpyDtoDAsync: func(dst, src uint64, n uint64, stream uintptr) int32 {
 			return f.asyncOp("MemcpyDtoDAsync", stream, func() (func(), int32) {
 				if f.span(dst, n) == nil || f.span(src, n) == nil {
@@ -469,20 +447,6 @@ func (f *fake) driver() *Driver {
 					f.mu.Lock()
 					defer f.mu.Unlock()
 					copy(f.dev[dst-devBase:dst-devBase+n], f.dev[src-devBase:])
-				}, 0
-			})
-		},
-		MemsetD8Async: func(dst uint64, v uint8, n uint64, stream uintptr) int32 {
-			return f.asyncOp("MemsetD8Async", stream, func() (func(), int32) {
-				if f.span(dst, n) == nil {
-					return nil, 1
-				}
-				return func() {
-					f.mu.Lock()
-					defer f.mu.Unlock()
-					for i := range n {
-						f.dev[dst-devBase+i] = v
-					}
 				}, 0
 			})
 		},

@@ -21,8 +21,8 @@
 //     capture too), and ending the capture fails with
 //     hipErrorStreamCaptureUnjoined unless the capturing stream waited for
 //     an event recorded on every joined stream after its last launch.
-//   - Asynchronous copies and memsets run at once (in stream order, as a
-//     real stream would); events record the time for hipEventElapsedTime.
+//   - Asynchronous copies run at once (in stream order, as a real stream
+//     would); events record the time for hipEventElapsedTime.
 //   - fakehip_fail(fn, code) makes the next call of entry point fn return
 //     code; fakehip_device sets what the device reports; fakehip_live
 //     counts live objects; fakehip_reset frees everything.
@@ -636,22 +636,6 @@ hipError_t hipMemsetD8(void *dst, unsigned char value, size_t n) {
 	RETURN(hipSuccess);
 }
 
-hipError_t hipMemcpyDtoD(void *dst, void *src, size_t n) {
-	ENTER_INIT("hipMemcpyDtoD");
-	if (capturing()) {
-		RETURN(hipErrorStreamCaptureImplicit);
-	}
-	hipError_t rc = span(dst, n);
-	if (rc == hipSuccess) {
-		rc = span(src, n);
-	}
-	if (rc != hipSuccess) {
-		RETURN(rc);
-	}
-	memmove(dst, src, n);
-	RETURN(hipSuccess);
-}
-
 hipError_t hipMemGetInfo(size_t *free_, size_t *total) {
 	ENTER_INIT("hipMemGetInfo");
 	if (free_ == NULL || total == NULL) {
@@ -691,19 +675,6 @@ hipError_t hipMemcpyHtoDAsync(void *dst, const void *src, size_t n, stream *s) {
 	RETURN(hipSuccess);
 }
 
-hipError_t hipMemcpyDtoHAsync(void *dst, void *src, size_t n, stream *s) {
-	ENTER_INIT("hipMemcpyDtoHAsync");
-	hipError_t rc = async(s);
-	if (rc == hipSuccess) {
-		rc = span(src, n);
-	}
-	if (rc != hipSuccess) {
-		RETURN(rc);
-	}
-	memcpy(dst, src, n);
-	RETURN(hipSuccess);
-}
-
 hipError_t hipMemcpyDtoDAsync(void *dst, void *src, size_t n, stream *s) {
 	ENTER_INIT("hipMemcpyDtoDAsync");
 	hipError_t rc = async(s);
@@ -717,19 +688,6 @@ hipError_t hipMemcpyDtoDAsync(void *dst, void *src, size_t n, stream *s) {
 		RETURN(rc);
 	}
 	memmove(dst, src, n);
-	RETURN(hipSuccess);
-}
-
-hipError_t hipMemsetD8Async(void *dst, unsigned char value, size_t n, stream *s) {
-	ENTER_INIT("hipMemsetD8Async");
-	hipError_t rc = async(s);
-	if (rc == hipSuccess) {
-		rc = span(dst, n);
-	}
-	if (rc != hipSuccess) {
-		RETURN(rc);
-	}
-	memset(dst, value, n);
 	RETURN(hipSuccess);
 }
 
