@@ -243,15 +243,22 @@ func (b *Backend) Upload(dst runtime.Ref, src []byte) error {
 	if err != nil || len(src) == 0 {
 		return err
 	}
+	err = b.transfer("upload", func() int32 { return b.d.MemcpyHtoD(p, unsafe.Pointer(&src[0]), uint64(len(src))) })
+	goruntime.KeepAlive(src)
+	return err
+}
+
+// transfer runs a copy or memset, refused on a closed backend and during
+// capture; its error may come from earlier work (async).
+func (b *Backend) transfer(what string, op func() int32) error {
 	unlock := b.enter()
 	defer unlock()
 	if err := b.ready(true); err != nil {
 		return err
 	}
-	if rc := b.d.MemcpyHtoD(p, unsafe.Pointer(&src[0]), uint64(len(src))); rc != 0 {
-		return b.async("upload", rc)
+	if rc := op(); rc != 0 {
+		return b.async(what, rc)
 	}
-	goruntime.KeepAlive(src)
 	return nil
 }
 
@@ -261,16 +268,9 @@ func (b *Backend) Download(dst []byte, src runtime.Ref) error {
 	if err != nil || len(dst) == 0 {
 		return err
 	}
-	unlock := b.enter()
-	defer unlock()
-	if err := b.ready(true); err != nil {
-		return err
-	}
-	if rc := b.d.MemcpyDtoH(unsafe.Pointer(&dst[0]), p, uint64(len(dst))); rc != 0 {
-		return b.async("download", rc)
-	}
+	err = b.transfer("download", func() int32 { return b.d.MemcpyDtoH(unsafe.Pointer(&dst[0]), p, uint64(len(dst))) })
 	goruntime.KeepAlive(dst)
-	return nil
+	return err
 }
 
 // Copy copies n bytes between device buffers, in order on the backend's
@@ -284,15 +284,7 @@ func (b *Backend) Copy(dst, src runtime.Ref, n int64) error {
 	if err != nil || n == 0 {
 		return err
 	}
-	unlock := b.enter()
-	defer unlock()
-	if err := b.ready(true); err != nil {
-		return err
-	}
-	if rc := b.d.MemcpyDtoDAsync(d, s, uint64(n), b.stream); rc != 0 {
-		return b.async("device copy", rc)
-	}
-	return nil
+	return b.transfer("device copy", func() int32 { return b.d.MemcpyDtoDAsync(d, s, uint64(n), b.stream) })
 }
 
 // Zero clears n bytes at dst.
@@ -301,15 +293,7 @@ func (b *Backend) Zero(dst runtime.Ref, n int64) error {
 	if err != nil || n == 0 {
 		return err
 	}
-	unlock := b.enter()
-	defer unlock()
-	if err := b.ready(true); err != nil {
-		return err
-	}
-	if rc := b.d.MemsetD8(p, 0, uint64(n)); rc != 0 {
-		return b.async("memset", rc)
-	}
-	return nil
+	return b.transfer("memset", func() int32 { return b.d.MemsetD8(p, 0, uint64(n)) })
 }
 
 // Load loads the code object of every plan kernel as a module and looks up
