@@ -23,10 +23,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"regexp"
-	"slices"
-	"strings"
+
+	"github.com/aimaproject/aimac/plan"
 )
 
 // Format tags a manifest; ParseManifest refuses any other. It changes when
@@ -93,18 +92,10 @@ func (m *Manifest) Bytes() ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
-// objectExts is the code-object file extension of each GPU target, the one
-// place the format names targets, so builder and reader name kernel files
-// the same way.
-var objectExts = map[string]string{"sm_90": ".cubin", "gfx1151": ".hsaco"}
-
-// ObjectExt is the code-object file extension of target.
-func ObjectExt(target string) (string, error) {
-	if ext, ok := objectExts[target]; ok {
-		return ext, nil
-	}
-	return "", fmt.Errorf("target %q has no code objects (want %s)", target, strings.Join(slices.Sorted(maps.Keys(objectExts)), " or "))
-}
+// ObjectExt is the code-object file extension of target, as the target's
+// own table spells it (plan.TargetSpec), so builder and reader name kernel
+// files the same way.
+func ObjectExt(target string) (string, error) { return plan.Target(target).ObjectExt() }
 
 // ObjectPath is the bundle-relative path of a kernel's code object.
 func ObjectPath(kernel, ext string) string { return KernelsDir + "/" + kernel + ext }

@@ -160,7 +160,7 @@ func verify(m *Manifest, contents map[string][]byte, fail func(string, ...any)) 
 	if h := p.Hash(); h != m.PlanHash {
 		fail("%s: hash %s, the manifest says %s", PlanFile, h, m.PlanHash)
 	}
-	if p.Target != m.Target {
+	if string(p.Target) != m.Target {
 		// The code objects are of the manifest's target: nothing to match.
 		fail("%s: target %s, the manifest says %s", PlanFile, p.Target, m.Target)
 		return p, nil

@@ -39,7 +39,7 @@ func Write(out string, c Contents) (*Manifest, error) {
 	if c.Plan == nil {
 		return nil, errors.New("bundle: no plan")
 	}
-	ext, err := ObjectExt(c.Plan.Target)
+	ext, err := ObjectExt(string(c.Plan.Target))
 	if err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}
@@ -48,7 +48,7 @@ func Write(out string, c Contents) (*Manifest, error) {
 		files[ObjectPath(name, ext)] = obj
 	}
 	m := &Manifest{
-		Format: Format, KernelABI: c.KernelABI, Target: c.Plan.Target, PlanHash: c.Plan.Hash(),
+		Format: Format, KernelABI: c.KernelABI, Target: string(c.Plan.Target), PlanHash: c.Plan.Hash(),
 		Compiler: c.Compiler, Flags: append([]string{}, c.Flags...),
 		Kernels:   slices.SortedFunc(slices.Values(c.Kernels), func(a, b Kernel) int { return strings.Compare(a.Name, b.Name) }),
 		Resources: c.Resources,

@@ -48,7 +48,7 @@ func Build(ctx context.Context, p *plan.Plan, target string, o Options) (*Report
 	if _, err := bundle.ObjectExt(target); err != nil {
 		return nil, fmt.Errorf("bundler: %w", err)
 	}
-	if p.Target != target {
+	if string(p.Target) != target {
 		return nil, fmt.Errorf("bundler: the plan is for target %s, not %s (make a plan for %s with `aimac plan --target %s`)", p.Target, target, target, target)
 	}
 	if err := bundle.CheckDest(o.Out); err != nil {
@@ -132,7 +132,7 @@ const deterministicAMD = "-fuse-cuid=none"
 // compileFlags puts the determinism flag of target before the user's flags,
 // which may still override it.
 func compileFlags(target string, user []string) []string {
-	if hipcc.Target(target).AMD() {
+	if plan.Target(target).Spec().Dialect == plan.HIP {
 		return append([]string{deterministicAMD}, user...)
 	}
 	return append([]string{}, user...)

@@ -58,7 +58,7 @@ func tinyPlan(t *testing.T, target string) *plan.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := planner.Plan(m, planner.Options{Target: target, Buckets: []int{16, 64}, ContextTokens: 256})
+	p, err := planner.Plan(m, planner.Options{Target: plan.Target(target), Buckets: []int{16, 64}, ContextTokens: 256})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestOpenAcrossCompilers(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, obj), older, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	src, err := codegen.Render(codegen.HIP, k)
+	src, err := codegen.Render(plan.GFX1151, k)
 	if err != nil {
 		t.Fatal(err)
 	}

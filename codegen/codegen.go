@@ -1,10 +1,15 @@
 // Package codegen renders the GPU source of every kernel of a plan: one
-// template per op family (kernels/*.tmpl), written once against a small
-// dialect-neutral vocabulary, specialized with the kernel's parameters as
-// compile-time constants and preceded by a dialect prelude (HIP for gfx1151,
-// CUDA for sm_90). Sources are self-contained: no headers, no device
-// libraries, so they compile with `clang -nogpulib -nogpuinc` (HIP) and with
-// either nvcc or `clang -nocudainc -nocudalib` (CUDA).
+// template per kernel family (the family's Template in kernels.Families,
+// kernels/*.tmpl), written once against a small dialect-neutral vocabulary,
+// specialized with the kernel's typed parameters as compile-time constants
+// (integers as integers, reals as exact float32 hex literals, flags as
+// booleans for {{if}}), the family's own template data (rope's inverse
+// frequencies) and preceded by the prelude of the target's dialect (HIP for
+// gfx1151, CUDA for sm_90) with the target's launch configuration (block
+// threads, warp size; plan.TargetSpec). Sources are self-contained: no
+// headers, no device libraries, so they compile with `clang -nogpulib
+// -nogpuinc` (HIP) and with either nvcc or `clang -nocudainc -nocudalib`
+// (CUDA).
 //
 // # Kernel ABI
 //
@@ -17,28 +22,30 @@
 //
 // named after plan.Kernel.Name. Its arguments are:
 //
-//   - one pointer per operand of the family's ir.Catalogue signature, in
-//     catalogue order: f32 operands are float*, bf16 operands const
-//     unsigned short* (BF16 bit patterns), i32 operands int*. The KV cache
-//     operands (ir.AnyFloat) are float* or, when the kernel's dtype flag
-//     is set (ir.AnyFloatIsBF16), unsigned short* written with
-//     round-to-nearest-even. Every pointer is the
-//     plan argument's buffer plus its byte offset and must be 16-byte
-//     aligned, plan.ArgAlign (matmul, moe_gate_up, moe_down and attention
-//     use 16-byte loads); the
-//     frozen plans keep every offset and dynamic stride a multiple of 16;
+//   - one pointer per operand of the family's declaration
+//     (kernels.Families), in declaration order: f32 operands are float*,
+//     bf16 operands const unsigned short* (BF16 bit patterns), i32 operands
+//     int*. AnyFloat operands (the KV cache) are float* or, when the
+//     family's dtype flag is set (ir.Family.AnyFloatFlag), unsigned short*
+//     written with round-to-nearest-even. Every pointer is the plan
+//     argument's buffer plus its byte offset and must be 16-byte aligned
+//     (plan.ArgAlign; matmul, matmul_add, moe_gate_up, moe_down and
+//     attention use 16-byte loads); the frozen plans keep every offset and
+//     dynamic stride a multiple of 16;
 //   - int n: the launch's logical row count (the runtime's rows; for a
 //     kernel planned with a constant "rows" parameter, that constant). Rows
 //     at or past n are never read into outputs nor written;
-//   - const int* params: the device-resident parameter block (ir.Param*
-//     slots, runtime.Params), passed to every kernel. Dynamic scalars such
-//     as "pos" (rope, kv_append, attention) are read from it at run time,
-//     never passed by value, so a captured decode graph stays valid as they
-//     change.
+//   - const int* params: the device-resident parameter block (ir.Slot
+//     indices, runtime.Params), passed to every kernel. The slots a family
+//     declares (ir.Family.Slots: "pos" for rope, kv_append and attention,
+//     the sampling and fill slots) are read from it at run time as
+//     `const int <slot name> = params[<slot>];`, never passed by value, so a
+//     captured decode graph stays valid as they change.
 //
-// Every kernel is launched with the plan's grid and a block of Threads
-// threads (planner/grid.go); the per-family grid is documented at the top of
-// each template. No dynamic shared memory is used.
+// Every kernel is launched with the plan's grid and block, which the
+// planner's configure pass takes from the family's launch rule and the
+// target's launch configuration; the per-family grid is documented at the
+// top of each template. No dynamic shared memory is used yet.
 //
 // # Tests
 //
@@ -57,7 +64,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,37 +74,14 @@ import (
 	"github.com/aimaproject/aimac/plan"
 )
 
-// Threads is the block size every template is written for; it must equal
-// the planner's block (a test checks the frozen plans).
-const Threads = 256
-
-// Dialect is a GPU source language.
-type Dialect string
+// Dialect is a GPU source language; a plan target knows its own
+// (plan.Target.Dialect).
+type Dialect = plan.Dialect
 
 const (
-	HIP  Dialect = "hip"  // gfx1151 (RDNA 3.5, wave32), compiled by clang/hipcc
-	CUDA Dialect = "cuda" // sm_90, compiled by nvcc (or parsed by clang)
+	HIP  = plan.HIP  // gfx1151 (RDNA 3.5, wave32), compiled by clang/hipcc
+	CUDA = plan.CUDA // sm_90, compiled by nvcc (or parsed by clang)
 )
-
-// Ext is the source file extension of the dialect.
-func (d Dialect) Ext() string {
-	if d == CUDA {
-		return ".cu"
-	}
-	return ".hip"
-}
-
-// DialectFor maps a plan target to the dialect its kernels are written in,
-// so callers never hard-code the target list.
-func DialectFor(target string) (Dialect, error) {
-	switch target {
-	case "gfx1151":
-		return HIP, nil
-	case "sm_90":
-		return CUDA, nil
-	}
-	return "", fmt.Errorf("codegen: target %q has no GPU dialect", target)
-}
 
 // Source is one rendered kernel.
 type Source struct {
@@ -125,44 +108,45 @@ func templates() (*template.Template, error) {
 	return tmpl, parseErr
 }
 
-// templateName is the file that holds a family's kernel.
-func templateName(family string) string { return family + ".tmpl" }
-
-// Render specializes the family template of k for dialect d; its why: each
-// plan kernel becomes one self-contained source with its parameters folded in.
-func Render(d Dialect, k plan.Kernel) (Source, error) {
-	prelude, ok := preludes[d]
-	if !ok {
-		return Source{}, fmt.Errorf("codegen: unknown dialect %q", d)
+// Render specializes the family template of k for target t: each plan
+// kernel becomes one self-contained source in t's dialect with its
+// parameters and t's launch configuration folded in.
+func Render(t plan.Target, k plan.Kernel) (Source, error) {
+	d, err := t.Dialect()
+	if err != nil {
+		return Source{}, fmt.Errorf("codegen: %w", err)
 	}
-	sig, ok := ir.Catalogue[ir.Kind(k.Family)]
-	if !ok {
-		return Source{}, fmt.Errorf("codegen: kernel %s: unknown family %q", k.Name, k.Family)
+	c := t.Launch()
+	prelude, err := prelude(d, c)
+	if err != nil {
+		return Source{}, err
+	}
+	f, err := kernels.Families.Family(ir.Kind(k.Family))
+	if err != nil {
+		return Source{}, fmt.Errorf("codegen: kernel %s: %w", k.Name, err)
 	}
 	if !isIdent(k.Name) {
 		return Source{}, fmt.Errorf("codegen: kernel name %q is not a C identifier", k.Name)
 	}
-	for _, p := range sig.Params {
-		if _, ok := k.Params[p]; !ok {
-			return Source{}, fmt.Errorf("codegen: kernel %s: missing parameter %q", k.Name, p)
-		}
+	if err := f.CheckParams(k.Params); err != nil {
+		return Source{}, fmt.Errorf("codegen: kernel %s: %w", k.Name, err)
 	}
-	t, err := templates()
+	tm, err := templates()
 	if err != nil {
 		return Source{}, fmt.Errorf("codegen: templates: %w", err)
 	}
-	data, err := templateData(d, k, sig)
+	data, err := templateData(d, c, k, f)
 	if err != nil {
 		return Source{}, err
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "// %s: family %s, dialect %s. Generated by aimac codegen from %s; do not edit.\n",
-		k.Name, k.Family, d, templateName(k.Family))
+		k.Name, k.Family, d, f.Template)
 	b.WriteString(prelude)
-	if err := t.ExecuteTemplate(&b, "common.tmpl", data); err != nil {
+	if err := tm.ExecuteTemplate(&b, "common.tmpl", data); err != nil {
 		return Source{}, fmt.Errorf("codegen: kernel %s: common: %w", k.Name, err)
 	}
-	if err := t.ExecuteTemplate(&b, templateName(k.Family), data); err != nil {
+	if err := tm.ExecuteTemplate(&b, f.Template, data); err != nil {
 		return Source{}, fmt.Errorf("codegen: kernel %s: %w", k.Name, err)
 	}
 	code := b.String()
@@ -170,7 +154,7 @@ func Render(d Dialect, k plan.Kernel) (Source, error) {
 	return Source{
 		Kernel:   k.Name,
 		Family:   k.Family,
-		Template: templateName(k.Family),
+		Template: f.Template,
 		ABI:      plan.KernelABI,
 		Code:     code,
 		Hash:     "sha256:" + hex.EncodeToString(sum[:]),
@@ -180,13 +164,12 @@ func Render(d Dialect, k plan.Kernel) (Source, error) {
 // RenderPlan renders every kernel of a GPU plan, in the plan's order, so a
 // build step gets all sources of a target in one call.
 func RenderPlan(p *plan.Plan) ([]Source, error) {
-	d, err := DialectFor(p.Target)
-	if err != nil {
-		return nil, err
+	if _, err := p.Target.Dialect(); err != nil {
+		return nil, fmt.Errorf("codegen: %w", err)
 	}
 	out := make([]Source, 0, len(p.Kernels))
 	for _, k := range p.Kernels {
-		s, err := Render(d, k)
+		s, err := Render(p.Target, k)
 		if err != nil {
 			return nil, err
 		}
@@ -195,56 +178,57 @@ func RenderPlan(p *plan.Plan) ([]Source, error) {
 	return out, nil
 }
 
-// realParams are written as float literals; every other parameter is an
-// integer extent (or the one_plus flag).
-var realParams = map[string]bool{"eps": true, "scale": true, "theta": true}
-
 // templateData is what a template sees: every parameter under its own name
-// as a C literal (integers as integers, reals as exact float32 hex
-// literals), the kernel's name and signature, and family-specific tables.
-func templateData(d Dialect, k plan.Kernel, sig ir.Signature) (map[string]any, error) {
+// as a C literal by its declared type (integers as integers, reals as exact
+// float32 hex literals, flags as booleans for {{if}}), the kernel's name and
+// signature, the reads of the slots it declares, and the family's own
+// template data (a []float32 as a list of float32 literals).
+func templateData(d Dialect, c ir.LaunchConfig, k plan.Kernel, f *ir.Family) (map[string]any, error) {
 	data := map[string]any{}
-	for name, v := range k.Params {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, fmt.Errorf("codegen: kernel %s: parameter %s is %g", k.Name, name, v)
-		}
-		if realParams[name] {
-			data[name] = floatLit(v)
-			continue
-		}
-		if v != math.Trunc(v) || math.Abs(v) > 1<<31 {
-			return nil, fmt.Errorf("codegen: kernel %s: parameter %s is %g, want an integer", k.Name, name, v)
-		}
-		data[name] = int64(v)
+	for name, v := range k.Params.Ints {
+		data[name] = v
+	}
+	for name, v := range k.Params.Reals {
+		data[name] = floatLit(v)
+	}
+	for name, v := range k.Params.Flags {
+		data[name] = v
 	}
 	data["name"] = k.Name
 	data["dialect"] = string(d)
-	data["threads"] = Threads
-	data["args"] = signatureArgs(sig, ir.AnyFloatIsBF16(k.Params))
+	data["threads"] = c.Threads
+	data["warp"] = c.Warp
+	data["args"] = signatureArgs(f, f.AnyFloatIsBF16(k.Params))
 	var reads []string
-	for _, dyn := range sig.Dyn {
-		slot, ok := ir.ParamSlot[dyn]
-		if !ok {
-			return nil, fmt.Errorf("codegen: kernel %s: dynamic scalar %q has no parameter block slot", k.Name, dyn)
+	for _, s := range f.Slots {
+		if !s.Valid() {
+			return nil, fmt.Errorf("codegen: kernel %s: slot %d is not a parameter block slot", k.Name, int(s))
 		}
-		reads = append(reads, fmt.Sprintf("const int %s = params[%d];", dyn, slot))
+		reads = append(reads, fmt.Sprintf("const int %s = params[%d];", s, int(s)))
 	}
 	data["params"] = strings.Join(reads, " ")
-	if ir.Kind(k.Family) == ir.RoPE {
-		inv := ropeInvFreq(int(k.Params["rot_dim"]), k.Params["theta"])
-		lits := make([]string, len(inv))
-		for i, f := range inv {
-			lits[i] = floatLit(float64(f))
+	if f.TemplateData != nil {
+		for name, v := range f.TemplateData(k.Params) {
+			if _, dup := data[name]; dup {
+				return nil, fmt.Errorf("codegen: kernel %s: template data %q shadows a parameter", k.Name, name)
+			}
+			if fs, ok := v.([]float32); ok {
+				lits := make([]string, len(fs))
+				for i, x := range fs {
+					lits[i] = floatLit(float64(x))
+				}
+				v = strings.Join(lits, ", ")
+			}
+			data[name] = v
 		}
-		data["inv_freq"] = strings.Join(lits, ", ")
 	}
 	return data, nil
 }
 
 // signatureArgs spells the ABI's parameter list (see the package doc).
-func signatureArgs(sig ir.Signature, kvBF16 bool) string {
+func signatureArgs(f *ir.Family, kvBF16 bool) string {
 	var parts []string
-	for _, o := range sig.Operands {
+	for _, o := range f.Operands {
 		var typ string
 		switch o.DType {
 		case ir.F32:
@@ -282,20 +266,6 @@ func floatLit(v float64) string {
 		return "0.0f"
 	}
 	return strconv.FormatFloat(float64(f), 'x', -1, 32) + "f"
-}
-
-// ropeInvFreq is kernels' inverse-frequency table (1/theta^(2j/rot) in
-// float32 steps, as torch computes it), folded into the RoPE source so the
-// device never evaluates pow.
-func ropeInvFreq(rotDim int, theta float64) []float32 {
-	base := float64(float32(theta))
-	inv := make([]float32, rotDim/2)
-	for j := range inv {
-		exponent := float32(2*j) / float32(rotDim)
-		power := float32(math.Pow(base, float64(exponent)))
-		inv[j] = 1 / power
-	}
-	return inv
 }
 
 // isIdent reports whether s can name a C function.

@@ -3,6 +3,7 @@ package codegen
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/plans"
 )
@@ -17,7 +19,7 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden sources under testdata/golden")
 
 // frozen loads a frozen plan of the default model.
-func frozen(t *testing.T, target string) *plan.Plan {
+func frozen(t *testing.T, target plan.Target) *plan.Plan {
 	t.Helper()
 	b, err := plans.Frozen(target)
 	if err != nil {
@@ -30,19 +32,23 @@ func frozen(t *testing.T, target string) *plan.Plan {
 	return p
 }
 
-// representatives picks one kernel per family from the gfx1151 plan (the
-// first by name), the set the golden files pin down.
+// representatives picks one kernel per family (the first by name) from
+// the gfx1151 plan, and from the cpu plan for the families fusion leaves out
+// of the GPU plans: the set the golden files pin down.
 func representatives(t *testing.T) []plan.Kernel {
 	t.Helper()
-	p := frozen(t, "gfx1151")
 	byFamily := map[string]plan.Kernel{}
-	for _, k := range p.Kernels {
-		if old, ok := byFamily[k.Family]; !ok || k.Name < old.Name {
-			byFamily[k.Family] = k
+	for _, target := range []plan.Target{plan.GFX1151, plan.CPU} {
+		seen := map[string]bool{}
+		for _, k := range frozen(t, target).Kernels {
+			if old, ok := byFamily[k.Family]; !ok || (seen[k.Family] && k.Name < old.Name) {
+				byFamily[k.Family] = k
+				seen[k.Family] = true
+			}
 		}
 	}
-	if len(byFamily) != len(ir.Catalogue) {
-		t.Fatalf("plan has %d families, catalogue %d", len(byFamily), len(ir.Catalogue))
+	if len(byFamily) != len(kernels.Families) {
+		t.Fatalf("plan has %d families, the table %d", len(byFamily), len(kernels.Families))
 	}
 	out := make([]plan.Kernel, 0, len(byFamily))
 	for _, k := range byFamily {
@@ -56,12 +62,13 @@ func representatives(t *testing.T) []plan.Kernel {
 // dialects and compares with testdata/golden (go test ./codegen -update).
 func TestGolden(t *testing.T) {
 	for _, k := range representatives(t) {
-		for _, d := range []Dialect{HIP, CUDA} {
-			s, err := Render(d, k)
+		for _, target := range plan.GPUTargets() {
+			s, err := Render(target, k)
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join("testdata", "golden", k.Family+d.Ext())
+			d, _ := target.Dialect()
+			path := filepath.Join("testdata", "golden", k.Family+d.SourceExt())
 			if *update {
 				if err := os.WriteFile(path, []byte(s.Code), 0o644); err != nil {
 					t.Fatal(err)
@@ -81,9 +88,14 @@ func TestGolden(t *testing.T) {
 
 // TestRenderFrozenPlans renders every kernel of both GPU plans and checks
 // the properties every source must have: one entry point named after the
-// kernel, no headers or device-library calls, and the plan's block size.
+// kernel, no headers or device-library calls, and the target's block size;
+// together the frozen plans use every family.
 func TestRenderFrozenPlans(t *testing.T) {
-	for _, target := range []string{"sm_90", "gfx1151"} {
+	families := map[string]bool{}
+	for _, k := range frozen(t, plan.CPU).Kernels {
+		families[k.Family] = true
+	}
+	for _, target := range plan.GPUTargets() {
 		p := frozen(t, target)
 		srcs, err := RenderPlan(p)
 		if err != nil {
@@ -92,7 +104,6 @@ func TestRenderFrozenPlans(t *testing.T) {
 		if len(srcs) != len(p.Kernels) {
 			t.Fatalf("%s: %d sources for %d kernels", target, len(srcs), len(p.Kernels))
 		}
-		families := map[string]bool{}
 		for _, s := range srcs {
 			families[s.Family] = true
 			if !strings.Contains(s.Code, " "+s.Kernel+"(") || strings.Count(s.Code, "KERNEL void") != 1 {
@@ -107,15 +118,26 @@ func TestRenderFrozenPlans(t *testing.T) {
 				t.Errorf("%s: %s: bad hash %q", target, s.Kernel, s.Hash)
 			}
 		}
-		if len(families) != len(ir.Catalogue) {
-			t.Errorf("%s: %d families rendered, catalogue has %d", target, len(families), len(ir.Catalogue))
-		}
+		threads := target.Launch().Threads
 		for _, ph := range p.Phases {
 			for _, l := range ph.Launches {
-				if len(l.Block) != 3 || l.Block[0] != Threads || l.Block[1] != 1 || l.Block[2] != 1 {
-					t.Fatalf("%s: %s: launch of %s has block %v, kernels are written for %d threads", target, ph.Name, l.Kernel, l.Block, Threads)
+				if len(l.Block) != 3 || l.Block[0] != threads || l.Block[1] != 1 || l.Block[2] != 1 {
+					t.Fatalf("%s: %s: launch of %s has block %v, its kernels are rendered for %d threads", target, ph.Name, l.Kernel, l.Block, threads)
 				}
 			}
+		}
+		if !strings.Contains(srcs[0].Code, fmt.Sprintf("#define BDIM_X %d\n", threads)) {
+			t.Errorf("%s: the prelude is not rendered for %d threads", target, threads)
+		}
+	}
+	if len(families) != len(kernels.Families) {
+		t.Errorf("the frozen plans use %d families, the table has %d", len(families), len(kernels.Families))
+	}
+	// The sampler's reference sums its logprob in the device kernel's lane
+	// order, which is the block's.
+	for _, target := range plan.GPUTargets() {
+		if target.Launch().Threads != kernels.SampleThreads {
+			t.Errorf("%s: %d threads, kernels.SampleThreads is %d", target, target.Launch().Threads, kernels.SampleThreads)
 		}
 	}
 }
@@ -123,52 +145,55 @@ func TestRenderFrozenPlans(t *testing.T) {
 // TestRenderDeterministic guards the source hash: rendering twice gives
 // the same bytes, and different parameters give different sources.
 func TestRenderDeterministic(t *testing.T) {
-	k := plan.Kernel{Name: "add_x", Family: "add", Params: map[string]float64{"width": 64}}
-	a, err := Render(CUDA, k)
+	k := plan.Kernel{Name: "add_x", Family: "add", Params: ir.Params{Ints: map[string]int64{"width": 64}}}
+	a, err := Render(plan.SM90, k)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := Render(CUDA, k)
+	b, _ := Render(plan.SM90, k)
 	if a != b {
 		t.Fatal("two renders differ")
 	}
-	k.Params = map[string]float64{"width": 65}
-	c, _ := Render(CUDA, k)
+	k.Params = ir.Params{Ints: map[string]int64{"width": 65}}
+	c, _ := Render(plan.SM90, k)
 	if c.Hash == a.Hash || !strings.Contains(c.Code, "WIDTH = 65;") {
 		t.Fatal("parameters are not folded into the source")
 	}
-	h, _ := Render(HIP, k)
+	h, _ := Render(plan.GFX1151, k)
 	if h.Hash == c.Hash || !strings.Contains(h.Code, "amdgcn") || strings.Contains(c.Code, "amdgcn") {
 		t.Fatal("dialect preludes are not distinct")
 	}
 }
 
 // TestRenderErrors checks the refusals: unknown dialects, families,
-// missing parameters, non-integer extents and bad names.
+// missing, undeclared and mistyped parameters, and bad names.
 func TestRenderErrors(t *testing.T) {
-	good := map[string]float64{"width": 8}
+	good := ir.Params{Ints: map[string]int64{"width": 8}}
 	cases := []struct {
-		d Dialect
-		k plan.Kernel
+		t    plan.Target
+		k    plan.Kernel
+		want string
 	}{
-		{"opencl", plan.Kernel{Name: "a", Family: "add", Params: good}},
-		{CUDA, plan.Kernel{Name: "a", Family: "conv3d", Params: good}},
-		{CUDA, plan.Kernel{Name: "a", Family: "add", Params: map[string]float64{}}},
-		{CUDA, plan.Kernel{Name: "a", Family: "add", Params: map[string]float64{"width": 1.5}}},
-		{HIP, plan.Kernel{Name: "a-b", Family: "add", Params: good}},
+		{"tpu", plan.Kernel{Name: "a", Family: "add", Params: good}, `target "tpu" has no GPU dialect`},
+		{plan.CPU, plan.Kernel{Name: "a", Family: "add", Params: good}, `target "cpu" has no GPU dialect`},
+		{plan.SM90, plan.Kernel{Name: "a", Family: "conv3d", Params: good}, `unknown kernel family "conv3d"`},
+		{plan.SM90, plan.Kernel{Name: "a", Family: "add"}, "parameter width (integer) missing"},
+		{plan.SM90, plan.Kernel{Name: "a", Family: "add", Params: ir.Params{Reals: map[string]float64{"width": 1.5}}}, "given as a real"},
+		{plan.SM90, plan.Kernel{Name: "a", Family: "add", Params: ir.Params{Ints: map[string]int64{"width": 8, "height": 2}}}, "parameter height is not a parameter"},
+		{plan.GFX1151, plan.Kernel{Name: "a-b", Family: "add", Params: good}, "not a C identifier"},
 	}
-	for i, c := range cases {
-		if _, err := Render(c.d, c.k); err == nil {
-			t.Errorf("case %d: no error", i)
+	for _, c := range cases {
+		if _, err := Render(c.t, c.k); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want %q", c.k, err, c.want)
 		}
 	}
-	for target, want := range map[string]Dialect{"gfx1151": HIP, "sm_90": CUDA} {
-		if d, err := DialectFor(target); err != nil || d != want {
-			t.Errorf("DialectFor(%s) = %q, %v", target, d, err)
+	for target, want := range map[plan.Target]Dialect{plan.GFX1151: HIP, plan.SM90: CUDA} {
+		if d, err := target.Dialect(); err != nil || d != want {
+			t.Errorf("%s.Dialect() = %q, %v", target, d, err)
 		}
 	}
-	if _, err := DialectFor("cpu"); err == nil {
-		t.Error("DialectFor(cpu) has no error")
+	if _, err := plan.CPU.Dialect(); err == nil {
+		t.Error("cpu.Dialect() has no error")
 	}
 	if _, err := RenderPlan(&plan.Plan{Target: "cpu"}); err == nil {
 		t.Error("RenderPlan of a cpu plan has no error")
@@ -189,7 +214,7 @@ func TestFloatLiterals(t *testing.T) {
 // implements plan.KernelABI and that its entry point is that ABI's: one
 // pointer per operand of the family, then int n, then the parameter block.
 func TestSourceABI(t *testing.T) {
-	for _, target := range []string{"sm_90", "gfx1151"} {
+	for _, target := range plan.GPUTargets() {
 		srcs, err := RenderPlan(frozen(t, target))
 		if err != nil {
 			t.Fatal(err)
@@ -201,7 +226,7 @@ func TestSourceABI(t *testing.T) {
 			_, rest, ok := strings.Cut(s.Code, "KERNEL void "+s.Kernel+"(")
 			args, _, _ := strings.Cut(rest, ")")
 			parts := strings.Split(args, ", ")
-			ops := len(ir.Catalogue[ir.Kind(s.Family)].Operands)
+			ops := len(kernels.Families[ir.Kind(s.Family)].Operands)
 			if !ok || len(parts) != ops+2 || parts[ops] != "int n" || parts[ops+1] != "const int* params" {
 				t.Errorf("%s: %s: entry point takes (%s), want %d operand pointers, int n, const int* params", target, s.Kernel, args, ops)
 				continue
@@ -219,7 +244,7 @@ func TestSourceABI(t *testing.T) {
 // every argument offset, dynamic stride and arena offset is a multiple of
 // plan.ArgAlign bytes, so the kernels' 16-byte vector loads are aligned.
 func TestPlanAlignment(t *testing.T) {
-	for _, target := range []string{"sm_90", "gfx1151"} {
+	for _, target := range plan.GPUTargets() {
 		p := frozen(t, target)
 		for _, ph := range p.Phases {
 			for _, b := range ph.Buffers {

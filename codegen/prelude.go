@@ -1,5 +1,13 @@
 package codegen
 
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/aimaproject/aimac/ir"
+)
+
 // The preludes are the only dialect-specific text: they spell the keywords,
 // thread indices, barrier, lane shuffle, bit casts and the transcendental
 // functions the templates use. Templates see the same vocabulary in both:
@@ -13,12 +21,28 @@ package codegen
 //	f32_bits / bits_f32     bit casts
 //	fexp flog fsqrt         float expf, logf, sqrtf
 //	bf16                    unsigned short BF16 storage
+//
+// {THREADS} and {WARP} stand for the target's launch configuration
+// (plan.TargetSpec.Launch): the block every kernel is launched with and the
+// lanes of a warp or wave.
 var preludes = map[Dialect]string{HIP: hipPrelude, CUDA: cudaPrelude}
+
+// prelude is the dialect's prelude for a launch configuration.
+func prelude(d Dialect, c ir.LaunchConfig) (string, error) {
+	text, ok := preludes[d]
+	if !ok {
+		return "", fmt.Errorf("codegen: unknown dialect %q", d)
+	}
+	if c.Threads < 1 || c.Warp < 1 || c.Threads%c.Warp != 0 {
+		return "", fmt.Errorf("codegen: launch configuration %+v: want whole warps", c)
+	}
+	return strings.NewReplacer("{THREADS}", strconv.Itoa(c.Threads), "{WARP}", strconv.Itoa(c.Warp)).Replace(text), nil
+}
 
 // hipPrelude targets gfx1151 in wave32 with clang builtins only (no
 // __ocml/__ockl calls), so `-nogpulib -nogpuinc` links.
 const hipPrelude = `// ---- prelude: HIP (gfx1151, wave32), self-contained ----
-#define KERNEL extern "C" __attribute__((global)) __attribute__((amdgpu_flat_work_group_size(1, 256)))
+#define KERNEL extern "C" __attribute__((global)) __attribute__((amdgpu_flat_work_group_size(1, {THREADS})))
 #define DEVICE static __attribute__((device)) inline __attribute__((always_inline, unused))
 #define SHARED __attribute__((shared))
 #define CONSTANT __attribute__((constant))
@@ -26,8 +50,8 @@ const hipPrelude = `// ---- prelude: HIP (gfx1151, wave32), self-contained ----
 #define BID_X ((int)__builtin_amdgcn_workgroup_id_x())
 #define BID_Y ((int)__builtin_amdgcn_workgroup_id_y())
 #define BID_Z ((int)__builtin_amdgcn_workgroup_id_z())
-#define BDIM_X 256
-#define WARP_SIZE 32
+#define BDIM_X {THREADS}
+#define WARP_SIZE {WARP}
 #define LANE (TID_X & (WARP_SIZE - 1))
 #define WARP (TID_X / WARP_SIZE)
 typedef unsigned short bf16;
@@ -63,7 +87,7 @@ const cudaPrelude = `// ---- prelude: CUDA (sm_90), self-contained ----
 #define __constant__ __attribute__((constant))
 #define __launch_bounds__(n) __attribute__((launch_bounds(n)))
 #endif
-#define KERNEL extern "C" __global__ __launch_bounds__(256)
+#define KERNEL extern "C" __global__ __launch_bounds__({THREADS})
 #define DEVICE static __device__ inline __attribute__((always_inline, unused))
 #define SHARED __shared__
 #define CONSTANT __constant__
@@ -75,8 +99,8 @@ DEVICE int sreg_ctaid_z() { int r; asm("mov.u32 %0, %%ctaid.z;" : "=r"(r)); retu
 #define BID_X sreg_ctaid_x()
 #define BID_Y sreg_ctaid_y()
 #define BID_Z sreg_ctaid_z()
-#define BDIM_X 256
-#define WARP_SIZE 32
+#define BDIM_X {THREADS}
+#define WARP_SIZE {WARP}
 #define LANE (TID_X & (WARP_SIZE - 1))
 #define WARP (TID_X / WARP_SIZE)
 typedef unsigned short bf16;

@@ -59,8 +59,9 @@ type SampleParams struct {
 	VocabLimit  int32   // ids at or above it are masked when > 0
 }
 
-// SampleThreads is the device kernel's block size (codegen.Threads): the
-// lanes of the logprob's sum.
+// SampleThreads is the device kernel's block size, the lanes of the
+// logprob's sum: every GPU target's block threads (plan.TargetSpec.Launch;
+// codegen's tests check).
 const SampleThreads = 256
 
 // sampleGamma2 decorrelates the step from the seed in the draw's state.

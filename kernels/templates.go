@@ -8,3 +8,7 @@ import "embed"
 //
 //go:embed *.tmpl
 var Templates embed.FS
+
+// Helpers are the template files that belong to no family: only
+// {{define}}s that family templates include.
+var Helpers = []string{"common.tmpl", "gdn_recurrence.tmpl", "matmul_dot.tmpl"}

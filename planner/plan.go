@@ -15,7 +15,7 @@ import (
 
 // Options choose what to plan.
 type Options struct {
-	Target        string
+	Target        plan.Target
 	Buckets       []int
 	ContextTokens int
 	// LogitsRows is the row capacity of the teacher-forcing logits pass
@@ -27,6 +27,8 @@ type Options struct {
 	// the GPU targets, "bf16" (half the bytes; SPEC §2.3 step 4 stores bf16,
 	// at a cost in agreement with an fp32 reference).
 	KVDType ir.DType
+	// Fusion says whether the fusion pass runs (FuseDefault: on GPU targets).
+	Fusion Fusion
 }
 
 // DefaultBuckets are the real model's prefill buckets.
@@ -35,18 +37,39 @@ var DefaultBuckets = []int{1024, 2048, 4096, 8192}
 // arenaAlign aligns arena slots for vector loads on every target.
 const arenaAlign = 256
 
-// Plan lowers every step of the model and schedules it for a target.
+// Plan lowers every step of the model and schedules it for a target: the
+// planner's passes in order (passes.go), then the plan validated.
 func Plan(m *Model, o Options) (*plan.Plan, error) {
-	if err := o.check(); err != nil {
+	c, err := compile(m, o, "", nil)
+	if err != nil {
 		return nil, err
 	}
-	maxB := o.Buckets[len(o.Buckets)-1]
-	kv := o.KVDType
+	return c.plan, nil
+}
+
+// steps are the graphs a plan holds: every prefill bucket, the decode
+// step, the logits pass and the sampler.
+func (o *Options) steps() []Step {
+	var steps []Step
+	for _, b := range o.Buckets {
+		steps = append(steps, Step{Kind: plan.Prefill, Tokens: b})
+	}
+	steps = append(steps, Step{Kind: plan.DecodeStep, Tokens: 1}, Step{Kind: plan.Logits, Tokens: o.LogitsRows},
+		Step{Kind: plan.Sample, Tokens: 1})
+	for i := range steps {
+		steps[i].MaxTokens, steps[i].ContextTokens = o.Buckets[len(o.Buckets)-1], o.ContextTokens
+		steps[i].KVDType, steps[i].Chunk = o.KVDType, o.Chunk
+	}
+	return steps
+}
+
+// newPlan is the plan's header: what was planned, for which target.
+func newPlan(m *Model, o Options) (*plan.Plan, error) {
 	cfg, err := json.Marshal(m.Config)
 	if err != nil {
 		return nil, err
 	}
-	p := &plan.Plan{
+	return &plan.Plan{
 		Format: plan.Format,
 		Model: plan.Model{Arch: "qwen3_5_moe", Fingerprint: m.Fingerprint(), Config: cfg,
 			Vocab: m.Config.VocabSize},
@@ -54,40 +77,13 @@ func Plan(m *Model, o Options) (*plan.Plan, error) {
 		ContextTokens: o.ContextTokens,
 		Buckets:       slices.Clone(o.Buckets),
 		LogitsRows:    o.LogitsRows,
-	}
-	steps := []Step{}
-	for _, b := range o.Buckets {
-		steps = append(steps, Step{Kind: plan.Prefill, Tokens: b})
-	}
-	steps = append(steps, Step{Kind: plan.DecodeStep, Tokens: 1}, Step{Kind: plan.Logits, Tokens: o.LogitsRows},
-		Step{Kind: plan.Sample, Tokens: 1})
-	s := &scheduler{p: p, target: o.Target, kernels: map[string]bool{}, globals: map[string]int{}}
-	for _, st := range steps {
-		st.MaxTokens, st.ContextTokens, st.KVDType, st.Chunk = maxB, o.ContextTokens, kv, o.Chunk
-		g, err := Lower(m, st)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.phase(st.Kind, g); err != nil {
-			return nil, err
-		}
-	}
-	s.fillKernels()
-	sort.Slice(p.Kernels, func(i, j int) bool { return p.Kernels[i].Name < p.Kernels[j].Name })
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("planner produced an invalid plan: %w", err)
-	}
-	return p, nil
+	}, nil
 }
 
 func (o *Options) check() error {
 	var errs []error
-	known := false
-	for _, t := range plan.Targets {
-		known = known || t == o.Target
-	}
-	if !known {
-		errs = append(errs, fmt.Errorf("target %q is not one of %v", o.Target, plan.Targets))
+	if err := o.Target.Check(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(o.Buckets) == 0 {
 		errs = append(errs, errors.New("no buckets"))
@@ -107,10 +103,13 @@ func (o *Options) check() error {
 	switch {
 	case o.KVDType == "":
 		o.KVDType = ir.F32
-	case o.KVDType == ir.BF16 && o.Target == "cpu":
+	case o.KVDType == ir.BF16 && !o.Target.GPU():
 		errs = append(errs, errors.New("a bf16 KV cache needs a GPU target; the cpu target keeps it in f32"))
 	case o.KVDType != ir.F32 && o.KVDType != ir.BF16:
 		errs = append(errs, fmt.Errorf("KV cache dtype %q: want f32 or bf16", o.KVDType))
+	}
+	if o.Fusion != FuseDefault && o.Fusion != FuseOn && o.Fusion != FuseOff {
+		errs = append(errs, fmt.Errorf("fusion %q: want %q, %q or empty (the target's default)", o.Fusion, FuseOn, FuseOff))
 	}
 	if o.Chunk < 1 || o.Chunk > 1024 {
 		errs = append(errs, fmt.Errorf("chunk %d: want 1 to 1024", o.Chunk))
@@ -128,13 +127,14 @@ func (o *Options) check() error {
 // persistent buffers between phases.
 type scheduler struct {
 	p       *plan.Plan
-	target  string
+	target  plan.Target
 	kernels map[string]bool
 	globals map[string]int // name → index in p.Buffers
 }
 
-func (s *scheduler) phase(kind string, g *ir.Graph) error {
+func (s *scheduler) phase(kind plan.PhaseKind, g *ir.Graph) error {
 	ph := plan.Phase{Name: g.Name, Kind: kind, Tokens: g.Tokens, Dyn: g.Dyn}
+	ph.Inputs, ph.Outputs = plan.PhaseIO(g)
 	for _, t := range g.Tensors {
 		if !t.Role.Persistent() {
 			continue
@@ -149,15 +149,14 @@ func (s *scheduler) phase(kind string, g *ir.Graph) error {
 		s.globals[t.Name] = len(s.p.Buffers)
 		s.p.Buffers = append(s.p.Buffers, b)
 	}
-	offsets, live, arena := placeArena(g)
-	s.p.ArenaBytes = max(s.p.ArenaBytes, arena)
+	s.p.ArenaBytes = max(s.p.ArenaBytes, placeArena(g))
 	for _, t := range g.Tensors {
 		if t.Role.Persistent() {
 			continue
 		}
 		b := buffer(t)
-		b.Offset = offsets[t.ID]
-		b.Live = live[t.ID]
+		b.Offset = t.Placement.Offset
+		b.Live = []int{t.Placement.First, t.Placement.Last}
 		ph.Buffers = append(ph.Buffers, b)
 	}
 	for _, op := range g.Ops {
@@ -167,8 +166,11 @@ func (s *scheduler) phase(kind string, g *ir.Graph) error {
 			s.p.Kernels = append(s.p.Kernels, k)
 		}
 		l := plan.Launch{Kernel: k.Name, Layer: op.Layer, Rows: op.Rows}
-		if s.target != "cpu" {
-			l.Grid, l.Block = gridFor(op, g.Tokens)
+		if s.target.GPU() {
+			if op.Launch == nil {
+				return fmt.Errorf("phase %s: %s launch was not configured", g.Name, op.Kind)
+			}
+			l.Grid, l.Block, l.SharedBytes = slices.Clone(op.Launch.Grid[:]), slices.Clone(op.Launch.Block[:]), op.Launch.SharedBytes
 		}
 		for _, o := range op.Operands {
 			t := g.Tensors[o.Tensor]
@@ -189,16 +191,12 @@ func (s *scheduler) fillKernels() {
 	for _, dt := range []ir.DType{ir.BF16, ir.F32} {
 		used := false
 		for _, b := range s.p.Buffers {
-			used = used || (b.Role == string(ir.Weight) && b.DType == string(dt))
+			used = used || (b.Role == ir.Weight && b.DType == dt)
 		}
 		if !used {
 			continue
 		}
-		flag := 0.0
-		if dt == ir.BF16 {
-			flag = 1
-		}
-		k := kernelFor(&ir.Op{Kind: ir.FillUniform, Params: map[string]float64{"bf16": flag}, Rows: "n"})
+		k := kernelFor(&ir.Op{Kind: ir.FillUniform, Params: params(nil, "bf16", dt == ir.BF16), Rows: ir.SlotRef(ir.ParamN)})
 		if !s.kernels[k.Name] {
 			s.kernels[k.Name] = true
 			s.p.Kernels = append(s.p.Kernels, k)
@@ -207,7 +205,7 @@ func (s *scheduler) fillKernels() {
 }
 
 func buffer(t *ir.Tensor) plan.Buffer {
-	b := plan.Buffer{Name: t.Name, Role: string(t.Role), DType: string(t.DType), Shape: t.Shape, Bytes: t.Bytes(), Tensor: t.Source}
+	b := plan.Buffer{Name: t.Name, Role: t.Role, DType: t.DType, Shape: t.Shape, Bytes: t.Bytes(), Tensor: t.Source}
 	if t.SourceDType != "" && t.SourceDType != "F32" {
 		b.SourceDType = t.SourceDType
 	}
@@ -215,25 +213,19 @@ func buffer(t *ir.Tensor) plan.Buffer {
 }
 
 // kernelFor names the kernel specialized for an op: its family and
-// parameters, the name carrying a short hash of the parameters so equal
+// parameters (verified against the family's declaration), the name
+// carrying a short hash of the parameters (ir.Params.Key) so equal
 // specializations share one kernel across layers and phases.
 func kernelFor(op *ir.Op) plan.Kernel {
-	params := map[string]float64{}
-	for _, name := range ir.Catalogue[op.Kind].Params {
-		params[name] = op.Params[name]
-	}
-	if op.Rows == "" {
-		params["rows"] = op.Params["rows"]
-	}
-	js, _ := json.Marshal(params) // sorted keys
-	h := sha256.Sum256(append([]byte(op.Kind+":"), js...))
-	return plan.Kernel{Name: fmt.Sprintf("%s_%s", op.Kind, hex.EncodeToString(h[:4])), Family: string(op.Kind), Params: params}
+	h := sha256.Sum256(append([]byte(op.Kind+":"), op.Params.Key()...))
+	return plan.Kernel{Name: fmt.Sprintf("%s_%s", op.Kind, hex.EncodeToString(h[:4])), Family: string(op.Kind), Params: op.Params.Clone()}
 }
 
-// placeArena gives every activation an arena offset: intervals of first
-// and last use, placed largest first at the lowest aligned offset that does
-// not overlap a placed buffer whose interval intersects.
-func placeArena(g *ir.Graph) (offsets map[int]int64, live map[int][]int, arena int64) {
+// placeArena gives every activation its arena placement: intervals of
+// first and last use, placed largest first at the lowest aligned offset that
+// does not overlap a placed buffer whose interval intersects. It returns the
+// arena's size.
+func placeArena(g *ir.Graph) (arena int64) {
 	first, last := map[int]int{}, map[int]int{}
 	for i, op := range g.Ops {
 		for _, o := range op.Operands {
@@ -260,7 +252,6 @@ func placeArena(g *ir.Graph) (offsets map[int]int64, live map[int][]int, arena i
 		start, end int64
 	}
 	var placed []slot
-	offsets, live = map[int]int64{}, map[int][]int{}
 	for _, t := range acts {
 		size := (t.Bytes() + arenaAlign - 1) / arenaAlign * arenaAlign
 		var busy []slot
@@ -277,10 +268,9 @@ func placeArena(g *ir.Graph) (offsets map[int]int64, live map[int][]int, arena i
 			}
 			off = max(off, s.end)
 		}
-		offsets[t.ID] = off
-		live[t.ID] = []int{first[t.ID], last[t.ID]}
+		t.Placement = &ir.Placement{Offset: off, First: first[t.ID], Last: last[t.ID]}
 		placed = append(placed, slot{t, off, off + size})
 		arena = max(arena, off+size)
 	}
-	return offsets, live, arena
+	return arena
 }

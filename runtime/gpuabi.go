@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
 )
 
@@ -16,14 +17,19 @@ import (
 // parameter block's address.
 const MaxKernelArgs = 32
 
+// KernelFamily is the declaration of a plan kernel's family.
+func KernelFamily(k *plan.Kernel) (*ir.Family, error) {
+	return kernels.Families.Family(ir.Kind(k.Family))
+}
+
 // KernelArgs checks a launch's operands against its family's signature and
 // returns the argument values in ABI order: one device address per operand
 // (addr resolves a Ref; each must be 16-byte aligned), then rows, then the
 // parameter block's address. Errors name the kernel and operand.
 func KernelArgs(k *plan.Kernel, args []Ref, rows int, block uint64, addr func(Ref) (uint64, error)) ([]uint64, error) {
-	sig, ok := ir.Catalogue[ir.Kind(k.Family)]
-	if !ok {
-		return nil, fmt.Errorf("kernel %s: unknown family %q", k.Name, k.Family)
+	sig, err := KernelFamily(k)
+	if err != nil {
+		return nil, fmt.Errorf("kernel %s: %w", k.Name, err)
 	}
 	if len(args) != len(sig.Operands) {
 		return nil, fmt.Errorf("kernel %s: %d arguments, family %s takes %d operands", k.Name, len(args), k.Family, len(sig.Operands))

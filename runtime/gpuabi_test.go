@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/aimaproject/aimac/ir"
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/runtime"
 	"github.com/google/go-cmp/cmp"
@@ -43,7 +44,7 @@ func TestLaunchShape(t *testing.T) {
 }
 
 func TestKernelArgs(t *testing.T) {
-	k := &plan.Kernel{Name: "add_x", Family: "add", Params: map[string]float64{"width": 8}}
+	k := &plan.Kernel{Name: "add_x", Family: "add", Params: ir.Params{Ints: map[string]int64{"width": 8}}}
 	mem := struct{ runtime.Mem }{}
 	addr := func(r runtime.Ref) (uint64, error) {
 		if r.Offset < 0 {
@@ -65,7 +66,7 @@ func TestKernelArgs(t *testing.T) {
 		args []runtime.Ref
 		err  string
 	}{
-		{"unknown family", &plan.Kernel{Name: "x", Family: "mystery"}, args, `kernel x: unknown family "mystery"`},
+		{"unknown family", &plan.Kernel{Name: "x", Family: "mystery"}, args, `kernel x: unknown kernel family "mystery"`},
 		{"count", k, args[:1], "kernel add_x: 1 arguments, family add takes 2 operands"},
 		{"misaligned", k, []runtime.Ref{{Mem: mem}, {Mem: mem, Offset: 4}}, "argument 1 (y) at offset 4 is not 16-byte aligned"},
 		{"unresolved", k, []runtime.Ref{{Mem: mem, Offset: -16}, {Mem: mem}}, "argument 0 (x): bad ref"},

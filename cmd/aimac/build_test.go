@@ -60,7 +60,7 @@ func TestBuildFlagErrors(t *testing.T) {
 	}{
 		{[]string{"build", "--target", "gfx1151", "--out", out}, "--plan is required"},
 		{[]string{"build", "--plan", cpuPlan, "--out", out}, "--target is required"},
-		{[]string{"build", "--plan", cpuPlan, "--target", "cpu", "--out", out}, `--target "cpu": want sm_90 or gfx1151`},
+		{[]string{"build", "--plan", cpuPlan, "--target", "cpu", "--out", out}, `--target "cpu": want sm_90, gfx1151`},
 		{[]string{"build", "--plan", cpuPlan, "--target", "gfx1151"}, "--out is required"},
 		{[]string{"build", "--plan", cpuPlan, "--target", "gfx1151", "--out", out, "--device-flags", "-O3 'x"}, "check quotes"},
 		{[]string{"build", "--plan", filepath.Join(tmp, "none.json"), "--target", "gfx1151", "--out", out}, "none.json"},

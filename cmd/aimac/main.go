@@ -16,6 +16,7 @@ import (
 	"github.com/aimaproject/aimac/arch"
 	"github.com/aimaproject/aimac/checkpoint"
 	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/planner"
 	"github.com/aimaproject/aimac/synth"
@@ -84,7 +85,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 			if err != nil {
 				return err
 			}
-			p, err := planner.Plan(m, planner.Options{Target: target, Buckets: bs, ContextTokens: ctxTokens, KVDType: ir.DType(kvDType)})
+			p, err := planner.Plan(m, planner.Options{Target: plan.Target(target), Buckets: bs, ContextTokens: ctxTokens, KVDType: ir.DType(kvDType)})
 			if err != nil {
 				return err
 			}
@@ -100,7 +101,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 		},
 	}
 	c.Flags().StringVar(&dir, "model-dir", "", "checkpoint directory (default: the embedded Qwen3.6-35B-A3B config)")
-	c.Flags().StringVar(&target, "target", "cpu", "target: "+strings.Join(plan.Targets, ", "))
+	c.Flags().StringVar(&target, "target", string(plan.CPU), "target: "+targetList(plan.Targets))
 	c.Flags().StringVar(&buckets, "buckets", "1024,2048,4096,8192", "prefill bucket sizes, increasing")
 	c.Flags().IntVar(&ctxTokens, "context-tokens", 262144, "context capacity (prompt + output tokens)")
 	c.Flags().StringVar(&kvDType, "kv-dtype", "f32", "KV cache element type: f32, or bf16 on a GPU target (half the bytes, less exact)")
@@ -109,35 +110,62 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 }
 
 func irCmd() *cobra.Command {
-	var dir, step string
+	var dir, step, target, after string
 	var ctxTokens int
+	var list bool
 	c := &cobra.Command{
 		Use:   "ir",
-		Short: "Print the IR graph of one step (prefill:N, decode or logits:N)",
-		Args:  cobra.NoArgs,
+		Short: "Print the IR graph of one step (prefill:N, decode, logits:N or sample) after a planner pass",
+		Long: `Print the IR graph of one step of the model after any of the planner's
+passes (--passes lists them in order; the default is the last). After
+"fuse" a GPU target's graph shows the fused families, after "configure" each
+op's grid and block, after "schedule" each activation's arena offset and
+live range.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if list {
+				for _, p := range planner.Passes() {
+					fmt.Fprintln(cmd.OutOrStdout(), p)
+				}
+				return nil
+			}
 			m, err := model(dir)
 			if err != nil {
 				return err
 			}
 			kind, n, _ := strings.Cut(step, ":")
-			s := planner.Step{Kind: kind, Tokens: 1, ContextTokens: ctxTokens, KVDType: "f32", Chunk: 64}
-			if kind != plan.DecodeStep {
-				if s.Tokens, err = strconv.Atoi(n); err != nil || s.Tokens <= 0 {
-					return fmt.Errorf("--step %q: want prefill:N, decode or logits:N", step)
+			tokens := 1
+			switch plan.PhaseKind(kind) {
+			case plan.DecodeStep, plan.Sample:
+			case plan.Prefill, plan.Logits:
+				if tokens, err = strconv.Atoi(n); err != nil || tokens <= 0 {
+					return fmt.Errorf("--step %q: want prefill:N, decode, logits:N or sample", step)
 				}
+			default:
+				return fmt.Errorf("--step %q: want prefill:N, decode, logits:N or sample", step)
 			}
-			s.MaxTokens = max(s.Tokens, 1)
-			g, err := planner.Lower(m, s)
+			// Plan one bucket of the step's size, so its graph is the
+			// step's alone.
+			o := planner.Options{Target: plan.Target(target), Buckets: []int{tokens}, ContextTokens: ctxTokens, LogitsRows: tokens}
+			gs, err := planner.Graphs(m, o, after)
 			if err != nil {
 				return err
 			}
-			fmt.Fprint(cmd.OutOrStdout(), g.Dump())
-			return nil
+			for _, g := range gs {
+				if g.Name == step || (kind == string(plan.Prefill) && g.Name == fmt.Sprintf("prefill_%d", tokens)) ||
+					(kind != string(plan.Prefill) && g.Name == kind) {
+					fmt.Fprint(cmd.OutOrStdout(), g.Dump(kernels.Families))
+					return nil
+				}
+			}
+			return fmt.Errorf("--step %q: no such graph", step)
 		},
 	}
 	c.Flags().StringVar(&dir, "model-dir", "", "checkpoint directory (default: the embedded Qwen3.6-35B-A3B config)")
-	c.Flags().StringVar(&step, "step", "decode", "step to lower: prefill:N, decode or logits:N")
+	c.Flags().StringVar(&step, "step", "decode", "step to print: prefill:N, decode, logits:N or sample")
+	c.Flags().StringVar(&target, "target", string(plan.CPU), "target: "+targetList(plan.Targets))
+	c.Flags().StringVar(&after, "after", "", "print the graph after this pass (default: after the last; see --passes)")
+	c.Flags().BoolVar(&list, "passes", false, "list the planner's passes in order and exit")
 	c.Flags().IntVar(&ctxTokens, "context-tokens", 4096, "context capacity")
 	return c
 }
@@ -172,4 +200,13 @@ has the real widths (use --layers to keep it on disk).`,
 	c.Flags().Uint64Var(&o.Seed, "seed", 1, "random seed")
 	c.Flags().StringVar(&o.Out, "out", "", "output directory (must not exist or be empty)")
 	return c
+}
+
+// targetList spells targets for help texts.
+func targetList(ts []plan.Target) string {
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = string(t)
+	}
+	return strings.Join(s, ", ")
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,6 +58,29 @@ func TestSynthPlanAndDamage(t *testing.T) {
 	if out, _, err := run("ir", "--model-dir", dir, "--step", "prefill:16"); err != nil || !strings.Contains(out, "gated_delta_chunked") {
 		t.Errorf("ir dump: %v\n%.300s", err, out)
 	}
+	// The graph after each pass: fused on a GPU target, then launches.
+	lowered, _, err := run("ir", "--model-dir", dir, "--target", "sm_90", "--after", "lower")
+	fused, _, err2 := run("ir", "--model-dir", dir, "--target", "sm_90", "--after", "fuse")
+	configured, _, err3 := run("ir", "--model-dir", dir, "--target", "sm_90", "--after", "configure")
+	scheduled, _, err4 := run("ir", "--model-dir", dir, "--target", "sm_90")
+	if err := errors.Join(err, err2, err3, err4); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(lowered, "mixer_out") || strings.Contains(lowered, "matmul_add") || strings.Contains(lowered, "grid=") {
+		t.Errorf("ir --after lower:\n%.600s", lowered)
+	}
+	if strings.Contains(fused, "mixer_out") || !strings.Contains(fused, "matmul_add(y=") || strings.Contains(fused, "grid=") {
+		t.Errorf("ir --after fuse:\n%.600s", fused)
+	}
+	if !strings.Contains(configured, "grid=[") || strings.Contains(configured, " live=[") {
+		t.Errorf("ir --after configure:\n%.600s", configured)
+	}
+	if !strings.Contains(scheduled, " live=[") {
+		t.Errorf("ir (after schedule):\n%.600s", scheduled)
+	}
+	if out, _, err := run("ir", "--passes"); err != nil || out != "lower\nfuse\nconfigure\nschedule\n" {
+		t.Errorf("ir --passes: %q, %v", out, err)
+	}
 	// Refuse to overwrite, then damage the checkpoint: every problem named.
 	if _, _, err := run("synth", "--preset", "tiny", "--out", dir); err == nil {
 		t.Error("synth overwrote a non-empty directory")
@@ -93,6 +117,9 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"synth", "--preset", "huge", "--out", "x"}, "huge"},
 		{[]string{"synth"}, "--out is required"},
 		{[]string{"ir", "--step", "prefill:zero"}, "want prefill:N"},
+		{[]string{"ir", "--step", "train"}, "want prefill:N"},
+		{[]string{"ir", "--after", "inline"}, `no planner pass "inline"`},
+		{[]string{"ir", "--target", "tpu"}, `target "tpu" is not one of`},
 	}
 	for _, tt := range tests {
 		_, _, err := run(tt.args...)

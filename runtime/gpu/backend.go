@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/aimaproject/aimac/ir"
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/runtime"
 )
@@ -318,7 +317,7 @@ func (b *Backend) Load(ks []plan.Kernel) error {
 		if _, ok := b.funcs[k.Name]; ok {
 			continue
 		}
-		if _, ok := ir.Catalogue[ir.Kind(k.Family)]; !ok {
+		if _, err := runtime.KernelFamily(&k); err != nil {
 			return fmt.Errorf("%s: kernel %s: unknown family %q", b.d.Dialect, k.Name, k.Family)
 		}
 		image := b.objects[k.Name]

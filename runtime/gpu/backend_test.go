@@ -26,7 +26,7 @@ func open(t *testing.T, dialect string, ks []plan.Kernel) (*Backend, *fake) {
 	f := newFake(dialect, 1<<24)
 	objs := map[string][]byte{}
 	for _, k := range ks {
-		objs[k.Name] = image(k.Name, len(ir.Catalogue[ir.Kind(k.Family)].Operands)+2)
+		objs[k.Name] = image(k.Name, len(declared(&k))+2)
 	}
 	released := 0
 	b, err := New(f.driver(), Config{Target: "sm_test", Objects: objs, Release: func() { released++ }})
@@ -79,7 +79,7 @@ func loaded(t *testing.T, dialect string) (*Backend, *fake, []plan.Kernel, []pla
 func operands(t *testing.T, b *Backend, k *plan.Kernel) []runtime.Ref {
 	t.Helper()
 	var refs []runtime.Ref
-	for i := range ir.Catalogue[ir.Kind(k.Family)].Operands {
+	for i := range declared(k) {
 		m, err := b.Alloc(4096)
 		if err != nil {
 			t.Fatal(err)
@@ -94,7 +94,7 @@ func operands(t *testing.T, b *Backend, k *plan.Kernel) []runtime.Ref {
 func expect(via string, k *plan.Kernel, l *plan.Launch, first, rows int, params runtime.Params) ran {
 	grid, block, _ := runtime.LaunchShape(l)
 	w := ran{Via: via, Kernel: k.Name, Grid: grid, Block: block, Shared: uint32(l.SharedBytes), Params: params[:]}
-	for i := range ir.Catalogue[ir.Kind(k.Family)].Operands {
+	for i := range declared(k) {
 		w.Args = append(w.Args, fmt.Sprintf("d%d+%d", first+i, 16*i))
 	}
 	w.Args = append(w.Args, strconv.Itoa(rows), "d1+0")
@@ -310,10 +310,10 @@ func TestLaunch(t *testing.T) {
 				rows int
 				want string
 			}{
-				{"misaligned", k, l, misaligned, 1, p + "kernel embed: argument 1 (" + ir.Catalogue[ir.Embedding].Operands[1].Name + ") at offset 24 is not 16-byte aligned"},
+				{"misaligned", k, l, misaligned, 1, p + "kernel embed: argument 1 (" + declared(&plan.Kernel{Family: string(ir.Embedding)})[1].Name + ") at offset 24 is not 16-byte aligned"},
 				{"too few arguments", k, l, args[1:], 1, fmt.Sprintf("%skernel embed: %d arguments, family embedding takes %d operands", p, len(args)-1, len(args))},
 				{"empty grid dimension", k, &badGrid, args, 1, p + "kernel embed: grid [4 0] has an empty dimension"},
-				{"unknown family", &plan.Kernel{Name: "x", Family: "mystery"}, l, args, 1, p + `kernel x: unknown family "mystery"`},
+				{"unknown family", &plan.Kernel{Name: "x", Family: "mystery"}, l, args, 1, p + `kernel x: unknown kernel family "mystery"`},
 				{"not loaded", &plan.Kernel{Name: "other", Family: k.Family}, l, args, 1, p + "kernel other was not loaded"},
 				{"refused by the driver", k, &tooBig, args, 1, p + "launch embed (grid [4 1 1], block [2048 1 1]): "},
 				{"no rows", k, l, args, 0, ""},
@@ -798,4 +798,13 @@ func TestClose(t *testing.T) {
 			}
 		})
 	}
+}
+
+// declared are the declared operands of k's family (none when unknown).
+func declared(k *plan.Kernel) []ir.OperandSpec {
+	f, err := runtime.KernelFamily(k)
+	if err != nil {
+		return nil
+	}
+	return f.Operands
 }

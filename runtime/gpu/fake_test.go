@@ -3,6 +3,7 @@ package gpu
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/aimaproject/aimac/ir"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -279,9 +280,9 @@ func (f *fake) run(via string, r launchRec) {
 		}
 	}
 	if n := len(r.args); n > 0 {
-		if a := f.span(r.args[n-1], 64); a != nil {
+		if a := f.span(r.args[n-1], 4*ir.ParamSlots); a != nil {
 			at := r.args[n-1] - devBase
-			for i := range 16 {
+			for i := range ir.ParamSlots {
 				out.Params = append(out.Params, int32(binary.LittleEndian.Uint32(f.dev[at+uint64(4*i):])))
 			}
 		}

@@ -49,8 +49,8 @@ const (
 
 // Launch enqueues one kernel: a device pointer per operand (in catalogue
 // order), then n = rows, then the parameter block's device address. The
-// dynamic scalars come from the block (SetParams), not from dyn.
-func (b *Backend) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows int, dyn map[string]int64) error {
+// dynamic values come from the device block (SetParams), not from p.
+func (b *Backend) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows int, _ *runtime.Params) error {
 	return b.launch(k, l, args, rows)
 }
 

@@ -1,0 +1,246 @@
+package planner
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
+	"github.com/aimaproject/aimac/plan"
+)
+
+// The planner is a table of named passes run in order over the graph of
+// every step (the Go compiler's pass list is the model): each pass rewrites
+// or annotates the graphs, and the last one turns them into the plan.
+// `aimac ir --passes` lists them; `aimac ir --after PASS` prints a step's
+// graph after any of them. The tests check the graph and plan invariants
+// after every pass.
+type pass struct {
+	name string
+	fn   func(c *compilation) error
+}
+
+var passes = []pass{
+	{"lower", lowerPass},         // each step of the model to a verified IR graph
+	{"fuse", fusePass},           // rewrite patterns into fused families (on GPU targets by default)
+	{"configure", configurePass}, // each op's launch shape from the target's launch configuration
+	{"schedule", schedulePass},   // arena placement, kernels, launches: the plan, validated
+}
+
+// Passes names the planner's passes in the order they run.
+func Passes() []string {
+	out := make([]string, len(passes))
+	for i, p := range passes {
+		out[i] = p.name
+	}
+	return out
+}
+
+// compilation is what the passes share: the model, the options, the steps
+// and their graphs, and finally the plan.
+type compilation struct {
+	m      *Model
+	o      Options
+	steps  []Step
+	graphs []*ir.Graph
+	plan   *plan.Plan
+}
+
+// compile runs the passes up to and including after ("" for all of them);
+// check, when set, runs after every pass.
+func compile(m *Model, o Options, after string, check func(pass string, c *compilation) error) (*compilation, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	if after != "" && !slices.Contains(Passes(), after) {
+		return nil, fmt.Errorf("no planner pass %q (the passes: %v)", after, Passes())
+	}
+	c := &compilation{m: m, o: o, steps: o.steps()}
+	for _, p := range passes {
+		if err := p.fn(c); err != nil {
+			return nil, fmt.Errorf("pass %s: %w", p.name, err)
+		}
+		if check != nil {
+			if err := check(p.name, c); err != nil {
+				return nil, fmt.Errorf("after pass %s: %w", p.name, err)
+			}
+		}
+		if p.name == after {
+			break
+		}
+	}
+	return c, nil
+}
+
+// Graphs runs the passes up to and including after and returns the graph
+// of every step the options plan, in plan order.
+func Graphs(m *Model, o Options, after string) ([]*ir.Graph, error) {
+	c, err := compile(m, o, after, nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.graphs, nil
+}
+
+func lowerPass(c *compilation) error {
+	for _, st := range c.steps {
+		g, err := Lower(c.m, st)
+		if err != nil {
+			return err
+		}
+		c.graphs = append(c.graphs, g)
+	}
+	return nil
+}
+
+// Fusion says whether the fusion pass runs.
+type Fusion string
+
+const (
+	FuseDefault Fusion = ""    // on for GPU targets, off on the CPU, whose plan keeps the unfused families as the oracle
+	FuseOn      Fusion = "on"  // on for every target (fused references are composed from the unfused ones)
+	FuseOff     Fusion = "off" // never
+)
+
+func (o *Options) fuses() bool {
+	return o.Fusion == FuseOn || (o.Fusion == FuseDefault && o.Target.GPU())
+}
+
+// fusePass applies every fusion rule to every graph, then drops the
+// tensors the rewrites left unused and verifies the graph again.
+func fusePass(c *compilation) error {
+	if !c.o.fuses() {
+		return nil
+	}
+	for _, g := range c.graphs {
+		if fuseMatMulAdd(g) == 0 {
+			continue
+		}
+		g.DropUnused()
+		if err := g.Verify(kernels.Families); err != nil {
+			return fmt.Errorf("%s: %w", g.Name, err)
+		}
+	}
+	return nil
+}
+
+// fuseMatMulAdd rewrites m = x·Wᵀ followed by the residual X += m into
+// X += x·Wᵀ (matmul_add) when m is an activation that the add is the only
+// reader of (the next op to touch m after it, if any, overwrites it: the
+// lowering reuses an activation's name layer after layer), both run over
+// the same rows, the add covers m exactly, and no op between them touches X
+// (which the fused kernel updates at the matmul's place) nor does the
+// matmul read X. It returns the number of rewrites.
+func fuseMatMulAdd(g *ir.Graph) int {
+	uses := map[int][]int{} // tensor → ops that use it, in order, once each
+	for i, op := range g.Ops {
+		for _, o := range op.Operands {
+			if u := uses[o.Tensor]; len(u) == 0 || u[len(u)-1] != i {
+				uses[o.Tensor] = append(u, i)
+			}
+		}
+	}
+	// overwrites reports whether op k only writes tensor t.
+	overwrites := func(k, t int) bool {
+		f := kernels.Families[g.Ops[k].Kind]
+		for j, o := range g.Ops[k].Operands {
+			if o.Tensor == t && f.Operands[j].Access != ir.Write {
+				return false
+			}
+		}
+		return true
+	}
+	// next is the first op after i that uses tensor t, or -1.
+	next := func(t, i int) int {
+		for _, k := range uses[t] {
+			if k > i {
+				return k
+			}
+		}
+		return -1
+	}
+	plain := func(o ir.Operand) bool { return o.Offset == 0 && o.Dyn == nil }
+	drop := map[int]bool{}
+	n := 0
+	for i, mm := range g.Ops {
+		if mm.Kind != ir.MatMul || mm.Rows == nil {
+			continue
+		}
+		m := mm.Operands[0]
+		if g.Tensors[m.Tensor].Role != ir.Activation || !plain(m) {
+			continue
+		}
+		j := next(m.Tensor, i)
+		if j < 0 {
+			continue
+		}
+		add := g.Ops[j]
+		if add.Kind != ir.Add || add.Rows == nil || *add.Rows != *mm.Rows || add.Layer != mm.Layer ||
+			add.Operands[1] != m || add.Params.Int("width") != mm.Params.Int("n") {
+			continue
+		}
+		if k := next(m.Tensor, j); k >= 0 && !overwrites(k, m.Tensor) {
+			continue
+		}
+		x := add.Operands[0]
+		if x.Tensor == m.Tensor || x.Tensor == mm.Operands[1].Tensor || x.Tensor == mm.Operands[2].Tensor {
+			continue
+		}
+		if k := next(x.Tensor, i); k >= 0 && k < j {
+			continue
+		}
+		g.Ops[i] = &ir.Op{Kind: ir.MatMulAdd, Layer: mm.Layer, Rows: mm.Rows, Params: mm.Params.Clone(),
+			Operands: []ir.Operand{x, mm.Operands[1], mm.Operands[2]}}
+		drop[j] = true
+		n++
+	}
+	kept := g.Ops[:0]
+	for i, op := range g.Ops {
+		if !drop[i] {
+			kept = append(kept, op)
+		}
+	}
+	g.Ops = kept
+	return n
+}
+
+// configurePass gives every op of a GPU target its launch shape: the
+// family's launch rule with the target's launch configuration.
+func configurePass(c *compilation) error {
+	if !c.o.Target.GPU() {
+		return nil
+	}
+	for _, g := range c.graphs {
+		for _, op := range g.Ops {
+			grid, block, shared, err := launchFor(op, g.Tokens, c.o.Target)
+			if err != nil {
+				return fmt.Errorf("%s: %w", g.Name, err)
+			}
+			op.Launch = &ir.LaunchShape{Grid: [3]int(grid), Block: [3]int(block), SharedBytes: shared}
+		}
+	}
+	return nil
+}
+
+// schedulePass places every graph's activations in the arena and turns the
+// graphs into the plan's phases, kernels and buffers, then validates it.
+func schedulePass(c *compilation) error {
+	p, err := newPlan(c.m, c.o)
+	if err != nil {
+		return err
+	}
+	s := &scheduler{p: p, target: c.o.Target, kernels: map[string]bool{}, globals: map[string]int{}}
+	for i, g := range c.graphs {
+		if err := s.phase(c.steps[i].Kind, g); err != nil {
+			return err
+		}
+	}
+	s.fillKernels()
+	sort.Slice(p.Kernels, func(i, j int) bool { return p.Kernels[i].Name < p.Kernels[j].Name })
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("planner produced an invalid plan: %w", err)
+	}
+	c.plan = p
+	return nil
+}

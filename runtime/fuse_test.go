@@ -1,0 +1,73 @@
+package runtime_test
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/aimaproject/aimac/checkpoint"
+	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/planner"
+	"github.com/aimaproject/aimac/runtime"
+)
+
+// TestFusedPlanBitIdentical runs the tiny checkpoint on the CPU with the
+// fusion pass forced on and off: the fused family's composed reference
+// makes every logit of a prefill and the decode steps after it equal bit
+// for bit to the unfused plan's.
+func TestFusedPlanBitIdentical(t *testing.T) {
+	ck, err := checkpoint.Open(tiny(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	m, err := planner.FromCheckpoint("tiny", ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(f planner.Fusion) [][]float32 {
+		p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{8, 32}, ContextTokens: 96, Fusion: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fused := 0
+		for _, ph := range p.Phases {
+			for _, l := range ph.Launches {
+				for _, k := range p.Kernels {
+					if k.Name == l.Kernel && ir.Kind(k.Family) == ir.MatMulAdd {
+						fused++
+					}
+				}
+			}
+		}
+		if (f == planner.FuseOn) != (fused > 0) {
+			t.Fatalf("fusion %q: %d matmul_add launches", f, fused)
+		}
+		e, err := runtime.NewEngine(p, runtime.NewCPU(), runtime.CheckpointWeights(ck))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		ctx := context.Background()
+		logits, err := e.Prefill(ctx, []int32{1, 5, 9, 2, 7, 3, 11, 4, 6, 8, 10}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := [][]float32{logits}
+		for range 4 {
+			if logits, err = e.Decode(ctx, runtime.Argmax(logits)); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, logits)
+		}
+		return out
+	}
+	a, b := run(planner.FuseOn), run(planner.FuseOff)
+	for s := range a {
+		for i := range a[s] {
+			if math.Float32bits(a[s][i]) != math.Float32bits(b[s][i]) {
+				t.Fatalf("step %d logit %d: fused %v, unfused %v", s, i, a[s][i], b[s][i])
+			}
+		}
+	}
+}
