@@ -4,23 +4,23 @@ import (
 	"strings"
 	"testing"
 
-	. "github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/ir"
 	"github.com/aimaproject/aimac/kernels"
 )
 
 // graph builds a small valid graph: x = embed(ids); y = x · Wᵀ.
-func graph() *Graph {
-	g := &Graph{Name: "t", Tokens: 4, Dyn: []Slot{ParamN}}
-	ids := g.AddTensor(Tensor{Name: "ids", DType: I32, Shape: []int64{4}, Role: Input})
-	table := g.AddTensor(Tensor{Name: "table", DType: BF16, Shape: []int64{10, 8}, Role: Weight, Source: "embed"})
-	x := g.AddTensor(Tensor{Name: "x", DType: F32, Shape: []int64{4, 8}, Role: Activation})
-	w := g.AddTensor(Tensor{Name: "w", DType: BF16, Shape: []int64{6, 8}, Role: Weight, Source: "w"})
-	y := g.AddTensor(Tensor{Name: "y", DType: F32, Shape: []int64{4, 6}, Role: Output})
-	g.Ops = []*Op{
-		{Kind: Embedding, Layer: -1, Rows: SlotRef(ParamN), Params: Params{Ints: map[string]int64{"hidden": 8, "vocab": 10}},
-			Operands: []Operand{{Tensor: x.ID}, {Tensor: table.ID}, {Tensor: ids.ID}}},
-		{Kind: MatMul, Layer: 0, Rows: SlotRef(ParamN), Params: Params{Ints: map[string]int64{"k": 8, "n": 6}},
-			Operands: []Operand{{Tensor: y.ID}, {Tensor: x.ID}, {Tensor: w.ID}}},
+func graph() *ir.Graph {
+	g := &ir.Graph{Name: "t", Tokens: 4, Dyn: []ir.Slot{ir.ParamN}}
+	ids := g.AddTensor(ir.Tensor{Name: "ids", DType: ir.I32, Shape: []int64{4}, Role: ir.Input})
+	table := g.AddTensor(ir.Tensor{Name: "table", DType: ir.BF16, Shape: []int64{10, 8}, Role: ir.Weight, Source: "embed"})
+	x := g.AddTensor(ir.Tensor{Name: "x", DType: ir.F32, Shape: []int64{4, 8}, Role: ir.Activation})
+	w := g.AddTensor(ir.Tensor{Name: "w", DType: ir.BF16, Shape: []int64{6, 8}, Role: ir.Weight, Source: "w"})
+	y := g.AddTensor(ir.Tensor{Name: "y", DType: ir.F32, Shape: []int64{4, 6}, Role: ir.Output})
+	g.Ops = []*ir.Op{
+		{Kind: ir.Embedding, Layer: -1, Rows: ir.SlotRef(ir.ParamN), Params: ir.Params{Ints: map[string]int64{"hidden": 8, "vocab": 10}},
+			Operands: []ir.Operand{{Tensor: x.ID}, {Tensor: table.ID}, {Tensor: ids.ID}}},
+		{Kind: ir.MatMul, Layer: 0, Rows: ir.SlotRef(ir.ParamN), Params: ir.Params{Ints: map[string]int64{"k": 8, "n": 6}},
+			Operands: []ir.Operand{{Tensor: y.ID}, {Tensor: x.ID}, {Tensor: w.ID}}},
 	}
 	return g
 }
@@ -31,33 +31,33 @@ func TestVerify(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		modify func(g *Graph)
+		modify func(g *ir.Graph)
 		want   string
 	}{
-		{"unknown kind", func(g *Graph) { g.Ops[1].Kind = "conv3d" }, `unknown kernel family "conv3d"`},
-		{"operand count", func(g *Graph) { g.Ops[1].Operands = g.Ops[1].Operands[:2] }, "2 operands, want 3"},
-		{"missing parameter", func(g *Graph) { delete(g.Ops[1].Params.Ints, "k") }, "parameter k (integer) missing"},
-		{"undeclared parameter", func(g *Graph) { g.Ops[1].Params.SetInt("m", 3) }, "parameter m is not a parameter of family matmul"},
-		{"parameter of the wrong kind", func(g *Graph) {
+		{"unknown kind", func(g *ir.Graph) { g.Ops[1].Kind = "conv3d" }, `unknown kernel family "conv3d"`},
+		{"operand count", func(g *ir.Graph) { g.Ops[1].Operands = g.Ops[1].Operands[:2] }, "2 operands, want 3"},
+		{"missing parameter", func(g *ir.Graph) { delete(g.Ops[1].Params.Ints, "k") }, "parameter k (integer) missing"},
+		{"undeclared parameter", func(g *ir.Graph) { g.Ops[1].Params.SetInt("m", 3) }, "parameter m is not a parameter of family matmul"},
+		{"parameter of the wrong kind", func(g *ir.Graph) {
 			delete(g.Ops[1].Params.Ints, "k")
 			g.Ops[1].Params.SetReal("k", 8)
 		}, "parameter k is given as a real, family matmul declares it an integer"},
-		{"extent below one", func(g *Graph) { g.Ops[1].Params.Ints["n"] = 0 }, "want an integer from 1"},
-		{"dtype", func(g *Graph) { g.Tensors[3].DType = F32 }, "is f32, want bf16"},
-		{"out of bounds", func(g *Graph) { g.Ops[1].Params.Ints["n"] = 7 }, "reaches element"},
-		{"offset out of bounds", func(g *Graph) { g.Ops[1].Operands[1].Offset = 1 }, "reaches element"},
-		{"write to a weight", func(g *Graph) { g.Ops[1].Operands[0].Tensor = 3 }, "writes weight tensor w"},
-		{"read before write", func(g *Graph) { g.Ops[0], g.Ops[1] = g.Ops[1], g.Ops[0] }, "reads activation x before any op writes it"},
-		{"rows from an unset slot", func(g *Graph) { g.Ops[1].Rows = SlotRef(ParamRow0) }, "dynamic value row0, which the graph does not set"},
-		{"no rows", func(g *Graph) { g.Ops[1].Rows = nil }, "no row slot and no constant rows parameter"},
-		{"slot not set", func(g *Graph) {
-			g.Ops[1].Kind = RoPE
+		{"extent below one", func(g *ir.Graph) { g.Ops[1].Params.Ints["n"] = 0 }, "want an integer from 1"},
+		{"dtype", func(g *ir.Graph) { g.Tensors[3].DType = ir.F32 }, "is f32, want bf16"},
+		{"out of bounds", func(g *ir.Graph) { g.Ops[1].Params.Ints["n"] = 7 }, "reaches element"},
+		{"offset out of bounds", func(g *ir.Graph) { g.Ops[1].Operands[1].Offset = 1 }, "reaches element"},
+		{"write to a weight", func(g *ir.Graph) { g.Ops[1].Operands[0].Tensor = 3 }, "writes weight tensor w"},
+		{"read before write", func(g *ir.Graph) { g.Ops[0], g.Ops[1] = g.Ops[1], g.Ops[0] }, "reads activation x before any op writes it"},
+		{"rows from an unset slot", func(g *ir.Graph) { g.Ops[1].Rows = ir.SlotRef(ir.ParamRow0) }, "dynamic value row0, which the graph does not set"},
+		{"no rows", func(g *ir.Graph) { g.Ops[1].Rows = nil }, "no row slot and no constant rows parameter"},
+		{"slot not set", func(g *ir.Graph) {
+			g.Ops[1].Kind = ir.RoPE
 		}, "operands, want 1"},
-		{"unused tensor", func(g *Graph) {
-			g.AddTensor(Tensor{Name: "spare", DType: F32, Shape: []int64{1}, Role: Activation})
+		{"unused tensor", func(g *ir.Graph) {
+			g.AddTensor(ir.Tensor{Name: "spare", DType: ir.F32, Shape: []int64{1}, Role: ir.Activation})
 		}, "tensor spare: never used"},
-		{"duplicate name", func(g *Graph) { g.Tensors[4].Name = "x" }, "tensor x: duplicate name"},
-		{"weight without source", func(g *Graph) { g.Tensors[1].Source = "" }, "weight without a checkpoint source"},
+		{"duplicate name", func(g *ir.Graph) { g.Tensors[4].Name = "x" }, "tensor x: duplicate name"},
+		{"weight without source", func(g *ir.Graph) { g.Tensors[1].Source = "" }, "weight without a checkpoint source"},
 	}
 	for _, tt := range tests {
 		g := graph()
@@ -71,14 +71,14 @@ func TestVerify(t *testing.T) {
 
 // TestVerifySlots requires a family's slots to be set by the graph.
 func TestVerifySlots(t *testing.T) {
-	g := &Graph{Name: "t", Tokens: 2, Dyn: []Slot{ParamN}}
-	x := g.AddTensor(Tensor{Name: "x", DType: F32, Shape: []int64{2, 8}, Role: State})
-	g.Ops = []*Op{{Kind: RoPE, Rows: SlotRef(ParamN), Operands: []Operand{{Tensor: x.ID}},
-		Params: Params{Ints: map[string]int64{"row_stride": 8, "heads": 1, "head_dim": 8, "rot_dim": 4}, Reals: map[string]float64{"theta": 1e4}}}}
+	g := &ir.Graph{Name: "t", Tokens: 2, Dyn: []ir.Slot{ir.ParamN}}
+	x := g.AddTensor(ir.Tensor{Name: "x", DType: ir.F32, Shape: []int64{2, 8}, Role: ir.State})
+	g.Ops = []*ir.Op{{Kind: ir.RoPE, Rows: ir.SlotRef(ir.ParamN), Operands: []ir.Operand{{Tensor: x.ID}},
+		Params: ir.Params{Ints: map[string]int64{"row_stride": 8, "heads": 1, "head_dim": 8, "rot_dim": 4}, Reals: map[string]float64{"theta": 1e4}}}}
 	if err := g.Verify(kernels.Families); err == nil || !strings.Contains(err.Error(), "reads dynamic value pos, which the graph does not set") {
 		t.Errorf("error %v", err)
 	}
-	g.Dyn = append(g.Dyn, ParamPos)
+	g.Dyn = append(g.Dyn, ir.ParamPos)
 	if err := g.Verify(kernels.Families); err != nil {
 		t.Error(err)
 	}
@@ -96,21 +96,21 @@ func TestDump(t *testing.T) {
 // TestSlotNames round-trips every named slot through its text form and
 // keeps the slot numbers rendered kernels were compiled with.
 func TestSlotNames(t *testing.T) {
-	fixed := map[string]Slot{"pos": 0, "seed_lo": 1, "top_k": 7, "fill_seed_lo": 8, "fill_scale": 13, "vocab_limit": 14, "n": 15, "last": 16, "row0": 17}
+	fixed := map[string]ir.Slot{"pos": 0, "seed_lo": 1, "top_k": 7, "fill_seed_lo": 8, "fill_scale": 13, "vocab_limit": 14, "n": 15, "last": 16, "row0": 17}
 	for name, want := range fixed {
-		s, err := SlotNamed(name)
+		s, err := ir.SlotNamed(name)
 		if err != nil || s != want {
-			t.Errorf("SlotNamed(%s) = %d, %v; want %d", name, s, err, want)
+			t.Errorf("ir.SlotNamed(%s) = %d, %v; want %d", name, s, err, want)
 		}
 		b, err := s.MarshalText()
 		if err != nil || string(b) != name {
 			t.Errorf("%d marshals to %q, %v", s, b, err)
 		}
 	}
-	if _, err := SlotNamed("nope"); err == nil {
+	if _, err := ir.SlotNamed("nope"); err == nil {
 		t.Error("unknown slot name accepted")
 	}
-	if _, err := Slot(30).MarshalText(); err == nil {
+	if _, err := ir.Slot(30).MarshalText(); err == nil {
 		t.Error("unnamed slot marshals")
 	}
 }

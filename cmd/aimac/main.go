@@ -66,7 +66,7 @@ func parseBuckets(s string) ([]int, error) {
 }
 
 func planCmd() *cobra.Command {
-	var dir, target, buckets, out, kvDType string
+	var dir, target, buckets, out, kvDType, fusion string
 	var ctxTokens int
 	c := &cobra.Command{
 		Use:   "plan",
@@ -85,7 +85,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 			if err != nil {
 				return err
 			}
-			p, err := planner.Plan(m, planner.Options{Target: plan.Target(target), Buckets: bs, ContextTokens: ctxTokens, KVDType: ir.DType(kvDType)})
+			p, err := planner.Plan(m, planner.Options{Target: plan.Target(target), Buckets: bs, ContextTokens: ctxTokens, KVDType: ir.DType(kvDType), Fusion: planner.Fusion(fusion)})
 			if err != nil {
 				return err
 			}
@@ -105,6 +105,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 	c.Flags().StringVar(&buckets, "buckets", "1024,2048,4096,8192", "prefill bucket sizes, increasing")
 	c.Flags().IntVar(&ctxTokens, "context-tokens", 262144, "context capacity (prompt + output tokens)")
 	c.Flags().StringVar(&kvDType, "kv-dtype", "f32", "KV cache element type: f32, or bf16 on a GPU target (half the bytes, less exact)")
+	c.Flags().StringVar(&fusion, "fusion", "", "the fusion pass: on, off, or empty for the target's default (on for GPU targets)")
 	c.Flags().StringVar(&out, "out", "-", "output file (- for stdout)")
 	return c
 }

@@ -119,6 +119,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"ir", "--step", "prefill:zero"}, "want prefill:N"},
 		{[]string{"ir", "--step", "train"}, "want prefill:N"},
 		{[]string{"ir", "--after", "inline"}, `no planner pass "inline"`},
+		{[]string{"plan", "--fusion", "maybe"}, `fusion "maybe": want "on", "off"`},
 		{[]string{"ir", "--target", "tpu"}, `target "tpu" is not one of`},
 	}
 	for _, tt := range tests {
