@@ -78,13 +78,11 @@ func (m *Manifest) Bytes() ([]byte, error) {
 // ObjectExt is the code-object file extension of target, so builder and
 // reader name kernel files the same way.
 func ObjectExt(target string) (string, error) {
-	switch hipcc.Target(target) {
-	case hipcc.SM90:
-		return ".cubin", nil
-	case hipcc.GFX1151:
-		return ".hsaco", nil
+	ext, err := plan.Target(target).ObjectExt()
+	if err != nil {
+		return "", fmt.Errorf("bundle: %w", err)
 	}
-	return "", fmt.Errorf("bundle: target %q has no code objects (want %s or %s)", target, hipcc.SM90, hipcc.GFX1151)
+	return ext, nil
 }
 
 // ObjectPath is the bundle-relative path of a kernel's code object.
@@ -120,7 +118,7 @@ func Build(ctx context.Context, p *plan.Plan, target string, o Options) (*Report
 	if err != nil {
 		return nil, err
 	}
-	if p.Target != target {
+	if string(p.Target) != target {
 		return nil, fmt.Errorf("bundle: the plan is for target %s, not %s (make a plan for %s with `aimac plan --target %s`)", p.Target, target, target, target)
 	}
 	if err := checkOut(o.Out); err != nil {
@@ -396,7 +394,7 @@ func checkPlan(data []byte, m *Manifest, fail func(string, ...any)) *plan.Plan {
 	if h := p.Hash(); h != m.PlanHash {
 		fail("%s: hash %s, the manifest says %s", PlanFile, h, m.PlanHash)
 	}
-	if p.Target != m.Target {
+	if string(p.Target) != m.Target {
 		fail("%s: target %s, the manifest says %s", PlanFile, p.Target, m.Target)
 	}
 	km, err := codegen.NewManifest(p)

@@ -51,7 +51,7 @@ func tinyPlan(t *testing.T, target string) *plan.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := planner.Plan(m, planner.Options{Target: target, Buckets: []int{16, 64}, ContextTokens: 256})
+	p, err := planner.Plan(m, planner.Options{Target: plan.Target(target), Buckets: []int{16, 64}, ContextTokens: 256})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/plans"
 )
@@ -18,7 +19,7 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden sources under testdata/golden")
 
 // frozen loads a frozen plan of the default model.
-func frozen(t *testing.T, target string) *plan.Plan {
+func frozen(t *testing.T, target plan.Target) *plan.Plan {
 	t.Helper()
 	b, err := plans.Frozen(target)
 	if err != nil {
@@ -42,8 +43,8 @@ func representatives(t *testing.T) []plan.Kernel {
 			byFamily[k.Family] = k
 		}
 	}
-	if len(byFamily) != len(ir.Catalogue) {
-		t.Fatalf("plan has %d families, catalogue %d", len(byFamily), len(ir.Catalogue))
+	if len(byFamily) != len(kernels.Families) {
+		t.Fatalf("plan has %d families, the table %d", len(byFamily), len(kernels.Families))
 	}
 	out := make([]plan.Kernel, 0, len(byFamily))
 	for _, k := range byFamily {
@@ -62,7 +63,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join("testdata", "golden", k.Family+d.Ext())
+			path := filepath.Join("testdata", "golden", k.Family+d.SourceExt())
 			if *update {
 				if err := os.WriteFile(path, []byte(s.Code), 0o644); err != nil {
 					t.Fatal(err)
@@ -84,7 +85,7 @@ func TestGolden(t *testing.T) {
 // the properties every source must have: one entry point named after the
 // kernel, no headers or device-library calls, and the plan's block size.
 func TestRenderFrozenPlans(t *testing.T) {
-	for _, target := range []string{"sm_90", "gfx1151"} {
+	for _, target := range plan.GPUTargets() {
 		p := frozen(t, target)
 		srcs, err := RenderPlan(p)
 		if err != nil {
@@ -108,8 +109,8 @@ func TestRenderFrozenPlans(t *testing.T) {
 				t.Errorf("%s: %s: bad hash %q", target, s.Kernel, s.Hash)
 			}
 		}
-		if len(families) != len(ir.Catalogue) {
-			t.Errorf("%s: %d families rendered, catalogue has %d", target, len(families), len(ir.Catalogue))
+		if len(families) != len(kernels.Families) {
+			t.Errorf("%s: %d families rendered, the table has %d", target, len(families), len(kernels.Families))
 		}
 		for _, ph := range p.Phases {
 			for _, l := range ph.Launches {
@@ -124,7 +125,7 @@ func TestRenderFrozenPlans(t *testing.T) {
 // TestRenderDeterministic guards the source hash: rendering twice gives
 // the same bytes, and different parameters give different sources.
 func TestRenderDeterministic(t *testing.T) {
-	k := plan.Kernel{Name: "add_x", Family: "add", Params: map[string]float64{"width": 64}}
+	k := plan.Kernel{Name: "add_x", Family: "add", Params: ir.Params{Ints: map[string]int64{"width": 64}}}
 	a, err := Render(CUDA, k)
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +134,7 @@ func TestRenderDeterministic(t *testing.T) {
 	if a != b {
 		t.Fatal("two renders differ")
 	}
-	k.Params = map[string]float64{"width": 65}
+	k.Params = ir.Params{Ints: map[string]int64{"width": 65}}
 	c, _ := Render(CUDA, k)
 	if c.Hash == a.Hash || !strings.Contains(c.Code, "WIDTH = 65;") {
 		t.Fatal("parameters are not folded into the source")
@@ -145,31 +146,33 @@ func TestRenderDeterministic(t *testing.T) {
 }
 
 // TestRenderErrors checks the refusals: unknown dialects, families,
-// missing parameters, non-integer extents and bad names.
+// missing, undeclared and mistyped parameters, and bad names.
 func TestRenderErrors(t *testing.T) {
-	good := map[string]float64{"width": 8}
+	good := ir.Params{Ints: map[string]int64{"width": 8}}
 	cases := []struct {
-		d Dialect
-		k plan.Kernel
+		d    Dialect
+		k    plan.Kernel
+		want string
 	}{
-		{"opencl", plan.Kernel{Name: "a", Family: "add", Params: good}},
-		{CUDA, plan.Kernel{Name: "a", Family: "conv3d", Params: good}},
-		{CUDA, plan.Kernel{Name: "a", Family: "add", Params: map[string]float64{}}},
-		{CUDA, plan.Kernel{Name: "a", Family: "add", Params: map[string]float64{"width": 1.5}}},
-		{HIP, plan.Kernel{Name: "a-b", Family: "add", Params: good}},
+		{"opencl", plan.Kernel{Name: "a", Family: "add", Params: good}, `unknown dialect "opencl"`},
+		{CUDA, plan.Kernel{Name: "a", Family: "conv3d", Params: good}, `unknown kernel family "conv3d"`},
+		{CUDA, plan.Kernel{Name: "a", Family: "add"}, "parameter width (integer) missing"},
+		{CUDA, plan.Kernel{Name: "a", Family: "add", Params: ir.Params{Reals: map[string]float64{"width": 1.5}}}, "given as a real"},
+		{CUDA, plan.Kernel{Name: "a", Family: "add", Params: ir.Params{Ints: map[string]int64{"width": 8, "height": 2}}}, "parameter height is not a parameter"},
+		{HIP, plan.Kernel{Name: "a-b", Family: "add", Params: good}, "not a C identifier"},
 	}
-	for i, c := range cases {
-		if _, err := Render(c.d, c.k); err == nil {
-			t.Errorf("case %d: no error", i)
+	for _, c := range cases {
+		if _, err := Render(c.d, c.k); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want %q", c.k, err, c.want)
 		}
 	}
-	for target, want := range map[string]Dialect{"gfx1151": HIP, "sm_90": CUDA} {
-		if d, err := DialectFor(target); err != nil || d != want {
-			t.Errorf("DialectFor(%s) = %q, %v", target, d, err)
+	for target, want := range map[plan.Target]Dialect{plan.GFX1151: HIP, plan.SM90: CUDA} {
+		if d, err := target.Dialect(); err != nil || d != want {
+			t.Errorf("%s.Dialect() = %q, %v", target, d, err)
 		}
 	}
-	if _, err := DialectFor("cpu"); err == nil {
-		t.Error("DialectFor(cpu) has no error")
+	if _, err := plan.CPU.Dialect(); err == nil {
+		t.Error("cpu.Dialect() has no error")
 	}
 	if _, err := RenderPlan(&plan.Plan{Target: "cpu"}); err == nil {
 		t.Error("RenderPlan of a cpu plan has no error")
@@ -228,7 +231,7 @@ func TestManifest(t *testing.T) {
 // every argument offset, dynamic stride and arena offset is a multiple of
 // 16 bytes, so the kernels' 16-byte vector loads are aligned.
 func TestPlanAlignment(t *testing.T) {
-	for _, target := range []string{"sm_90", "gfx1151"} {
+	for _, target := range plan.GPUTargets() {
 		p := frozen(t, target)
 		for _, ph := range p.Phases {
 			for _, b := range ph.Buffers {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/aimaproject/aimac/hipcc"
+	"github.com/aimaproject/aimac/plan"
 )
 
 // Resource budgets of a gfx1151 kernel: no scratch (spills or private
@@ -31,7 +32,7 @@ func clang(t *testing.T) *hipcc.Compiler {
 
 // uniqueSources renders a frozen plan and keeps one source per distinct
 // code, with every plan kernel that rendered to it.
-func uniqueSources(t *testing.T, target string) ([]hipcc.Source, map[string][]string, map[string]string) {
+func uniqueSources(t *testing.T, target plan.Target) ([]hipcc.Source, map[string][]string, map[string]string) {
 	t.Helper()
 	srcs, err := RenderPlan(frozen(t, target))
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
 
 	"github.com/aimaproject/aimac/bf16"
 	"github.com/aimaproject/aimac/ir"
@@ -43,35 +44,35 @@ type caseMeta struct {
 	Args   []caseArg            `json:"args"`
 }
 
-// caseGrid mirrors planner's grid rule for a launch of n rows.
+// caseGrid is the planner's launch rule for a launch of n rows on sm_90:
+// the family's, with the target's launch configuration.
 func caseGrid(k plan.Kernel, rows int) []int {
-	p := k.Params
-	w := Threads / 32
-	c := func(a, b int) int { return (a + b - 1) / b }
-	switch ir.Kind(k.Family) {
-	case ir.MatMul:
-		return []int{c(int(p["n"]), w), rows, 1}
-	case ir.RMSNorm:
-		return []int{rows * int(p["heads"]), 1, 1}
-	case ir.GatedRMSNorm:
-		return []int{rows * int(p["heads"]), 1, 1}
-	case ir.GatedDeltaChunked, ir.GatedDeltaRecurrent:
-		return []int{int(p["v_heads"]), 1, 1}
-	case ir.CausalConv1dSiLU:
-		return []int{c(int(p["channels"]), Threads), 1, 1}
-	case ir.Attention:
-		return []int{int(p["q_heads"]), rows, 1}
-	case ir.MoEGateUp:
-		return []int{c(int(p["inter"]), w), int(p["k"]), rows}
-	case ir.MoEDown:
-		return []int{c(int(p["hidden"]), w), rows, 1}
-	}
-	return []int{rows, 1, 1}
+	s := kernels.Families[ir.Kind(k.Family)].Launch(k.Params, rows, plan.SM90.Launch())
+	return s.Grid[:]
 }
 
-// kern names a case kernel after its family, the entry point the runner looks up.
+// kern names a case kernel after its family, the entry point the runner
+// looks up; params are typed by the family's declaration.
 func kern(family string, params map[string]float64) plan.Kernel {
-	return plan.Kernel{Name: family + "_case", Family: family, Params: params}
+	f := kernels.Families[ir.Kind(family)]
+	var p ir.Params
+	for name, v := range params {
+		kind := ir.IntParam
+		for _, s := range f.Params {
+			if s.Name == name {
+				kind = s.Kind
+			}
+		}
+		switch kind {
+		case ir.RealParam:
+			p.SetReal(name, v)
+		case ir.FlagParam:
+			p.SetFlag(name, v != 0)
+		default:
+			p.SetInt(name, int64(v))
+		}
+	}
+	return plan.Kernel{Name: family + "_case", Family: family, Params: p}
 }
 
 // TestWriteGPUCases writes differential cases for the CUDA kernels: each
@@ -128,128 +129,140 @@ func TestWriteGPUCases(t *testing.T) {
 	}
 }
 
-// writeCase fills the operands, runs the reference and writes the files.
+// writeCase fills the operands, runs the family's reference and writes
+// the files. A bf16 KV kernel's reference runs the f32 variant on values
+// rounded to bf16; its caches are written as bf16.
 func writeCase(t *testing.T, dir string, c gpuCase, seed uint64) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(seed, 7))
-	sig := ir.Catalogue[ir.Kind(c.k.Family)]
+	f := kernels.Families[ir.Kind(c.k.Family)]
+	if err := f.CheckParams(c.k.Params); err != nil {
+		t.Fatalf("case %s: %v", c.name, err)
+	}
+	kvBF16 := f.AnyFloatIsBF16(c.k.Params)
+	refParams := c.k.Params.Clone()
+	if kvBF16 {
+		refParams.SetFlag(f.AnyFloatFlag, false)
+	}
 	phys := int64(c.n + 2)
-	f32 := make([][]float32, len(sig.Operands))
-	i32 := make([][]int32, len(sig.Operands))
-	u16 := make([][]uint16, len(sig.Operands))
-	p := c.k.Params
-	for i, o := range sig.Operands {
-		ext := o.Extent(p, phys)
+	var block [ir.ParamSlots]int32
+	block[ir.ParamPos] = int32(c.pos)
+	a := &ir.Args{Family: f, Params: refParams, N: c.n, Block: &block, Mem: make([][]byte, len(f.Operands))}
+	for i, o := range f.Operands {
+		size := int64(o.DType.Size())
+		if o.DType == ir.AnyFloat {
+			size = 4
+		}
+		a.Mem[i] = aligned(o.Extent(refParams, phys) * size)
+	}
+	for _, o := range f.Operands {
 		switch o.DType {
 		case ir.I32:
-			i32[i] = make([]int32, ext)
 		case ir.BF16:
-			u16[i] = make([]uint16, ext)
-			for j := range u16[i] {
-				u16[i][j] = bf16.FromFloat32(float32(rng.NormFloat64() * 0.05))
+			w := a.BF16(o.Name)
+			for j := range w {
+				w[j] = bf16.FromFloat32(float32(rng.NormFloat64() * 0.05))
 			}
 		default:
-			f32[i] = make([]float32, ext)
-			for j := range f32[i] {
+			v := a.F32(o.Name)
+			for j := range v {
 				if o.Access == ir.Write {
-					f32[i][j] = 7
+					v[j] = 7
 				} else {
-					f32[i][j] = float32(rng.Float64()*2 - 1)
+					v[j] = float32(rng.Float64()*2 - 1)
 				}
 			}
 		}
 	}
+	p := c.k.Params
 	switch ir.Kind(c.k.Family) {
 	case ir.Embedding:
-		for j := range i32[2] {
-			i32[2][j] = int32(rng.IntN(int(p["vocab"])))
+		ids := a.I32("ids")
+		for j := range ids {
+			ids[j] = int32(rng.IntN(p.Int("vocab")))
 		}
 	case ir.GatedDeltaChunked, ir.GatedDeltaRecurrent:
-		kernels.L2NormHeads(f32[1], 8192, int(phys), 16, 128, 1e-6, 0.0884)
-		kernels.L2NormHeads(f32[2], 8192, int(phys), 16, 128, 1e-6, 1)
-		for j := range f32[4] {
-			f32[4][j] = float32(rng.Float64())
-			f32[5][j] = float32(-rng.Float64() * 0.3)
+		kernels.L2NormHeads(a.F32("q"), 8192, int(phys), 16, 128, 1e-6, 0.0884)
+		kernels.L2NormHeads(a.F32("k"), 8192, int(phys), 16, 128, 1e-6, 1)
+		beta, g := a.F32("beta"), a.F32("g")
+		for j := range beta {
+			beta[j] = float32(rng.Float64())
+			g[j] = float32(-rng.Float64() * 0.3)
 		}
 	case ir.Attention, ir.KVAppend:
-		for _, a := range []int{0, 1} {
-			if ir.Kind(c.k.Family) == ir.Attention {
-				a += 2
-			}
-			for j := range f32[a] {
-				f32[a][j] = bf16.ToFloat32(bf16.FromFloat32(f32[a][j]))
+		for _, name := range []string{"k_cache", "v_cache"} {
+			v := a.F32(name)
+			for j := range v {
+				v[j] = bf16.ToFloat32(bf16.FromFloat32(v[j]))
 			}
 		}
 	case ir.RouterTopK:
-		for j := range i32[0] {
-			i32[0][j] = -5
+		ids := a.I32("ids")
+		for j := range ids {
+			ids[j] = -5
 		}
-		for j := range f32[2] {
-			f32[2][j] *= 4
+		logits := a.F32("logits")
+		for j := range logits {
+			logits[j] *= 4
 		}
 	case ir.MoEGateUp, ir.MoEDown:
-		k := int(p["k"])
+		k := p.Int("k")
 		down := ir.Kind(c.k.Family) == ir.MoEDown
+		ids := a.I32("ids")
+		var weights []float32
+		if down {
+			weights = a.F32("weights")
+		}
 		for t := range int(phys) {
-			perm := rng.Perm(int(p["experts"]))
+			perm := rng.Perm(p.Int("experts"))
 			var s float32
 			for j := range k {
-				i32[2][t*k+j] = int32(perm[j])
+				ids[t*k+j] = int32(perm[j])
 				if down {
-					f32[3][t*k+j] = float32(rng.Float64())
-					s += f32[3][t*k+j]
+					weights[t*k+j] = float32(rng.Float64())
+					s += weights[t*k+j]
 				}
 			}
 			for j := range k {
 				if down {
-					f32[3][t*k+j] /= s
+					weights[t*k+j] /= s
 				}
 			}
 		}
-		i32[2][k-1] = -1 // an id outside the experts contributes nothing
+		ids[k-1] = -1 // an id outside the experts contributes nothing
 	}
-	meta := caseMeta{Kernel: c.k.Name, Grid: caseGrid(c.k, c.n), N: c.n}
-	meta.Params[ir.ParamPos] = int32(c.pos)
-	kvBF16 := func(i int) bool { return sig.Operands[i].DType == ir.AnyFloat && ir.AnyFloatIsBF16(c.k.Params) }
+	meta := caseMeta{Kernel: c.k.Name, Grid: caseGrid(c.k, c.n), N: c.n, Params: block}
+	// save writes operand i as the kernel takes it (AnyFloat as bf16 for a
+	// bf16 KV kernel).
 	save := func(name string, i int) {
-		var b []byte
-		switch {
-		case i32[i] != nil:
-			for _, v := range i32[i] {
-				b = binary.LittleEndian.AppendUint32(b, uint32(v))
-			}
-		case u16[i] != nil:
-			for _, v := range u16[i] {
-				b = binary.LittleEndian.AppendUint16(b, v)
-			}
-		case kvBF16(i):
-			for _, v := range f32[i] {
+		b := a.Mem[i]
+		if kvBF16 && f.Operands[i].DType == ir.AnyFloat {
+			b = nil
+			for _, v := range a.F32(f.Operands[i].Name) {
 				b = binary.LittleEndian.AppendUint16(b, bf16.FromFloat32(v))
-			}
-		default:
-			for _, v := range f32[i] {
-				b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
 			}
 		}
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for i, o := range sig.Operands {
+	for i, o := range f.Operands {
 		dt := string(o.DType)
 		switch {
-		case kvBF16(i):
-			dt = "bf16"
+		case o.DType == ir.AnyFloat && kvBF16:
+			dt = string(ir.BF16)
 		case o.DType == ir.AnyFloat:
 			dt = string(ir.F32)
 		}
 		meta.Args = append(meta.Args, caseArg{File: o.Name + ".in", DType: dt, Out: o.Access != ir.Read})
 		save(o.Name+".in", i)
 	}
-	reference(c, f32, i32, u16)
-	for i, o := range sig.Operands {
+	if err := f.Reference(a); err != nil {
+		t.Fatalf("case %s: reference: %v", c.name, err)
+	}
+	for i, o := range f.Operands {
 		if o.Access != ir.Read {
 			save(o.Name+".want", i)
 		}
@@ -267,51 +280,10 @@ func writeCase(t *testing.T, dir string, c gpuCase, seed uint64) {
 	}
 }
 
-// reference runs the Go kernel of the case's family, as the CPU backend does.
-func reference(c gpuCase, f [][]float32, ids [][]int32, w [][]uint16) {
-	p := func(s string) int { return int(c.k.Params[s]) }
-	pf := func(s string) float32 { return float32(c.k.Params[s]) }
-	n := c.n
-	switch ir.Kind(c.k.Family) {
-	case ir.Embedding:
-		kernels.Embedding(f[0], w[1], ids[2], n, p("hidden"))
-	case ir.RMSNorm:
-		kernels.RMSNorm(f[0], p("y_stride"), f[1], p("x_stride"), f[2], n*p("heads"), p("width"), pf("eps"), p("one_plus") != 0)
-	case ir.MatMul:
-		kernels.MatMul(f[0], f[1], w[2], n, p("k"), p("n"))
-	case ir.CausalConv1dSiLU:
-		kernels.CausalConv1dSiLU(f[0], f[1], f[2], f[3], n, p("channels"), p("kernel"))
-	case ir.GDNGates:
-		kernels.GDNGates(f[0], f[1], f[2], f[3], f[4], f[5], n, p("heads"))
-	case ir.L2NormHeads:
-		kernels.L2NormHeads(f[0], p("row_stride"), n, p("heads"), p("dim"), pf("eps"), pf("scale"))
-	case ir.GatedDeltaChunked:
-		kernels.GatedDeltaChunked(f[0], f[1], f[2], f[3], p("row_stride"), f[4], f[5], f[6], n, p("k_heads"), p("v_heads"), p("k_dim"), p("v_dim"), p("chunk"))
-	case ir.GatedDeltaRecurrent:
-		kernels.GatedDeltaRecurrent(f[0], f[1], f[2], f[3], p("row_stride"), f[4], f[5], f[6], n, p("k_heads"), p("v_heads"), p("k_dim"), p("v_dim"))
-	case ir.GatedRMSNorm:
-		kernels.GatedRMSNorm(f[0], f[1], f[2], f[3], n*p("heads"), p("dim"), pf("eps"))
-	case ir.RoPE:
-		kernels.RoPE(f[0], p("row_stride"), n, p("heads"), p("head_dim"), p("rot_dim"), c.pos, c.k.Params["theta"])
-	case ir.KVAppend:
-		kernels.KVAppend(f[0], f[1], f[2], f[3], n, c.pos, p("width"))
-	case ir.Attention:
-		kernels.Attention(f[0], f[1], f[2], f[3], n, c.pos, p("q_heads"), p("kv_heads"), p("head_dim"), pf("scale"))
-	case ir.AttnOutputGate:
-		kernels.AttnOutputGate(f[0], f[1], n, p("heads"), p("head_dim"))
-	case ir.RouterTopK:
-		kernels.RouterTopK(ids[0], f[1], f[2], n, p("experts"), p("k"))
-	case ir.MoEGateUp:
-		kernels.MoEGateUp(f[0], f[1], ids[2], w[3], n, p("hidden"), p("inter"), p("k"), p("experts"))
-	case ir.MoEDown:
-		kernels.MoEDown(f[0], f[1], ids[2], f[3], w[4], n, p("hidden"), p("inter"), p("k"), p("experts"))
-	case ir.SiLUMul:
-		kernels.SiLUMul(f[0], f[1], f[2], n*p("width"))
-	case ir.Add:
-		kernels.Add(f[0], f[1], n*p("width"))
-	case ir.SharedExpertCombine:
-		kernels.SharedExpertCombine(f[0], f[1], f[2], f[3], n, p("hidden"))
-	}
+// aligned is n zero bytes, 8-byte aligned for the typed views.
+func aligned(n int64) []byte {
+	words := make([]uint64, (n+7)/8)
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), n)
 }
 
 // fillCase is one fill_uniform run: dtype, element count, grid, and the

@@ -6,7 +6,6 @@ package ir
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -73,25 +72,26 @@ func (t *Tensor) Elements() int64 {
 func (t *Tensor) Bytes() int64 { return t.Elements() * int64(t.DType.Size()) }
 
 // Operand binds an op argument to a tensor, starting Offset elements in;
-// when Dyn is set the start moves by Dyn × DynStride elements at run time
-// (the LM head reading the last logical row, say).
+// when Dyn is set the start moves by the value of that parameter-block slot
+// × DynStride elements at run time (the LM head reading the last logical
+// row, say).
 type Operand struct {
 	Tensor    int
 	Offset    int64
-	Dyn       string
+	Dyn       *Slot
 	DynStride int64
 }
 
-// Op is one operation: a kind from the catalogue, its operands in the
-// kind's order, and its specialization parameters.
+// Op is one operation: a family's kind, its operands in the family's
+// order, and its specialization parameters.
 type Op struct {
 	Kind     Kind
 	Layer    int // decoder layer, -1 outside the layers
 	Operands []Operand
-	Params   map[string]float64
-	// Rows names the dynamic scalar that holds the number of logical rows
-	// (usually "n"); empty means the constant Params["rows"].
-	Rows string
+	Params   Params
+	// Rows is the slot that holds the number of logical rows (ParamN);
+	// nil means the constant parameter RowsParam.
+	Rows *Slot
 }
 
 // Graph is one step of the model.
@@ -100,10 +100,10 @@ type Graph struct {
 	Tokens  int // physical rows of the step (the bucket)
 	Tensors []*Tensor
 	Ops     []*Op
-	// Dyn lists the dynamic scalars the host sets before each run.
-	Dyn []string
-	// DynMax bounds dynamic scalars used as operand offsets (default Tokens-1).
-	DynMax map[string]int64
+	// Dyn lists the parameter-block slots the host sets before each run.
+	Dyn []Slot
+	// DynMax bounds slots used as operand offsets (default Tokens-1).
+	DynMax map[Slot]int64
 }
 
 // AddTensor appends a tensor; names are unique within a graph.
@@ -124,10 +124,15 @@ func (g *Graph) Tensor(name string) *Tensor {
 	return nil
 }
 
-// Dump writes the graph as text, one tensor or op a line, for reading and diffs.
-func (g *Graph) Dump() string {
+// Dump writes the graph as text, one tensor or op a line, for reading and
+// diffs; cat names the operands.
+func (g *Graph) Dump(cat Catalogue) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "graph %s tokens=%d dyn=%s\n", g.Name, g.Tokens, strings.Join(g.Dyn, ","))
+	dyn := make([]string, len(g.Dyn))
+	for i, s := range g.Dyn {
+		dyn[i] = s.String()
+	}
+	fmt.Fprintf(&b, "graph %s tokens=%d dyn=%s\n", g.Name, g.Tokens, strings.Join(dyn, ","))
 	for _, t := range g.Tensors {
 		fmt.Fprintf(&b, "  %%%d %s %s %v %s", t.ID, t.Name, t.DType, t.Shape, t.Role)
 		if t.Source != "" {
@@ -137,33 +142,31 @@ func (g *Graph) Dump() string {
 	}
 	for i, op := range g.Ops {
 		fmt.Fprintf(&b, "  %4d L%-2d %s(", i, op.Layer, op.Kind)
-		sig := Catalogue[op.Kind]
+		var names []OperandSpec
+		if f := cat[op.Kind]; f != nil {
+			names = f.Operands
+		}
 		for j, o := range op.Operands {
 			if j > 0 {
 				b.WriteString(", ")
 			}
-			if j < len(sig.Operands) {
-				b.WriteString(sig.Operands[j].Name + "=")
+			if j < len(names) {
+				b.WriteString(names[j].Name + "=")
 			}
 			fmt.Fprintf(&b, "%%%d", o.Tensor)
 			if o.Offset != 0 {
 				fmt.Fprintf(&b, "+%d", o.Offset)
 			}
-			if o.Dyn != "" {
-				fmt.Fprintf(&b, "+%s*%d", o.Dyn, o.DynStride)
+			if o.Dyn != nil {
+				fmt.Fprintf(&b, "+%s*%d", *o.Dyn, o.DynStride)
 			}
 		}
 		b.WriteString(")")
-		keys := make([]string, 0, len(op.Params))
-		for k := range op.Params {
-			keys = append(keys, k)
+		if op.Params.Len() > 0 {
+			b.WriteString(" " + op.Params.String())
 		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(&b, " %s=%g", k, op.Params[k])
-		}
-		if op.Rows != "" {
-			fmt.Fprintf(&b, " rows=%s", op.Rows)
+		if op.Rows != nil {
+			fmt.Fprintf(&b, " rows=%s", *op.Rows)
 		}
 		b.WriteByte('\n')
 	}

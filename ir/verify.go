@@ -3,14 +3,16 @@ package ir
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
-// Verify checks the graph's invariants and returns every violation:
-// known kinds, operand counts and dtypes, parameters present, every access
-// inside its tensor for the largest logical row count, weights and inputs
-// never written (but for the sampler's next token id), activations written
+// Verify checks the graph's invariants against the families of cat and
+// returns every violation: declared kinds, operand counts and dtypes,
+// parameters declared, present and of their kind, every access inside its
+// tensor for the largest logical row count, weights and inputs never
+// written (but for the sampler's next token id), activations written
 // before they are read.
-func (g *Graph) Verify() error {
+func (g *Graph) Verify(cat Catalogue) error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	names := map[string]bool{}
@@ -35,56 +37,49 @@ func (g *Graph) Verify() error {
 			fail("tensor %s: weight without a checkpoint source", t.Name)
 		}
 	}
-	dynOK := map[string]bool{}
-	for _, d := range g.Dyn {
-		dynOK[d] = true
+	for _, s := range g.Dyn {
+		if !s.Valid() {
+			fail("dynamic value %d is not a parameter block slot", int(s))
+		}
 	}
+	dynOK := func(s Slot) bool { return slices.Contains(g.Dyn, s) }
 	written := map[int]bool{}
 	used := map[int]bool{}
 	for i, op := range g.Ops {
 		where := fmt.Sprintf("op %d (%s, layer %d)", i, op.Kind, op.Layer)
-		sig, ok := Catalogue[op.Kind]
-		if !ok {
-			fail("%s: unknown kind", where)
-			continue
-		}
-		if len(op.Operands) != len(sig.Operands) {
-			fail("%s: %d operands, want %d", where, len(op.Operands), len(sig.Operands))
-			continue
-		}
-		missing := false
-		for _, p := range sig.Params {
-			if _, ok := op.Params[p]; !ok {
-				fail("%s: parameter %s missing", where, p)
-				missing = true
-			}
-		}
-		if missing {
-			continue
-		}
-		if err := sig.checkParams(op.Params); err != nil {
+		f, err := cat.Family(op.Kind)
+		if err != nil {
 			fail("%s: %v", where, err)
 			continue
 		}
-		for _, d := range sig.Dyn {
-			if !dynOK[d] {
-				fail("%s: needs dynamic scalar %s, which the graph does not set", where, d)
+		if len(op.Operands) != len(f.Operands) {
+			fail("%s: %d operands, want %d", where, len(op.Operands), len(f.Operands))
+			continue
+		}
+		if err := f.CheckParams(op.Params); err != nil {
+			fail("%s: %v", where, err)
+			continue
+		}
+		for _, s := range f.Slots {
+			if !dynOK(s) {
+				fail("%s: reads dynamic value %s, which the graph does not set", where, s)
 			}
 		}
 		var rows int64
 		switch {
-		case op.Rows == "":
-			rows = int64(op.Params["rows"])
-			if rows <= 0 {
-				fail("%s: constant row count %d", where, rows)
+		case op.Rows == nil:
+			r, ok := op.Params.Rows()
+			if !ok {
+				fail("%s: no row slot and no constant %s parameter", where, RowsParam)
 			}
-		case !dynOK[op.Rows]:
-			fail("%s: row count from unknown dynamic scalar %s", where, op.Rows)
+			rows = r
+		case !dynOK(*op.Rows):
+			fail("%s: row count from dynamic value %s, which the graph does not set", where, *op.Rows)
 		default:
 			rows = int64(g.Tokens)
 		}
 		for j, o := range op.Operands {
-			spec := sig.Operands[j]
+			spec := f.Operands[j]
 			if o.Tensor < 0 || o.Tensor >= len(g.Tensors) {
 				fail("%s: operand %s: no tensor %d", where, spec.Name, o.Tensor)
 				continue
@@ -97,20 +92,20 @@ func (g *Graph) Verify() error {
 					fail("%s: operand %s: tensor %s is %s, want f32 or bf16", where, spec.Name, t.Name, t.DType)
 				}
 				// The kernel variant must match the tensor it reads.
-				if AnyFloatIsBF16(op.Params) != (t.DType == BF16) {
+				if f.AnyFloatIsBF16(op.Params) != (t.DType == BF16) {
 					fail("%s: operand %s: tensor %s is %s, the kernel's dtype flag says otherwise", where, spec.Name, t.Name, t.DType)
 				}
 			case t.DType != spec.DType:
 				fail("%s: operand %s: tensor %s is %s, want %s", where, spec.Name, t.Name, t.DType, spec.DType)
 			}
 			end := o.Offset + spec.Extent(op.Params, rows)
-			if o.Dyn != "" {
-				if !dynOK[o.Dyn] {
-					fail("%s: operand %s: unknown dynamic scalar %s", where, spec.Name, o.Dyn)
+			if o.Dyn != nil {
+				if !dynOK(*o.Dyn) {
+					fail("%s: operand %s: offset by dynamic value %s, which the graph does not set", where, spec.Name, *o.Dyn)
 				}
-				end += g.dynMax(o.Dyn) * o.DynStride
+				end += g.dynMax(*o.Dyn) * o.DynStride
 			}
-			if o.Offset < 0 || end > t.Elements() {
+			if o.Offset < 0 || o.DynStride < 0 || end > t.Elements() {
 				fail("%s: operand %s: reaches element %d of tensor %s, which has %d", where, spec.Name, end, t.Name, t.Elements())
 			}
 			// The sampler alone writes an input: the next token id, into
@@ -123,7 +118,7 @@ func (g *Graph) Verify() error {
 			}
 		}
 		for j, o := range op.Operands {
-			if sig.Operands[j].Access != Read && o.Tensor >= 0 && o.Tensor < len(g.Tensors) {
+			if f.Operands[j].Access != Read && o.Tensor >= 0 && o.Tensor < len(g.Tensors) {
 				written[o.Tensor] = true
 			}
 		}
@@ -136,10 +131,10 @@ func (g *Graph) Verify() error {
 	return errors.Join(errs...)
 }
 
-// dynMax bounds a dynamic scalar for the extent check: row indices stay
-// below the graph's rows, positions are not row offsets.
-func (g *Graph) dynMax(name string) int64 {
-	if m, ok := g.DynMax[name]; ok {
+// dynMax bounds a slot for the extent check: row indices stay below the
+// graph's rows, positions are not row offsets.
+func (g *Graph) dynMax(s Slot) int64 {
+	if m, ok := g.DynMax[s]; ok {
 		return m
 	}
 	return int64(g.Tokens) - 1

@@ -90,9 +90,9 @@ func Open(o Options) (*Loaded, error) {
 			return nil, fmt.Errorf("plan %s was made for model %s, but %s is %s", o.PlanFile, p.Model.Fingerprint, o.ModelDir, m.Fingerprint())
 		}
 	} else {
-		target := o.Target
+		target := plan.Target(o.Target)
 		if target == "" {
-			target = "cpu"
+			target = plan.CPU
 		}
 		if p, err = planner.Plan(m, planner.Options{Target: target, Buckets: o.Buckets, ContextTokens: o.ContextTokens}); err != nil {
 			closeCheckpoint(ck)
@@ -104,7 +104,7 @@ func Open(o Options) (*Loaded, error) {
 		closeCheckpoint(ck)
 		return nil, err
 	}
-	be, err := BackendFor(p.Target, o.Cubins)
+	be, err := BackendFor(string(p.Target), o.Cubins)
 	if err != nil {
 		closeCheckpoint(ck)
 		return nil, err
@@ -187,8 +187,8 @@ func Backend(target string) (runtime.Backend, error) { return BackendFor(target,
 // GPU through the HIP runtime (libamdhip64.so, from ROCm) with the plan's
 // .hsaco code objects; both come as kernel name → code object.
 func BackendFor(target string, cubins map[string][]byte) (runtime.Backend, error) {
-	switch target {
-	case "cpu":
+	switch plan.Target(target) {
+	case plan.CPU:
 		return runtime.NewCPU(), nil
 	case cuda.Target:
 		if len(cubins) == 0 {

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
 )
 
 // maxPlanBytes bounds a plan file; the real model's plans are a few MB.
@@ -61,12 +63,8 @@ func (p *Plan) Validate() error {
 	if p.Format != Format {
 		fail("format %q, want %q", p.Format, Format)
 	}
-	known := false
-	for _, t := range Targets {
-		known = known || t == p.Target
-	}
-	if !known {
-		fail("target %q is not one of %v", p.Target, Targets)
+	if err := p.Target.Check(); err != nil {
+		fail("%v", err)
 	}
 	if p.ContextTokens <= 0 {
 		fail("context_tokens %d must be > 0", p.ContextTokens)
@@ -87,32 +85,42 @@ func (p *Plan) Validate() error {
 		if global[b.Name] != nil {
 			fail("buffer %s: duplicate", b.Name)
 		}
-		if !ir.Role(b.Role).Persistent() {
+		if !b.Role.Persistent() {
 			fail("buffer %s: role %s belongs in a phase", b.Name, b.Role)
 		}
 		global[b.Name] = b
 	}
-	kernels := map[string]*Kernel{}
+	byName := map[string]*Kernel{}
 	for i := range p.Kernels {
 		k := &p.Kernels[i]
-		if kernels[k.Name] != nil {
+		if byName[k.Name] != nil {
 			fail("kernel %s: duplicate", k.Name)
 		}
-		if _, ok := ir.Catalogue[ir.Kind(k.Family)]; !ok {
-			fail("kernel %s: unknown family %q", k.Name, k.Family)
+		if f, err := kernels.Families.Family(ir.Kind(k.Family)); err != nil {
+			fail("kernel %s: %v", k.Name, err)
+		} else if err := f.CheckParams(k.Params); err != nil {
+			fail("kernel %s: %v", k.Name, err)
 		}
-		kernels[k.Name] = k
+		byName[k.Name] = k
 	}
 	for pi := range p.Phases {
 		ph := &p.Phases[pi]
-		if _, err := p.Graph(pi); err != nil {
+		if !ph.Kind.Valid() {
+			fail("phase %s: kind %q is not one of %v", ph.Name, ph.Kind, PhaseKinds)
+		}
+		if g, err := p.Graph(pi); err != nil {
 			fail("phase %s: %w", ph.Name, err)
+		} else {
+			in, out := PhaseIO(g)
+			if !slices.Equal(in, ph.Inputs) || !slices.Equal(out, ph.Outputs) {
+				fail("phase %s: declares inputs %v and outputs %v, its launches read %v and write %v", ph.Name, ph.Inputs, ph.Outputs, in, out)
+			}
 		}
 		checkLifetimes(ph, fail)
 		for i := range ph.Buffers {
 			b := &ph.Buffers[i]
 			checkBuffer(b, "phase "+ph.Name+": buffer", fail)
-			if b.Role != string(ir.Activation) {
+			if b.Role != ir.Activation {
 				fail("phase %s: buffer %s: role %s is not an activation", ph.Name, b.Name, b.Role)
 			}
 			if b.Offset < 0 || b.Offset+b.Bytes > p.ArenaBytes {
@@ -156,7 +164,7 @@ func checkLifetimes(ph *Phase, fail func(string, ...any)) {
 }
 
 func checkBuffer(b *Buffer, where string, fail func(string, ...any)) {
-	size := ir.DType(b.DType).Size()
+	size := b.DType.Size()
 	if size == 0 {
 		fail("%s %s: unknown dtype %q", where, b.Name, b.DType)
 		return
@@ -184,7 +192,7 @@ func (p *Plan) Graph(i int) (*ir.Graph, error) {
 	ph := &p.Phases[i]
 	g := &ir.Graph{Name: ph.Name, Tokens: ph.Tokens, Dyn: ph.Dyn}
 	if ph.Kind == Logits {
-		g.DynMax = map[string]int64{"row0": int64(p.maxBucket() - ph.Tokens)}
+		g.DynMax = map[ir.Slot]int64{ir.ParamRow0: int64(p.maxBucket() - ph.Tokens)}
 	}
 	ids := map[string]int{}
 	add := func(b *Buffer) {
@@ -192,11 +200,11 @@ func (p *Plan) Graph(i int) (*ir.Graph, error) {
 			return
 		}
 		ids[b.Name] = len(g.Tensors)
-		g.AddTensor(ir.Tensor{Name: b.Name, DType: ir.DType(b.DType), Shape: b.Shape, Role: ir.Role(b.Role), Source: b.Tensor})
+		g.AddTensor(ir.Tensor{Name: b.Name, DType: b.DType, Shape: b.Shape, Role: b.Role, Source: b.Tensor})
 	}
-	kernels := map[string]*Kernel{}
+	byName := map[string]*Kernel{}
 	for i := range p.Kernels {
-		kernels[p.Kernels[i].Name] = &p.Kernels[i]
+		byName[p.Kernels[i].Name] = &p.Kernels[i]
 	}
 	for i := range ph.Buffers {
 		add(&ph.Buffers[i])
@@ -207,7 +215,7 @@ func (p *Plan) Graph(i int) (*ir.Graph, error) {
 	}
 	var errs []error
 	for li, l := range ph.Launches {
-		k := kernels[l.Kernel]
+		k := byName[l.Kernel]
 		if k == nil {
 			errs = append(errs, fmt.Errorf("launch %d: unknown kernel %q", li, l.Kernel))
 			continue
@@ -240,7 +248,7 @@ func (p *Plan) Graph(i int) (*ir.Graph, error) {
 		return nil, errors.Join(errs...)
 	}
 	// Globals appear in a phase only when used, so "never used" cannot fire for them.
-	if err := g.Verify(); err != nil {
+	if err := g.Verify(kernels.Families); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -252,4 +260,39 @@ func (p *Plan) maxBucket() int {
 		m = max(m, b)
 	}
 	return m
+}
+
+// PhaseIO derives a phase's ports from its graph: the port buffers its ops
+// read before any op writes them (inputs) and the ones they write
+// (outputs), each list in order of first use. The planner declares what it
+// derives; Validate requires a plan's declaration to equal it.
+func PhaseIO(g *ir.Graph) (inputs, outputs []Port) {
+	written := map[int]bool{}
+	for _, op := range g.Ops {
+		f := kernels.Families[op.Kind]
+		if f == nil || len(f.Operands) != len(op.Operands) {
+			continue // Verify reports it
+		}
+		for j, o := range op.Operands {
+			if o.Tensor < 0 || o.Tensor >= len(g.Tensors) {
+				continue
+			}
+			t := g.Tensors[o.Tensor]
+			port := Port(t.Name)
+			if !t.Role.Persistent() || !slices.Contains(Ports, port) {
+				continue
+			}
+			acc := f.Operands[j].Access
+			if acc != ir.Write && !written[o.Tensor] && !slices.Contains(inputs, port) {
+				inputs = append(inputs, port)
+			}
+			if acc != ir.Read {
+				written[o.Tensor] = true
+				if !slices.Contains(outputs, port) {
+					outputs = append(outputs, port)
+				}
+			}
+		}
+	}
+	return inputs, outputs
 }

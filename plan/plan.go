@@ -14,27 +14,52 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+
+	"github.com/aimaproject/aimac/ir"
 )
 
 // Format is the version tag of the plan file.
 const Format = "aimac-plan/1"
 
-// Targets the planner can plan for.
-var Targets = []string{"cpu", "sm_90", "gfx1151"}
+// PhaseKind says what a phase computes and how the engine runs it.
+type PhaseKind string
 
-// Phase kinds.
 const (
-	Prefill    = "prefill" // a bucket of prompt tokens; hidden rows out, logits of the last row
-	DecodeStep = "decode"  // one token in, logits out
-	Logits     = "logits"  // LM head over stored hidden rows, for teacher-forced probes
-	Sample     = "sample"  // the next token from the logits, written to tokens (sampling on the device)
+	Prefill    PhaseKind = "prefill" // a bucket of prompt tokens; hidden rows out, logits of the last row
+	DecodeStep PhaseKind = "decode"  // one token in, logits out
+	Logits     PhaseKind = "logits"  // LM head over stored hidden rows, for teacher-forced probes
+	Sample     PhaseKind = "sample"  // the next token from the logits, written to tokens (sampling on the device)
 )
+
+// PhaseKinds lists every phase kind.
+var PhaseKinds = []PhaseKind{Prefill, DecodeStep, Logits, Sample}
+
+// Valid reports whether k is a known phase kind.
+func (k PhaseKind) Valid() bool { return slices.Contains(PhaseKinds, k) }
+
+// Port names a persistent buffer the engine binds — writes from the host,
+// reads back, or carries from one phase to the next. A phase declares the
+// ports it reads (Phase.Inputs) and writes (Phase.Outputs); each port is the
+// plan buffer of the same name.
+type Port string
+
+const (
+	PortTokens     Port = "tokens"      // i32 token ids: the host's (or the sampler's) input to prefill and decode
+	PortHidden     Port = "hidden"      // f32 final-normed rows, written by prefill and decode, read by logits
+	PortLogits     Port = "logits"      // f32 logits of the last row, read by the host and by sample
+	PortLogitsRows Port = "logits_rows" // f32 teacher-forced logits of the logits phase's rows
+	PortSampled    Port = "sampled"     // i32 id and logprob bits the sampler leaves for the host
+)
+
+// Ports lists every port.
+var Ports = []Port{PortTokens, PortHidden, PortLogits, PortLogitsRows, PortSampled}
 
 // Plan is the whole schedule.
 type Plan struct {
 	Format        string   `json:"format"`
 	Model         Model    `json:"model"`
-	Target        string   `json:"target"`
+	Target        Target   `json:"target"`
 	ContextTokens int      `json:"context_tokens"`
 	Buckets       []int    `json:"buckets"`
 	LogitsRows    int      `json:"logits_rows"`
@@ -57,12 +82,12 @@ type Model struct {
 // inputs, outputs) are allocated once; activations live in the arena at
 // Offset, valid only within their phase.
 type Buffer struct {
-	Name   string  `json:"name"`
-	Role   string  `json:"role"`
-	DType  string  `json:"dtype"`
-	Shape  []int64 `json:"shape"`
-	Bytes  int64   `json:"bytes"`
-	Offset int64   `json:"offset,omitempty"`
+	Name   string   `json:"name"`
+	Role   ir.Role  `json:"role"`
+	DType  ir.DType `json:"dtype"`
+	Shape  []int64  `json:"shape"`
+	Bytes  int64    `json:"bytes"`
+	Offset int64    `json:"offset,omitempty"`
 	// Tensor is the checkpoint tensor a weight is loaded from (name relative
 	// to the model prefix) and SourceDType its stored type when it differs.
 	Tensor      string `json:"tensor,omitempty"`
@@ -73,43 +98,54 @@ type Buffer struct {
 }
 
 // Kernel is one specialized kernel: a family and the compile-time
-// parameters it is rendered with.
+// parameters it is rendered with, typed as the family declares them.
 type Kernel struct {
-	Name       string             `json:"name"`
-	Family     string             `json:"family"`
-	Params     map[string]float64 `json:"params"`
-	SourceHash string             `json:"source_hash,omitempty"`
+	Name       string    `json:"name"`
+	Family     string    `json:"family"`
+	Params     ir.Params `json:"params"`
+	SourceHash string    `json:"source_hash,omitempty"`
 }
 
 // Phase is one executable step.
 type Phase struct {
-	Name   string `json:"name"`
-	Kind   string `json:"kind"`
-	Tokens int    `json:"tokens"`
-	// Dyn names the dynamic scalars the host sets before running the phase.
-	Dyn      []string `json:"dyn"`
+	Name   string    `json:"name"`
+	Kind   PhaseKind `json:"kind"`
+	Tokens int       `json:"tokens"`
+	// Dyn lists the parameter-block slots the host sets before running the
+	// phase (by name: "n", "pos", …; each name is one fixed slot).
+	Dyn []ir.Slot `json:"dyn"`
+	// Inputs and Outputs are the ports the phase reads (before writing)
+	// and writes, in order of first use: the engine binds them by port.
+	Inputs   []Port   `json:"inputs"`
+	Outputs  []Port   `json:"outputs"`
 	Buffers  []Buffer `json:"buffers"`
 	Launches []Launch `json:"launches"`
 }
 
+// Input reports whether the phase declares port as an input.
+func (ph *Phase) Input(port Port) bool { return slices.Contains(ph.Inputs, port) }
+
+// Output reports whether the phase declares port as an output.
+func (ph *Phase) Output(port Port) bool { return slices.Contains(ph.Outputs, port) }
+
 // Launch is one kernel launch with its arguments bound.
 type Launch struct {
-	Kernel      string `json:"kernel"`
-	Layer       int    `json:"layer"`
-	Rows        string `json:"rows,omitempty"`
-	Grid        []int  `json:"grid,omitempty"`
-	Block       []int  `json:"block,omitempty"`
-	SharedBytes int    `json:"shared_bytes,omitempty"`
-	Args        []Arg  `json:"args"`
+	Kernel      string   `json:"kernel"`
+	Layer       int      `json:"layer"`
+	Rows        *ir.Slot `json:"rows,omitempty"`
+	Grid        []int    `json:"grid,omitempty"`
+	Block       []int    `json:"block,omitempty"`
+	SharedBytes int      `json:"shared_bytes,omitempty"`
+	Args        []Arg    `json:"args"`
 }
 
 // Arg binds a kernel argument to a buffer at a byte offset; when Dyn is set
-// the offset grows by Dyn × DynStride bytes at run time.
+// the offset grows by that slot's value × DynStride bytes at run time.
 type Arg struct {
-	Buffer    string `json:"buffer"`
-	Offset    int64  `json:"offset,omitempty"`
-	Dyn       string `json:"dyn,omitempty"`
-	DynStride int64  `json:"dyn_stride,omitempty"`
+	Buffer    string   `json:"buffer"`
+	Offset    int64    `json:"offset,omitempty"`
+	Dyn       *ir.Slot `json:"dyn,omitempty"`
+	DynStride int64    `json:"dyn_stride,omitempty"`
 }
 
 // Encode writes the plan as canonical JSON: fixed key order, no timestamps,
@@ -158,6 +194,8 @@ func (p *Plan) Encode(w io.Writer) error {
 		line("      \"kind\": %s,\n", js(ph.Kind))
 		line("      \"tokens\": %d,\n", ph.Tokens)
 		line("      \"dyn\": %s,\n", js(ph.Dyn))
+		line("      \"inputs\": %s,\n", js(orEmpty(ph.Inputs)))
+		line("      \"outputs\": %s,\n", js(orEmpty(ph.Outputs)))
 		line("      \"buffers\": ")
 		list("      ", len(ph.Buffers), func(i int) string { return js(ph.Buffers[i]) })
 		line(",\n      \"launches\": ")
@@ -203,4 +241,12 @@ func (p *Plan) WriteFile(path string) error {
 		return err
 	}
 	return os.Rename(f.Name(), path)
+}
+
+// orEmpty writes no ports as [] rather than null.
+func orEmpty(p []Port) []Port {
+	if p == nil {
+		return []Port{}
+	}
+	return p
 }

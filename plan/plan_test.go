@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aimaproject/aimac/arch"
+	"github.com/aimaproject/aimac/ir"
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/planner"
 )
@@ -43,10 +44,15 @@ func TestValidateRejects(t *testing.T) {
 		{"misaligned offset", func(p *plan.Plan) { p.Phases[0].Launches[1].Args[1].Offset = 3 }, "not a multiple"},
 		{"arena overflow", func(p *plan.Plan) { p.ArenaBytes = 8 }, "outside the arena"},
 		{"missing parameter", func(p *plan.Plan) {
-			for k := range p.Kernels[0].Params {
-				delete(p.Kernels[0].Params, k)
-			}
+			p.Kernels[0].Params = ir.Params{}
 		}, "missing"},
+		{"undeclared parameter", func(p *plan.Plan) { p.Kernels[0].Params.SetInt("bogus", 1) }, "parameter bogus is not a parameter of family"},
+		{"unknown family", func(p *plan.Plan) { p.Kernels[0].Family = "conv3d" }, `unknown kernel family "conv3d"`},
+		{"phase kind", func(p *plan.Plan) { p.Phases[0].Kind = "train" }, `kind "train" is not one of`},
+		{"undeclared input", func(p *plan.Plan) { p.Phases[0].Inputs = nil }, "declares inputs [] and outputs"},
+		{"extra output", func(p *plan.Plan) {
+			p.Phases[0].Outputs = append(p.Phases[0].Outputs, plan.PortSampled)
+		}, "its launches read [tokens]"},
 		{"overlapping live buffers", func(p *plan.Plan) {
 			b := p.Phases[0].Buffers
 			b[1].Offset, b[1].Live = b[0].Offset, b[0].Live

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 
 	"github.com/aimaproject/aimac/ir"
@@ -19,25 +20,25 @@ func TestFillKernels(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", target, err)
 		}
-		fills := map[float64]string{}
+		fills := map[bool]string{}
 		for _, k := range p.Kernels {
 			if ir.Kind(k.Family) != ir.FillUniform {
 				continue
 			}
-			if len(k.Params) != 1 {
+			if k.Params.Len() != 1 || !slices.Contains(k.Params.Names(), "bf16") {
 				t.Errorf("%s: %s has parameters %v, want just bf16", target, k.Name, k.Params)
 			}
-			if old, ok := fills[k.Params["bf16"]]; ok {
+			if old, ok := fills[k.Params.Flag("bf16")]; ok {
 				t.Errorf("%s: %s and %s fill the same dtype", target, old, k.Name)
 			}
-			fills[k.Params["bf16"]] = k.Name
+			fills[k.Params.Flag("bf16")] = k.Name
 		}
-		if len(fills) != 2 || fills[0] == "" || fills[1] == "" {
+		if len(fills) != 2 || fills[false] == "" || fills[true] == "" {
 			t.Errorf("%s: fill kernels %v, want one for bf16 and one for f32", target, fills)
 		}
 		for _, ph := range p.Phases {
 			for _, l := range ph.Launches {
-				if l.Kernel == fills[0] || l.Kernel == fills[1] {
+				if l.Kernel == fills[false] || l.Kernel == fills[true] {
 					t.Errorf("%s: phase %s launches %s", target, ph.Name, l.Kernel)
 				}
 			}

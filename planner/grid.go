@@ -1,47 +1,38 @@
 package planner
 
-import "github.com/aimaproject/aimac/ir"
+import (
+	"fmt"
 
-// blockThreads is the launch block of every family: 8 warps of 32 on sm_90,
-// 8 waves of 32 on gfx1151 (wave32), so one rule serves both dialects.
-const blockThreads = 256
+	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
+	"github.com/aimaproject/aimac/plan"
+)
 
-// gridFor is the launch shape of an op over a bucket of rows: one block per
-// row (or per row and head for per-head families), one warp per output
-// column group for matrix products. Kernels guard rows past the logical n.
-func gridFor(op *ir.Op, tokens int) (grid, block []int) {
+// launchFor is the launch shape of an op over a bucket of rows on a GPU
+// target: the family's launch rule with the target's launch configuration,
+// held to that configuration (block within its threads, shared memory
+// within its budget).
+func launchFor(op *ir.Op, tokens int, t plan.Target) (grid, block []int, shared int, err error) {
+	f, err := kernels.Families.Family(op.Kind)
+	if err != nil {
+		return nil, nil, 0, err
+	}
 	rows := tokens
-	if op.Rows == "" {
-		rows = int(op.Params["rows"])
+	if op.Rows == nil {
+		r, _ := op.Params.Rows()
+		rows = int(r)
 	}
-	p := op.Params
-	block = []int{blockThreads, 1, 1}
-	warps := blockThreads / 32
-	switch op.Kind {
-	case ir.MatMul:
-		grid = []int{ceil(int(p["n"]), warps), rows, 1}
-	case ir.MoEGateUp:
-		// One warp per intermediate row, per (slot, token).
-		grid = []int{ceil(int(p["inter"]), warps), int(p["k"]), rows}
-	case ir.MoEDown:
-		// One warp per output column, per token.
-		grid = []int{ceil(int(p["hidden"]), warps), rows, 1}
-	case ir.RMSNorm:
-		grid = []int{rows * int(p["heads"]), 1, 1}
-	case ir.GatedRMSNorm:
-		grid = []int{rows * int(p["heads"]), 1, 1}
-	case ir.L2NormHeads, ir.RoPE:
-		grid = []int{rows, 1, 1}
-	case ir.GatedDeltaChunked, ir.GatedDeltaRecurrent:
-		grid = []int{int(p["v_heads"]), 1, 1}
-	case ir.CausalConv1dSiLU:
-		grid = []int{ceil(int(p["channels"]), blockThreads), 1, 1}
-	case ir.Attention:
-		grid = []int{int(p["q_heads"]), rows, 1}
-	default:
-		grid = []int{rows, 1, 1}
+	c := t.Launch()
+	s := f.Launch(op.Params, rows, c)
+	threads := s.Block[0] * s.Block[1] * s.Block[2]
+	for i := range 3 {
+		if s.Grid[i] < 1 || s.Block[i] < 1 {
+			return nil, nil, 0, fmt.Errorf("%s: launch rule gives grid %v, block %v", op.Kind, s.Grid, s.Block)
+		}
 	}
-	return grid, block
+	if threads > c.Threads || s.SharedBytes < 0 || s.SharedBytes > c.MaxSharedBytes {
+		return nil, nil, 0, fmt.Errorf("%s: launch of %d threads and %d shared bytes exceeds %s's %d and %d",
+			op.Kind, threads, s.SharedBytes, t, c.Threads, c.MaxSharedBytes)
+	}
+	return s.Grid[:], s.Block[:], s.SharedBytes, nil
 }
-
-func ceil(a, b int) int { return (a + b - 1) / b }

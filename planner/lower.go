@@ -2,16 +2,19 @@ package planner
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"strings"
 
 	"github.com/aimaproject/aimac/arch"
 	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
+	"github.com/aimaproject/aimac/plan"
 )
 
 // Step describes the graph to lower: a phase kind and its physical rows.
 type Step struct {
-	Kind   string // plan.Prefill, plan.DecodeStep, plan.Logits or plan.Sample
+	Kind   plan.PhaseKind
 	Tokens int
 	// MaxTokens is the largest bucket: the height of the persistent hidden rows.
 	MaxTokens     int
@@ -34,25 +37,25 @@ func Lower(m *Model, s Step) (*ir.Graph, error) {
 	l := &lowering{m: m, c: m.Config, s: s, byID: map[string]*ir.Tensor{},
 		g: &ir.Graph{Name: fmt.Sprintf("%s_%d", s.Kind, s.Tokens), Tokens: s.Tokens}}
 	switch s.Kind {
-	case "prefill", "decode":
-		l.g.Dyn = []string{"n", "pos", "last"}
-		if s.Kind == "decode" {
+	case plan.Prefill, plan.DecodeStep:
+		l.g.Dyn = []ir.Slot{ir.ParamN, ir.ParamPos, ir.ParamLast}
+		if s.Kind == plan.DecodeStep {
 			l.g.Name = "decode"
 		}
 		l.step()
-	case "logits":
+	case plan.Logits:
 		l.g.Name = "logits"
-		l.g.Dyn = []string{"n", "row0"}
-		l.g.DynMax = map[string]int64{"row0": int64(s.MaxTokens - s.Tokens)}
+		l.g.Dyn = []ir.Slot{ir.ParamN, ir.ParamRow0}
+		l.g.DynMax = map[ir.Slot]int64{ir.ParamRow0: int64(s.MaxTokens - s.Tokens)}
 		l.logits()
-	case "sample":
+	case plan.Sample:
 		l.g.Name = "sample"
-		l.g.Dyn = sampleDyn
+		l.g.Dyn = kernels.Families[ir.Sample].Slots
 		l.sample()
 	default:
 		return nil, fmt.Errorf("unknown step kind %q", s.Kind)
 	}
-	if err := l.g.Verify(); err != nil {
+	if err := l.g.Verify(kernels.Families); err != nil {
 		return nil, fmt.Errorf("lowering %s: %w", l.g.Name, err)
 	}
 	return l.g, nil
@@ -112,8 +115,28 @@ func smallParam(rel string) bool {
 }
 
 // op appends an op whose rows are the logical length n.
-func (l *lowering) op(kind ir.Kind, layer int, params map[string]float64, operands ...ir.Operand) {
-	l.g.Ops = append(l.g.Ops, &ir.Op{Kind: kind, Layer: layer, Operands: operands, Params: params, Rows: "n"})
+func (l *lowering) op(kind ir.Kind, layer int, params ir.Params, operands ...ir.Operand) {
+	l.g.Ops = append(l.g.Ops, &ir.Op{Kind: kind, Layer: layer, Operands: operands, Params: params, Rows: ir.SlotRef(ir.ParamN)})
+}
+
+// ints, reals and flags are the parameters of one kind, for building an
+// op's Params; with sets a parameter of any kind by its Go type.
+type ints = map[string]int64
+
+func params(i ints, more ...any) ir.Params {
+	p := ir.Params{Ints: i}
+	for j := 0; j+1 < len(more); j += 2 {
+		name := more[j].(string)
+		switch v := more[j+1].(type) {
+		case float64:
+			p.SetReal(name, v)
+		case bool:
+			p.SetFlag(name, v)
+		default:
+			panic(fmt.Sprintf("planner: parameter %s of type %T", name, v))
+		}
+	}
+	return p
 }
 
 func at(t *ir.Tensor, offset int) ir.Operand { return ir.Operand{Tensor: t.ID, Offset: int64(offset)} }
@@ -121,14 +144,14 @@ func of(t *ir.Tensor) ir.Operand             { return ir.Operand{Tensor: t.ID} }
 
 // matmul is y = x · Wᵀ for a weight [N, K].
 func (l *lowering) matmul(layer int, y, x, w *ir.Tensor) {
-	l.op(ir.MatMul, layer, map[string]float64{"k": float64(w.Shape[1]), "n": float64(w.Shape[0])}, of(y), of(x), of(w))
+	l.op(ir.MatMul, layer, params(ints{"k": w.Shape[1], "n": w.Shape[0]}), of(y), of(x), of(w))
 }
 
 // rmsnorm is the zero-centred (1+w) norm over rows of the hidden size.
 func (l *lowering) rmsnorm(layer int, y, x *ir.Tensor, w string) {
-	H := float64(l.c.HiddenSize)
-	l.op(ir.RMSNorm, layer, map[string]float64{"width": H, "heads": 1, "x_stride": H, "y_stride": H,
-		"eps": l.c.RMSNormEps, "one_plus": 1}, of(y), of(x), of(l.weight(w)))
+	H := int64(l.c.HiddenSize)
+	l.op(ir.RMSNorm, layer, params(ints{"width": H, "heads": 1, "x_stride": H, "y_stride": H},
+		"eps", l.c.RMSNormEps, "one_plus", true), of(y), of(x), of(l.weight(w)))
 }
 
 // hidden is the persistent [MaxTokens, H] buffer of final-normed rows.
@@ -141,7 +164,7 @@ func (l *lowering) step() {
 	c := l.c
 	ids := l.tensor("tokens", ir.Input, ir.I32, int64(l.s.MaxTokens))
 	x := l.act("x", ir.F32, c.HiddenSize)
-	l.op(ir.Embedding, -1, map[string]float64{"hidden": float64(c.HiddenSize), "vocab": float64(c.VocabSize)},
+	l.op(ir.Embedding, -1, params(ints{"hidden": int64(c.HiddenSize), "vocab": int64(c.VocabSize)}),
 		of(x), of(l.weight("embed_tokens.weight")), of(ids))
 	for i := 0; i < c.NumHiddenLayers; i++ {
 		p := fmt.Sprintf("layers.%d.", i)
@@ -161,8 +184,8 @@ func (l *lowering) step() {
 	V := int64(c.VocabSize)
 	logits := l.tensor("logits", ir.Output, ir.F32, 1, V)
 	w := l.weight(l.m.lmHead())
-	l.g.Ops = append(l.g.Ops, &ir.Op{Kind: ir.MatMul, Layer: -1, Params: map[string]float64{"k": float64(c.HiddenSize), "n": float64(V), "rows": 1},
-		Operands: []ir.Operand{of(logits), {Tensor: h.ID, Dyn: "last", DynStride: int64(c.HiddenSize)}, of(w)}})
+	l.g.Ops = append(l.g.Ops, &ir.Op{Kind: ir.MatMul, Layer: -1, Params: params(ints{"k": int64(c.HiddenSize), "n": V, ir.RowsParam: 1}),
+		Operands: []ir.Operand{of(logits), {Tensor: h.ID, Dyn: ir.SlotRef(ir.ParamLast), DynStride: int64(c.HiddenSize)}, of(w)}})
 }
 
 // logits lowers the teacher-forcing pass: the LM head over n stored hidden rows from row0.
@@ -171,9 +194,9 @@ func (l *lowering) logits() {
 	h := l.hidden()
 	y := l.tensor("logits_rows", ir.Output, ir.F32, int64(l.s.Tokens), int64(c.VocabSize))
 	w := l.weight(l.m.lmHead())
-	l.g.Ops = append(l.g.Ops, &ir.Op{Kind: ir.MatMul, Layer: -1, Rows: "n",
-		Params:   map[string]float64{"k": float64(c.HiddenSize), "n": float64(c.VocabSize)},
-		Operands: []ir.Operand{of(y), {Tensor: h.ID, Dyn: "row0", DynStride: int64(c.HiddenSize)}, of(w)}})
+	l.g.Ops = append(l.g.Ops, &ir.Op{Kind: ir.MatMul, Layer: -1, Rows: ir.SlotRef(ir.ParamN),
+		Params:   params(ints{"k": int64(c.HiddenSize), "n": int64(c.VocabSize)}),
+		Operands: []ir.Operand{of(y), {Tensor: h.ID, Dyn: ir.SlotRef(ir.ParamRow0), DynStride: int64(c.HiddenSize)}, of(w)}})
 }
 
 // gatedDeltaNet lowers a linear-attention mixer and its residual (SPEC §3).
@@ -194,37 +217,36 @@ func (l *lowering) gatedDeltaNet(i int, x, xn *ir.Tensor) {
 
 	conv := l.tensor(fmt.Sprintf("state.%d.conv", i), ir.State, ir.F32, int64(K-1), int64(QKV))
 	cv := l.act("gdn_conv", ir.F32, QKV)
-	l.op(ir.CausalConv1dSiLU, i, map[string]float64{"channels": float64(QKV), "kernel": float64(K)},
+	l.op(ir.CausalConv1dSiLU, i, params(ints{"channels": int64(QKV), "kernel": int64(K)}),
 		of(cv), of(mixed), of(l.weight(p+"conv1d.weight")), of(conv))
 
 	beta := l.act("gdn_beta", ir.F32, HV)
 	g := l.act("gdn_g", ir.F32, HV)
-	l.op(ir.GDNGates, i, map[string]float64{"heads": float64(HV)},
+	l.op(ir.GDNGates, i, params(ints{"heads": int64(HV)}),
 		of(beta), of(g), of(b), of(a), of(l.weight(p+"A_log")), of(l.weight(p+"dt_bias")))
 
 	// q and k are l2-normalized per head; q also takes the 1/sqrt(d_k) scale.
-	l.op(ir.L2NormHeads, i, map[string]float64{"row_stride": float64(QKV), "heads": float64(HK), "dim": float64(DK),
-		"eps": 1e-6, "scale": 1 / math.Sqrt(float64(DK))}, at(cv, 0))
-	l.op(ir.L2NormHeads, i, map[string]float64{"row_stride": float64(QKV), "heads": float64(HK), "dim": float64(DK),
-		"eps": 1e-6, "scale": 1}, at(cv, HK*DK))
+	l2 := ints{"row_stride": int64(QKV), "heads": int64(HK), "dim": int64(DK)}
+	l.op(ir.L2NormHeads, i, params(l2, "eps", 1e-6, "scale", 1/math.Sqrt(float64(DK))), at(cv, 0))
+	l.op(ir.L2NormHeads, i, params(maps.Clone(l2), "eps", 1e-6, "scale", 1.0), at(cv, HK*DK))
 
 	state := l.tensor(fmt.Sprintf("state.%d.gdn", i), ir.State, ir.F32, int64(HV), int64(DK), int64(DV))
 	o := l.act("gdn_o", ir.F32, VD)
-	params := map[string]float64{"row_stride": float64(QKV), "k_heads": float64(HK), "v_heads": float64(HV),
-		"k_dim": float64(DK), "v_dim": float64(DV)}
+	delta := params(ints{"row_stride": int64(QKV), "k_heads": int64(HK), "v_heads": int64(HV),
+		"k_dim": int64(DK), "v_dim": int64(DV)})
 	kind := ir.GatedDeltaRecurrent
-	if l.s.Kind == "prefill" {
+	if l.s.Kind == plan.Prefill {
 		kind = ir.GatedDeltaChunked
-		params["chunk"] = float64(l.s.Chunk)
+		delta.SetInt("chunk", int64(l.s.Chunk))
 	}
-	l.op(kind, i, params, of(o), at(cv, 0), at(cv, HK*DK), at(cv, 2*HK*DK), of(beta), of(g), of(state))
+	l.op(kind, i, delta, of(o), at(cv, 0), at(cv, HK*DK), at(cv, 2*HK*DK), of(beta), of(g), of(state))
 
 	on := l.act("gdn_normed", ir.F32, VD)
-	l.op(ir.GatedRMSNorm, i, map[string]float64{"heads": float64(HV), "dim": float64(DV), "eps": c.RMSNormEps},
+	l.op(ir.GatedRMSNorm, i, params(ints{"heads": int64(HV), "dim": int64(DV)}, "eps", c.RMSNormEps),
 		of(on), of(o), of(z), of(l.weight(p+"norm.weight")))
 	m := l.act("mixer_out", ir.F32, c.HiddenSize)
 	l.matmul(i, m, on, l.weight(p+"out_proj.weight"))
-	l.op(ir.Add, i, map[string]float64{"width": float64(c.HiddenSize)}, of(x), of(m))
+	l.op(ir.Add, i, params(ints{"width": int64(c.HiddenSize)}), of(x), of(m))
 }
 
 // attention lowers a gated full-attention mixer and its residual (SPEC §2.3).
@@ -242,35 +264,32 @@ func (l *lowering) attention(i int, x, xn *ir.Tensor) {
 
 	// Per-head 1+w norms: q from the first half of each head's [q | gate] slice.
 	q := l.act("attn_q", ir.F32, HQ*D)
-	fD := float64(D)
-	l.op(ir.RMSNorm, i, map[string]float64{"width": fD, "heads": float64(HQ), "x_stride": 2 * fD, "y_stride": fD,
-		"eps": c.RMSNormEps, "one_plus": 1}, of(q), of(qg), of(l.weight(p+"q_norm.weight")))
-	l.op(ir.RMSNorm, i, map[string]float64{"width": fD, "heads": float64(HKV), "x_stride": fD, "y_stride": fD,
-		"eps": c.RMSNormEps, "one_plus": 1}, of(k), of(k), of(l.weight(p+"k_norm.weight")))
+	iD := int64(D)
+	l.op(ir.RMSNorm, i, params(ints{"width": iD, "heads": int64(HQ), "x_stride": 2 * iD, "y_stride": iD},
+		"eps", c.RMSNormEps, "one_plus", true), of(q), of(qg), of(l.weight(p+"q_norm.weight")))
+	l.op(ir.RMSNorm, i, params(ints{"width": iD, "heads": int64(HKV), "x_stride": iD, "y_stride": iD},
+		"eps", c.RMSNormEps, "one_plus", true), of(k), of(k), of(l.weight(p+"k_norm.weight")))
 
-	rot := float64(c.RotaryDim())
-	l.op(ir.RoPE, i, map[string]float64{"row_stride": float64(HQ * D), "heads": float64(HQ), "head_dim": fD,
-		"rot_dim": rot, "theta": c.RopeTheta}, of(q))
-	l.op(ir.RoPE, i, map[string]float64{"row_stride": float64(HKV * D), "heads": float64(HKV), "head_dim": fD,
-		"rot_dim": rot, "theta": c.RopeTheta}, of(k))
+	rot := int64(c.RotaryDim())
+	l.op(ir.RoPE, i, params(ints{"row_stride": int64(HQ * D), "heads": int64(HQ), "head_dim": iD,
+		"rot_dim": rot}, "theta", c.RopeTheta), of(q))
+	l.op(ir.RoPE, i, params(ints{"row_stride": int64(HKV * D), "heads": int64(HKV), "head_dim": iD,
+		"rot_dim": rot}, "theta", c.RopeTheta), of(k))
 
 	capacity := int64(l.s.ContextTokens)
 	kc := l.tensor(fmt.Sprintf("kv.%d.k", i), ir.KV, l.s.KVDType, capacity, int64(HKV), int64(D))
 	vc := l.tensor(fmt.Sprintf("kv.%d.v", i), ir.KV, l.s.KVDType, capacity, int64(HKV), int64(D))
-	width := float64(HKV * D)
-	kvBF16 := 0.0
-	if l.s.KVDType == ir.BF16 {
-		kvBF16 = 1
-	}
-	l.op(ir.KVAppend, i, map[string]float64{"width": width, "capacity": float64(capacity), "kv_bf16": kvBF16}, of(kc), of(vc), of(k), of(v))
+	width := int64(HKV * D)
+	kvBF16 := l.s.KVDType == ir.BF16
+	l.op(ir.KVAppend, i, params(ints{"width": width, "capacity": capacity}, "kv_bf16", kvBF16), of(kc), of(vc), of(k), of(v))
 
 	o := l.act("attn_o", ir.F32, HQ*D)
-	l.op(ir.Attention, i, map[string]float64{"q_heads": float64(HQ), "kv_heads": float64(HKV), "head_dim": fD,
-		"scale": 1 / math.Sqrt(fD), "capacity": float64(capacity), "width": width, "kv_bf16": kvBF16}, of(o), of(q), of(kc), of(vc))
-	l.op(ir.AttnOutputGate, i, map[string]float64{"heads": float64(HQ), "head_dim": fD}, of(o), of(qg))
+	l.op(ir.Attention, i, params(ints{"q_heads": int64(HQ), "kv_heads": int64(HKV), "head_dim": iD,
+		"capacity": capacity, "width": width}, "scale", 1/math.Sqrt(float64(D)), "kv_bf16", kvBF16), of(o), of(q), of(kc), of(vc))
+	l.op(ir.AttnOutputGate, i, params(ints{"heads": int64(HQ), "head_dim": iD}), of(o), of(qg))
 	m := l.act("mixer_out", ir.F32, c.HiddenSize)
 	l.matmul(i, m, o, l.weight(p+"o_proj.weight"))
-	l.op(ir.Add, i, map[string]float64{"width": float64(c.HiddenSize)}, of(x), of(m))
+	l.op(ir.Add, i, params(ints{"width": int64(c.HiddenSize)}), of(x), of(m))
 }
 
 // moe lowers the sparse MoE block with its shared expert and residual (SPEC §4).
@@ -283,23 +302,23 @@ func (l *lowering) moe(i int, x, xn *ir.Tensor) {
 	l.matmul(i, rl, xn, l.weight(p+"gate.weight"))
 	ids := l.act("router_ids", ir.I32, TopK)
 	w := l.act("router_weights", ir.F32, TopK)
-	l.op(ir.RouterTopK, i, map[string]float64{"experts": float64(E), "k": float64(TopK)}, of(ids), of(w), of(rl))
+	l.op(ir.RouterTopK, i, params(ints{"experts": int64(E), "k": int64(TopK)}), of(ids), of(w), of(rl))
 
-	moe := map[string]float64{"experts": float64(E), "hidden": float64(H), "inter": float64(c.MoeIntermediateSize), "k": float64(TopK)}
+	moe := ints{"experts": int64(E), "hidden": int64(H), "inter": int64(c.MoeIntermediateSize), "k": int64(TopK)}
 	act := l.act("moe_act", ir.F32, TopK*c.MoeIntermediateSize)
-	l.op(ir.MoEGateUp, i, moe, of(act), of(xn), of(ids), of(l.weight(p+"experts.gate_up_proj")))
+	l.op(ir.MoEGateUp, i, params(moe), of(act), of(xn), of(ids), of(l.weight(p+"experts.gate_up_proj")))
 	routed := l.act("moe_routed", ir.F32, H)
-	l.op(ir.MoEDown, i, moe, of(routed), of(act), of(ids), of(w), of(l.weight(p+"experts.down_proj")))
+	l.op(ir.MoEDown, i, params(maps.Clone(moe)), of(routed), of(act), of(ids), of(w), of(l.weight(p+"experts.down_proj")))
 
 	sg := l.act("shared_gate", ir.F32, S)
 	su := l.act("shared_up", ir.F32, S)
 	l.matmul(i, sg, xn, l.weight(p+"shared_expert.gate_proj.weight"))
 	l.matmul(i, su, xn, l.weight(p+"shared_expert.up_proj.weight"))
 	sa := l.act("shared_act", ir.F32, S)
-	l.op(ir.SiLUMul, i, map[string]float64{"width": float64(S)}, of(sa), of(sg), of(su))
+	l.op(ir.SiLUMul, i, params(ints{"width": int64(S)}), of(sa), of(sg), of(su))
 	sd := l.act("shared_out", ir.F32, H)
 	l.matmul(i, sd, sa, l.weight(p+"shared_expert.down_proj.weight"))
 	gl := l.act("shared_gate_logit", ir.F32, 1)
 	l.matmul(i, gl, xn, l.weight(p+"shared_expert_gate.weight"))
-	l.op(ir.SharedExpertCombine, i, map[string]float64{"hidden": float64(H)}, of(x), of(routed), of(sd), of(gl))
+	l.op(ir.SharedExpertCombine, i, params(ints{"hidden": int64(H)}), of(x), of(routed), of(sd), of(gl))
 }

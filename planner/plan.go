@@ -15,7 +15,7 @@ import (
 
 // Options choose what to plan.
 type Options struct {
-	Target        string
+	Target        plan.Target
 	Buckets       []int
 	ContextTokens int
 	// LogitsRows is the row capacity of the teacher-forcing logits pass
@@ -55,7 +55,7 @@ func Plan(m *Model, o Options) (*plan.Plan, error) {
 		Buckets:       slices.Clone(o.Buckets),
 		LogitsRows:    o.LogitsRows,
 	}
-	steps := []Step{}
+	var steps []Step
 	for _, b := range o.Buckets {
 		steps = append(steps, Step{Kind: plan.Prefill, Tokens: b})
 	}
@@ -82,12 +82,8 @@ func Plan(m *Model, o Options) (*plan.Plan, error) {
 
 func (o *Options) check() error {
 	var errs []error
-	known := false
-	for _, t := range plan.Targets {
-		known = known || t == o.Target
-	}
-	if !known {
-		errs = append(errs, fmt.Errorf("target %q is not one of %v", o.Target, plan.Targets))
+	if err := o.Target.Check(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(o.Buckets) == 0 {
 		errs = append(errs, errors.New("no buckets"))
@@ -107,7 +103,7 @@ func (o *Options) check() error {
 	switch {
 	case o.KVDType == "":
 		o.KVDType = ir.F32
-	case o.KVDType == ir.BF16 && o.Target == "cpu":
+	case o.KVDType == ir.BF16 && !o.Target.GPU():
 		errs = append(errs, errors.New("a bf16 KV cache needs a GPU target; the cpu target keeps it in f32"))
 	case o.KVDType != ir.F32 && o.KVDType != ir.BF16:
 		errs = append(errs, fmt.Errorf("KV cache dtype %q: want f32 or bf16", o.KVDType))
@@ -128,13 +124,14 @@ func (o *Options) check() error {
 // persistent buffers between phases.
 type scheduler struct {
 	p       *plan.Plan
-	target  string
+	target  plan.Target
 	kernels map[string]bool
 	globals map[string]int // name → index in p.Buffers
 }
 
-func (s *scheduler) phase(kind string, g *ir.Graph) error {
+func (s *scheduler) phase(kind plan.PhaseKind, g *ir.Graph) error {
 	ph := plan.Phase{Name: g.Name, Kind: kind, Tokens: g.Tokens, Dyn: g.Dyn}
+	ph.Inputs, ph.Outputs = plan.PhaseIO(g)
 	for _, t := range g.Tensors {
 		if !t.Role.Persistent() {
 			continue
@@ -167,8 +164,11 @@ func (s *scheduler) phase(kind string, g *ir.Graph) error {
 			s.p.Kernels = append(s.p.Kernels, k)
 		}
 		l := plan.Launch{Kernel: k.Name, Layer: op.Layer, Rows: op.Rows}
-		if s.target != "cpu" {
-			l.Grid, l.Block = gridFor(op, g.Tokens)
+		if s.target.GPU() {
+			var err error
+			if l.Grid, l.Block, l.SharedBytes, err = launchFor(op, g.Tokens, s.target); err != nil {
+				return fmt.Errorf("phase %s: %w", g.Name, err)
+			}
 		}
 		for _, o := range op.Operands {
 			t := g.Tensors[o.Tensor]
@@ -189,16 +189,12 @@ func (s *scheduler) fillKernels() {
 	for _, dt := range []ir.DType{ir.BF16, ir.F32} {
 		used := false
 		for _, b := range s.p.Buffers {
-			used = used || (b.Role == string(ir.Weight) && b.DType == string(dt))
+			used = used || (b.Role == ir.Weight && b.DType == dt)
 		}
 		if !used {
 			continue
 		}
-		flag := 0.0
-		if dt == ir.BF16 {
-			flag = 1
-		}
-		k := kernelFor(&ir.Op{Kind: ir.FillUniform, Params: map[string]float64{"bf16": flag}, Rows: "n"})
+		k := kernelFor(&ir.Op{Kind: ir.FillUniform, Params: params(nil, "bf16", dt == ir.BF16), Rows: ir.SlotRef(ir.ParamN)})
 		if !s.kernels[k.Name] {
 			s.kernels[k.Name] = true
 			s.p.Kernels = append(s.p.Kernels, k)
@@ -207,7 +203,7 @@ func (s *scheduler) fillKernels() {
 }
 
 func buffer(t *ir.Tensor) plan.Buffer {
-	b := plan.Buffer{Name: t.Name, Role: string(t.Role), DType: string(t.DType), Shape: t.Shape, Bytes: t.Bytes(), Tensor: t.Source}
+	b := plan.Buffer{Name: t.Name, Role: t.Role, DType: t.DType, Shape: t.Shape, Bytes: t.Bytes(), Tensor: t.Source}
 	if t.SourceDType != "" && t.SourceDType != "F32" {
 		b.SourceDType = t.SourceDType
 	}
@@ -215,19 +211,12 @@ func buffer(t *ir.Tensor) plan.Buffer {
 }
 
 // kernelFor names the kernel specialized for an op: its family and
-// parameters, the name carrying a short hash of the parameters so equal
+// parameters (verified against the family's declaration), the name
+// carrying a short hash of the parameters (ir.Params.Key) so equal
 // specializations share one kernel across layers and phases.
 func kernelFor(op *ir.Op) plan.Kernel {
-	params := map[string]float64{}
-	for _, name := range ir.Catalogue[op.Kind].Params {
-		params[name] = op.Params[name]
-	}
-	if op.Rows == "" {
-		params["rows"] = op.Params["rows"]
-	}
-	js, _ := json.Marshal(params) // sorted keys
-	h := sha256.Sum256(append([]byte(op.Kind+":"), js...))
-	return plan.Kernel{Name: fmt.Sprintf("%s_%s", op.Kind, hex.EncodeToString(h[:4])), Family: string(op.Kind), Params: params}
+	h := sha256.Sum256(append([]byte(op.Kind+":"), op.Params.Key()...))
+	return plan.Kernel{Name: fmt.Sprintf("%s_%s", op.Kind, hex.EncodeToString(h[:4])), Family: string(op.Kind), Params: op.Params.Clone()}
 }
 
 // placeArena gives every activation an arena offset: intervals of first

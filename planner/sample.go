@@ -2,10 +2,6 @@ package planner
 
 import "github.com/aimaproject/aimac/ir"
 
-// sampleDyn are the sampler's dynamic scalars, the sampling slots of the
-// parameter block (ir.ParamSeedLo … ir.ParamVocabLimit).
-var sampleDyn = ir.Catalogue[ir.Sample].Dyn
-
 // sample lowers the sampling phase: one launch that draws the next token
 // from the decode step's (or prefill's) logits and writes it to element 0
 // of the tokens input, where the next decode step reads it, and with its
@@ -17,6 +13,6 @@ func (l *lowering) sample() {
 	tokens := l.tensor("tokens", ir.Input, ir.I32, int64(l.s.MaxTokens))
 	out := l.tensor("sampled", ir.Output, ir.I32, 2)
 	l.g.Ops = append(l.g.Ops, &ir.Op{Kind: ir.Sample, Layer: -1,
-		Params:   map[string]float64{"vocab": float64(V), "rows": 1},
+		Params:   params(ints{"vocab": V, ir.RowsParam: 1}),
 		Operands: []ir.Operand{of(logits), of(tokens), of(out)}})
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
 )
 
@@ -27,7 +28,7 @@ func TestSamplePhase(t *testing.T) {
 		if ph == nil || len(ph.Launches) != 1 || len(ph.Buffers) != 0 {
 			t.Fatalf("%s: sample phase %+v", target, ph)
 		}
-		if !slices.Equal(ph.Dyn, ir.Catalogue[ir.Sample].Dyn) {
+		if !slices.Equal(ph.Dyn, kernels.Families[ir.Sample].Slots) {
 			t.Errorf("%s: dyn %v", target, ph.Dyn)
 		}
 		l := ph.Launches[0]
@@ -38,16 +39,16 @@ func TestSamplePhase(t *testing.T) {
 		if !slices.Equal(args, []string{"logits", "tokens", "sampled"}) {
 			t.Errorf("%s: sample(%v)", target, args)
 		}
-		if target != "cpu" && (!slices.Equal(l.Grid, []int{1, 1, 1}) || l.Block[0] != blockThreads) {
+		if target.GPU() && (!slices.Equal(l.Grid, []int{1, 1, 1}) || l.Block[0] != target.Launch().Threads) {
 			t.Errorf("%s: grid %v block %v, want one block", target, l.Grid, l.Block)
 		}
 		for _, b := range p.Buffers {
-			if b.Name == "sampled" && (b.Role != string(ir.Output) || b.DType != string(ir.I32) || b.Bytes != 8) {
+			if b.Name == "sampled" && (b.Role != ir.Output || b.DType != ir.I32 || b.Bytes != 8) {
 				t.Errorf("%s: sampled buffer %+v", target, b)
 			}
 		}
 		for _, k := range p.Kernels {
-			if k.Family == string(ir.Sample) && k.Params["vocab"] != float64(m.Config.VocabSize) {
+			if k.Family == string(ir.Sample) && k.Params.Int("vocab") != m.Config.VocabSize {
 				t.Errorf("%s: kernel %+v", target, k)
 			}
 		}

@@ -19,13 +19,13 @@ const DefaultContextTokens = 262144
 var files embed.FS
 
 // FileName is the frozen plan's file for a target.
-func FileName(target string) string { return arch.RealName + "." + target + ".json" }
+func FileName(target plan.Target) string { return arch.RealName + "." + string(target) + ".json" }
 
 // Generate plans the real model for a target with the default buckets.
-func Generate(target string) (*plan.Plan, error) {
+func Generate(target plan.Target) (*plan.Plan, error) {
 	m := planner.FromConfig(arch.RealName, arch.Real())
 	return planner.Plan(m, planner.Options{Target: target, Buckets: planner.DefaultBuckets, ContextTokens: DefaultContextTokens})
 }
 
 // Frozen returns the checked-in plan bytes for a target.
-func Frozen(target string) ([]byte, error) { return files.ReadFile(FileName(target)) }
+func Frozen(target plan.Target) ([]byte, error) { return files.ReadFile(FileName(target)) }

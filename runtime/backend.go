@@ -35,10 +35,10 @@ type Backend interface {
 	// SetParams writes the parameter block that GPU kernels read at run
 	// time (ir.Param*); launches enqueued after it see the new values.
 	SetParams(p *Params) error
-	// Launch runs one launch; rows is its logical row count and dyn the
-	// phase's dynamic scalars (the CPU kernels take them from dyn; GPU
-	// kernels read the same values from the parameter block).
-	Launch(k *plan.Kernel, l *plan.Launch, args []Ref, rows int, dyn map[string]int64) error
+	// Launch runs one launch; rows is its logical row count and p the
+	// parameter block as last set (the CPU kernels read p; GPU kernels read
+	// the same values from the device copy SetParams wrote).
+	Launch(k *plan.Kernel, l *plan.Launch, args []Ref, rows int, p *Params) error
 	Sync() error
 	Close() error
 }
@@ -49,9 +49,10 @@ type HostBinder interface {
 	Bind(data []byte) (Mem, error)
 }
 
-// Params is the device-resident parameter block (ir.ParamSlots int32 slots;
-// floats as their bits): the dynamic values of a step, read by kernels at
-// run time so that a captured graph stays valid while they change.
+// Params is the device-resident parameter block (ir.ParamSlots int32 slots,
+// indexed by ir.Slot; floats as their bits): the dynamic values of a step,
+// read by kernels at run time so that a captured graph stays valid while
+// they change.
 type Params [ir.ParamSlots]int32
 
 // Grapher is implemented by backends that can record a sequence of launches

@@ -90,7 +90,11 @@ func (*CPU) Zero(dst Ref, n int64) error {
 // Load checks that every kernel's family has a reference implementation.
 func (*CPU) Load(ks []plan.Kernel) error {
 	for _, k := range ks {
-		if _, ok := ir.Catalogue[ir.Kind(k.Family)]; !ok {
+		f, err := kernels.Families.Family(ir.Kind(k.Family))
+		if err != nil {
+			return fmt.Errorf("cpu: kernel %s: %w", k.Name, err)
+		}
+		if f.Reference == nil {
 			return fmt.Errorf("cpu: no reference kernel for family %q", k.Family)
 		}
 	}
@@ -100,100 +104,30 @@ func (*CPU) Load(ks []plan.Kernel) error {
 func (*CPU) Sync() error  { return nil }
 func (*CPU) Close() error { return nil }
 
-// Launch calls the reference kernel of the launch's family.
-// SetParams does nothing: the CPU kernels take the dynamic scalars from
-// Launch's dyn.
+// SetParams does nothing: the CPU kernels read the parameter block Launch
+// is given.
 func (*CPU) SetParams(*Params) error { return nil }
 
-func (c *CPU) Launch(k *plan.Kernel, l *plan.Launch, args []Ref, rows int, dyn map[string]int64) error {
-	views := make([][]byte, len(args))
-	for i, a := range args {
-		b, err := host(a)
+// Launch runs the family's Go reference with the launch's operands bound by
+// the family's declaration, after checking each operand's memory holds its
+// extent for rows.
+func (c *CPU) Launch(k *plan.Kernel, l *plan.Launch, args []Ref, rows int, p *Params) error {
+	f, err := kernels.Families.Family(ir.Kind(k.Family))
+	if err != nil {
+		return fmt.Errorf("cpu: kernel %s: %w", k.Name, err)
+	}
+	a := &ir.Args{Family: f, Params: k.Params, N: rows, Block: (*[ir.ParamSlots]int32)(p), Mem: make([][]byte, len(args))}
+	for i, r := range args {
+		b, err := host(r)
 		if err != nil {
 			return fmt.Errorf("%s: argument %d: %w", k.Name, i, err)
 		}
-		views[i] = b
+		a.Mem[i] = b
 	}
-	f32 := func(i int) []float32 { return asF32(views[i]) }
-	u16 := func(i int) []uint16 { return asU16(views[i]) }
-	i32 := func(i int) []int32 { return asI32(views[i]) }
-	p := func(name string) int { return int(k.Params[name]) }
-	pf := func(name string) float32 { return float32(k.Params[name]) }
-	n := rows
-	switch ir.Kind(k.Family) {
-	case ir.Embedding:
-		ids := i32(2)[:n]
-		for t, id := range ids {
-			if id < 0 || int(id) >= p("vocab") {
-				return fmt.Errorf("token %d at row %d is outside the vocabulary of %d", id, t, p("vocab"))
-			}
-		}
-		kernels.Embedding(f32(0), u16(1), ids, n, p("hidden"))
-	case ir.RMSNorm:
-		kernels.RMSNorm(f32(0), p("y_stride"), f32(1), p("x_stride"), f32(2), n*p("heads"), p("width"), pf("eps"), k.Params["one_plus"] != 0)
-	case ir.MatMul:
-		kernels.MatMul(f32(0), f32(1), u16(2), n, p("k"), p("n"))
-	case ir.CausalConv1dSiLU:
-		kernels.CausalConv1dSiLU(f32(0), f32(1), f32(2), f32(3), n, p("channels"), p("kernel"))
-	case ir.GDNGates:
-		kernels.GDNGates(f32(0), f32(1), f32(2), f32(3), f32(4), f32(5), n, p("heads"))
-	case ir.L2NormHeads:
-		kernels.L2NormHeads(f32(0), p("row_stride"), n, p("heads"), p("dim"), pf("eps"), pf("scale"))
-	case ir.GatedDeltaChunked:
-		kernels.GatedDeltaChunked(f32(0), f32(1), f32(2), f32(3), p("row_stride"), f32(4), f32(5), f32(6),
-			n, p("k_heads"), p("v_heads"), p("k_dim"), p("v_dim"), p("chunk"))
-	case ir.GatedDeltaRecurrent:
-		kernels.GatedDeltaRecurrent(f32(0), f32(1), f32(2), f32(3), p("row_stride"), f32(4), f32(5), f32(6),
-			n, p("k_heads"), p("v_heads"), p("k_dim"), p("v_dim"))
-	case ir.GatedRMSNorm:
-		kernels.GatedRMSNorm(f32(0), f32(1), f32(2), f32(3), n*p("heads"), p("dim"), pf("eps"))
-	case ir.RoPE:
-		kernels.RoPE(f32(0), p("row_stride"), n, p("heads"), p("head_dim"), p("rot_dim"), int(dyn["pos"]), k.Params["theta"])
-	case ir.KVAppend:
-		if int(dyn["pos"])+n > p("capacity") {
-			return fmt.Errorf("KV cache full: %d + %d tokens exceed %d", dyn["pos"], n, p("capacity"))
-		}
-		kernels.KVAppend(f32(0), f32(1), f32(2), f32(3), n, int(dyn["pos"]), p("width"))
-	case ir.Attention:
-		kernels.Attention(f32(0), f32(1), f32(2), f32(3), n, int(dyn["pos"]), p("q_heads"), p("kv_heads"), p("head_dim"), pf("scale"))
-	case ir.AttnOutputGate:
-		kernels.AttnOutputGate(f32(0), f32(1), n, p("heads"), p("head_dim"))
-	case ir.RouterTopK:
-		kernels.RouterTopK(i32(0), f32(1), f32(2), n, p("experts"), p("k"))
-	case ir.MoEGateUp:
-		kernels.MoEGateUp(f32(0), f32(1), i32(2), u16(3), n, p("hidden"), p("inter"), p("k"), p("experts"))
-	case ir.MoEDown:
-		kernels.MoEDown(f32(0), f32(1), i32(2), f32(3), u16(4), n, p("hidden"), p("inter"), p("k"), p("experts"))
-	case ir.SiLUMul:
-		kernels.SiLUMul(f32(0), f32(1), f32(2), n*p("width"))
-	case ir.Add:
-		kernels.Add(f32(0), f32(1), n*p("width"))
-	case ir.SharedExpertCombine:
-		kernels.SharedExpertCombine(f32(0), f32(1), f32(2), f32(3), n, p("hidden"))
-	case ir.FillUniform:
-		seed, key, lo, scale := fillArgs(dyn)
-		if k.Params["bf16"] != 0 {
-			if len(u16(0)) < n {
-				return fmt.Errorf("cpu: fill of %d elements overruns the buffer", n)
-			}
-			kernels.FillUniformBF16(u16(0), n, seed, key, lo, scale)
-		} else {
-			if len(f32(0)) < n {
-				return fmt.Errorf("cpu: fill of %d elements overruns the buffer", n)
-			}
-			kernels.FillUniformF32(f32(0), n, seed, key, lo, scale)
-		}
-	case ir.Sample:
-		// The sampling values come in dyn under their slot names
-		// (sampleArgs, devsample.go), as the GPU kernels read the block.
-		if len(f32(0)) < p("vocab") || len(i32(1)) < 1 || len(i32(2)) < 2 {
-			return fmt.Errorf("cpu: sample over %d logits overruns a buffer", p("vocab"))
-		}
-		kernels.Sample(i32(1), i32(2), f32(0), p("vocab"), sampleArgs(dyn))
-	default:
-		return fmt.Errorf("cpu: no reference kernel for family %q", k.Family)
+	if err := a.Check(); err != nil {
+		return fmt.Errorf("cpu: kernel %s: %w", k.Name, err)
 	}
-	return nil
+	return f.Reference(a)
 }
 
 func asF32(b []byte) []float32 {

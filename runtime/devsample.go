@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/aimaproject/aimac/kernels"
+	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/plan"
 )
 
 // Sampling on the device: the plan's sample phase draws the next token from
@@ -15,10 +16,8 @@ import (
 // into the tokens input buffer, so only the id and its logprob cross to the
 // host, and the next decode step reads the token without a host round trip.
 //
-// The phase's dynamic scalars, the sampling slots of the parameter block
-// (ir.ParamSeedLo … ir.ParamVocabLimit), go to the backend in dyn under their
-// slot names — the CPU backend's sample kernel reads them there (sampleArgs),
-// GPU kernels read the same values from the block:
+// The phase's dynamic values are the sampling slots of the parameter block
+// (setSlots), which every backend's sample kernel reads:
 //
 //	seed_lo, seed_hi   the seed's low and high 32 bits
 //	step               the draw's index under the seed (uint32)
@@ -75,33 +74,17 @@ func DeviceSamplingFor(c SamplerConfig) (s DeviceSampling, ok bool) {
 		TopK: c.TopK, Seed: c.Seed, VocabLimit: c.VocabLimit}, true
 }
 
-// dyn is the sample phase's dynamic scalars for draw step.
-func (s DeviceSampling) dyn(step int) map[string]int64 {
-	u := func(v uint32) int64 { return int64(v) }
-	return map[string]int64{
-		"seed_lo":          u(uint32(s.Seed)),
-		"seed_hi":          u(uint32(s.Seed >> 32)),
-		"step":             u(uint32(step)),
-		"temperature_bits": u(math.Float32bits(s.Temperature)),
-		"top_p_bits":       u(math.Float32bits(s.TopP)),
-		"min_p_bits":       u(math.Float32bits(s.MinP)),
-		"top_k":            int64(s.TopK),
-		"vocab_limit":      int64(s.VocabLimit),
-	}
-}
-
-// sampleArgs reads the sampling values back from dyn (the CPU backend).
-func sampleArgs(dyn map[string]int64) kernels.SampleParams {
-	u := func(name string) uint32 { return uint32(dyn[name]) }
-	return kernels.SampleParams{
-		Seed:        uint64(u("seed_lo")) | uint64(u("seed_hi"))<<32,
-		Step:        u("step"),
-		Temperature: math.Float32frombits(u("temperature_bits")),
-		TopP:        math.Float32frombits(u("top_p_bits")),
-		MinP:        math.Float32frombits(u("min_p_bits")),
-		TopK:        int32(u("top_k")),
-		VocabLimit:  int32(u("vocab_limit")),
-	}
+// setSlots writes the sampling slots of draw step into the block.
+func (s DeviceSampling) setSlots(b *Params, step int) {
+	u := func(v uint32) int32 { return int32(v) }
+	b[ir.ParamSeedLo] = u(uint32(s.Seed))
+	b[ir.ParamSeedHi] = u(uint32(s.Seed >> 32))
+	b[ir.ParamStep] = u(uint32(step))
+	b[ir.ParamTemperature] = u(math.Float32bits(s.Temperature))
+	b[ir.ParamTopP] = u(math.Float32bits(s.TopP))
+	b[ir.ParamMinP] = u(math.Float32bits(s.MinP))
+	b[ir.ParamTopK] = int32(s.TopK)
+	b[ir.ParamVocabLimit] = int32(s.VocabLimit)
 }
 
 // deviceSampler is the engine's sample phase and what it left on the
@@ -149,7 +132,7 @@ func (e *Engine) SampleLogits(ctx context.Context, logits []float32, s DeviceSam
 	for i, l := range logits {
 		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(l))
 	}
-	if err := e.be.Upload(Ref{Mem: e.globals["logits"]}, raw); err != nil {
+	if err := e.be.Upload(Ref{Mem: e.sampler.phase.in[plan.PortLogits]}, raw); err != nil {
 		return 0, 0, err
 	}
 	return e.sample(ctx, s, step)
@@ -172,15 +155,16 @@ func (e *Engine) DecodeSampled(ctx context.Context, token int32, s DeviceSamplin
 	if !e.sampler.fed || e.sampler.tok != token {
 		var id [4]byte
 		binary.LittleEndian.PutUint32(id[:], uint32(token))
-		if err := e.be.Upload(Ref{Mem: e.globals["tokens"]}, id[:]); err != nil {
+		if err := e.be.Upload(Ref{Mem: e.decode.in[plan.PortTokens]}, id[:]); err != nil {
 			return 0, 0, err
 		}
 	}
+	e.setShape(1)
 	run := e.run
 	if e.graphs {
 		run = e.replay
 	}
-	if err := run(ctx, e.decode, map[string]int64{"n": 1, "pos": int64(e.pos), "last": 0}); err != nil {
+	if err := run(ctx, e.decode); err != nil {
 		e.broken = true
 		return 0, 0, err
 	}
@@ -201,17 +185,21 @@ func (e *Engine) sampleReady(s DeviceSampling) error {
 // sample runs the sample phase and reads back the id and logprob.
 func (e *Engine) sample(ctx context.Context, s DeviceSampling, step int) (int32, float32, error) {
 	e.sampler.fed = false
-	if err := e.run(ctx, e.sampler.phase, s.dyn(step)); err != nil {
+	s.setSlots(&e.block, step)
+	if err := e.run(ctx, e.sampler.phase); err != nil {
 		return 0, 0, err
 	}
 	var out [8]byte
-	if err := e.be.Download(out[:], Ref{Mem: e.globals["sampled"]}); err != nil {
+	if err := e.be.Download(out[:], Ref{Mem: e.sampler.phase.out[plan.PortSampled]}); err != nil {
 		return 0, 0, err
 	}
 	tok := int32(binary.LittleEndian.Uint32(out[:]))
 	if tok < 0 || int(tok) >= e.plan.Model.Vocab {
 		return 0, 0, fmt.Errorf("the sampler returned token %d, outside the vocabulary [0, %d)", tok, e.plan.Model.Vocab)
 	}
-	e.sampler.fed, e.sampler.tok = true, tok
+	// The sampler's token is the next decode step's input when it writes
+	// the buffer that step reads.
+	e.sampler.fed = e.sampler.phase.out[plan.PortTokens] != nil && e.sampler.phase.out[plan.PortTokens] == e.decode.in[plan.PortTokens]
+	e.sampler.tok = tok
 	return tok, math.Float32frombits(binary.LittleEndian.Uint32(out[4:])), nil
 }

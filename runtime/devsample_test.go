@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/aimaproject/aimac/checkpoint"
-	"github.com/aimaproject/aimac/ir"
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/planner"
 	"github.com/aimaproject/aimac/runtime"
@@ -31,12 +30,9 @@ func (b *blockBackend) Upload(dst runtime.Ref, src []byte) error {
 	return b.CPU.Upload(dst, src)
 }
 
-func (b *blockBackend) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows int, dyn map[string]int64) error {
-	fromBlock := map[string]int64{}
-	for _, name := range ir.Catalogue[ir.Kind(k.Family)].Dyn {
-		fromBlock[name] = int64(uint32(b.block[ir.ParamSlot[name]]))
-	}
-	return b.CPU.Launch(k, l, args, rows, fromBlock)
+// Launch runs the kernel with the block last set, not the one it is given.
+func (b *blockBackend) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows int, _ *runtime.Params) error {
+	return b.CPU.Launch(k, l, args, rows, &b.block)
 }
 
 // tinyEngine plans the tiny checkpoint for the CPU target and opens it on be.

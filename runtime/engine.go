@@ -38,21 +38,32 @@ type Engine struct {
 	sampler deviceSampler
 }
 
-// phase is a plan phase with its kernels and buffers resolved.
+// phase is a plan phase with its kernels, buffers and ports resolved.
 type phase struct {
-	p        *plan.Phase
-	kernels  []*plan.Kernel
-	args     [][]argRef
-	locals   map[string]int64 // arena offsets
-	launches []plan.Launch
+	p       *plan.Phase
+	kernels []*plan.Kernel
+	args    [][]argRef
+	locals  map[string]int64 // arena offsets
+	// in and out are the memory of the ports the phase declares.
+	in, out map[plan.Port]Mem
 }
 
 // argRef is a launch argument resolved to memory, before dynamic offsets.
 type argRef struct {
 	mem       Mem
 	offset    int64
-	dyn       string
+	dyn       *ir.Slot
 	dynStride int64
+}
+
+// enginePorts are the ports the engine exchanges with each kind of phase:
+// what it writes before running one (in) and reads after (out). A plan
+// whose phases do not declare them is refused.
+var enginePorts = map[plan.PhaseKind]struct{ in, out []plan.Port }{
+	plan.Prefill:    {in: []plan.Port{plan.PortTokens}, out: []plan.Port{plan.PortLogits}},
+	plan.DecodeStep: {in: []plan.Port{plan.PortTokens}, out: []plan.Port{plan.PortLogits}},
+	plan.Logits:     {out: []plan.Port{plan.PortLogitsRows}},
+	plan.Sample:     {in: []plan.Port{plan.PortLogits}, out: []plan.Port{plan.PortSampled}},
 }
 
 // ErrBroken reports use of an engine whose last step failed midway.
@@ -61,7 +72,7 @@ var ErrBroken = errors.New("engine state is inconsistent after a failed step; ca
 // NewEngine allocates the plan's buffers on the backend and binds weights.
 // The plan must have been made for the backend's target.
 func NewEngine(p *plan.Plan, be Backend, w Weights) (*Engine, error) {
-	if p.Target != be.Name() {
+	if string(p.Target) != be.Name() {
 		return nil, fmt.Errorf("plan is for target %s, backend is %s", p.Target, be.Name())
 	}
 	if err := be.Load(p.Kernels); err != nil {
@@ -74,7 +85,7 @@ func NewEngine(p *plan.Plan, be Backend, w Weights) (*Engine, error) {
 		return nil, err
 	}
 	for _, b := range p.Buffers {
-		if b.Role == "weight" {
+		if b.Role == ir.Weight {
 			continue
 		}
 		m, err := be.Alloc(b.Bytes)
@@ -96,9 +107,13 @@ func NewEngine(p *plan.Plan, be Backend, w Weights) (*Engine, error) {
 	}
 	for i := range p.Phases {
 		ph := &p.Phases[i]
-		r := &phase{p: ph, locals: map[string]int64{}}
+		r := &phase{p: ph, locals: map[string]int64{}, in: map[plan.Port]Mem{}, out: map[plan.Port]Mem{}}
 		for _, b := range ph.Buffers {
 			r.locals[b.Name] = b.Offset
+		}
+		if err := e.bindPorts(r); err != nil {
+			e.Close()
+			return nil, err
 		}
 		for _, l := range ph.Launches {
 			r.kernels = append(r.kernels, kernels[l.Kernel])
@@ -140,6 +155,39 @@ func NewEngine(p *plan.Plan, be Backend, w Weights) (*Engine, error) {
 	return e, nil
 }
 
+// bindPorts resolves the ports a phase declares to their buffers and
+// requires the ones the engine uses for the phase's kind.
+func (e *Engine) bindPorts(r *phase) error {
+	bind := func(ports []plan.Port, to map[plan.Port]Mem) error {
+		for _, port := range ports {
+			m := e.globals[string(port)]
+			if m == nil {
+				return fmt.Errorf("phase %s: port %s has no buffer", r.p.Name, port)
+			}
+			to[port] = m
+		}
+		return nil
+	}
+	if err := bind(r.p.Inputs, r.in); err != nil {
+		return err
+	}
+	if err := bind(r.p.Outputs, r.out); err != nil {
+		return err
+	}
+	need := enginePorts[r.p.Kind]
+	for _, port := range need.in {
+		if r.in[port] == nil {
+			return fmt.Errorf("phase %s (%s) does not declare input %s, which the engine writes", r.p.Name, r.p.Kind, port)
+		}
+	}
+	for _, port := range need.out {
+		if r.out[port] == nil {
+			return fmt.Errorf("phase %s (%s) does not declare output %s, which the engine reads", r.p.Name, r.p.Kind, port)
+		}
+	}
+	return nil
+}
+
 // SetGraphs turns replay of the decode step as a captured graph on or off
 // (on by default where the backend can capture); both give the same logits.
 func (e *Engine) SetGraphs(on bool) {
@@ -175,7 +223,7 @@ func (e *Engine) Vocab() int { return e.plan.Model.Vocab }
 // Reset starts a new sequence: states and KV cache cleared.
 func (e *Engine) Reset() error {
 	for _, b := range e.plan.Buffers {
-		if b.Role == "state" || b.Role == "kv" {
+		if b.Role == ir.State || b.Role == ir.KV {
 			if err := e.be.Zero(Ref{Mem: e.globals[b.Name]}, b.Bytes); err != nil {
 				return err
 			}
@@ -290,20 +338,28 @@ func (e *Engine) step(ctx context.Context, ph *phase, tokens []int32) ([]float32
 		binary.LittleEndian.PutUint32(ids[4*i:], uint32(t))
 	}
 	e.sampler.fed = false // the sampler's token is overwritten
-	if err := e.be.Upload(Ref{Mem: e.globals["tokens"]}, ids); err != nil {
+	if err := e.be.Upload(Ref{Mem: ph.in[plan.PortTokens]}, ids); err != nil {
 		return nil, err
 	}
-	dyn := map[string]int64{"n": int64(n), "pos": int64(e.pos), "last": int64(n - 1)}
+	e.setShape(n)
 	run := e.run
 	if ph == e.decode && e.graphs {
 		run = e.replay
 	}
-	if err := run(ctx, ph, dyn); err != nil {
+	if err := run(ctx, ph); err != nil {
 		e.broken = true
 		return nil, err
 	}
 	e.pos += n
-	return e.download("logits", e.plan.Model.Vocab)
+	return e.download(ph.out[plan.PortLogits], e.plan.Model.Vocab)
+}
+
+// setShape sets the slots of a prefill or decode step of n rows at the
+// current position.
+func (e *Engine) setShape(n int) {
+	e.block[ir.ParamN] = int32(n)
+	e.block[ir.ParamPos] = int32(e.pos)
+	e.block[ir.ParamLast] = int32(n - 1)
 }
 
 // rowLogits runs the logits phase over hidden rows [0, count) of the last segment.
@@ -311,10 +367,11 @@ func (e *Engine) rowLogits(ctx context.Context, start, count int, fn RowsFunc) e
 	R, V := e.logits.p.Tokens, e.plan.Model.Vocab
 	for r := 0; r < count; r += R {
 		m := min(R, count-r)
-		if err := e.run(ctx, e.logits, map[string]int64{"n": int64(m), "row0": int64(r)}); err != nil {
+		e.block[ir.ParamN], e.block[ir.ParamRow0] = int32(m), int32(r)
+		if err := e.run(ctx, e.logits); err != nil {
 			return err
 		}
-		flat, err := e.download("logits_rows", m*V)
+		flat, err := e.download(e.logits.out[plan.PortLogitsRows], m*V)
 		if err != nil {
 			return err
 		}
@@ -329,22 +386,13 @@ func (e *Engine) rowLogits(ctx context.Context, start, count int, fn RowsFunc) e
 	return nil
 }
 
-// setParams hands the parameter block for dyn to the backend: every slot a
-// kernel reads (ir.ParamSlot) from dyn, the rest as set by the caller.
-func (e *Engine) setParams(dyn map[string]int64) error {
-	for name, slot := range ir.ParamSlot {
-		if v, ok := dyn[name]; ok {
-			e.block[slot] = int32(v)
-		}
-	}
-	return e.be.SetParams(&e.block)
-}
-
-func (e *Engine) run(ctx context.Context, ph *phase, dyn map[string]int64) error {
-	if err := e.setParams(dyn); err != nil {
+// run hands the parameter block, as the caller set its slots, to the
+// backend and runs the phase's launches.
+func (e *Engine) run(ctx context.Context, ph *phase) error {
+	if err := e.be.SetParams(&e.block); err != nil {
 		return err
 	}
-	if err := e.launch(ctx, ph, dyn); err != nil {
+	if err := e.launch(ctx, ph); err != nil {
 		return err
 	}
 	return e.be.Sync()
@@ -354,15 +402,15 @@ func (e *Engine) run(ctx context.Context, ph *phase, dyn map[string]int64) error
 // graph's launches have fixed arguments: the decode step always runs one
 // row at offset 0, and its one moving value, the position, is read from
 // the parameter block.
-func (e *Engine) replay(ctx context.Context, ph *phase, dyn map[string]int64) error {
+func (e *Engine) replay(ctx context.Context, ph *phase) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := e.setParams(dyn); err != nil {
+	if err := e.be.SetParams(&e.block); err != nil {
 		return err
 	}
 	if e.decodeGraph == nil {
-		g, err := e.be.(Grapher).Capture(func() error { return e.launch(context.Background(), ph, dyn) })
+		g, err := e.be.(Grapher).Capture(func() error { return e.launch(context.Background(), ph) })
 		if err != nil {
 			return fmt.Errorf("capture the decode step: %w", err)
 		}
@@ -374,36 +422,38 @@ func (e *Engine) replay(ctx context.Context, ph *phase, dyn map[string]int64) er
 	return e.be.Sync()
 }
 
-// launch enqueues a phase's launches.
-func (e *Engine) launch(ctx context.Context, ph *phase, dyn map[string]int64) error {
+// launch enqueues a phase's launches: rows and dynamic offsets from the
+// parameter block's slots.
+func (e *Engine) launch(ctx context.Context, ph *phase) error {
 	refs := make([]Ref, 0, 8)
 	for i := range ph.p.Launches {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		l := &ph.p.Launches[i]
-		rows := int(ph.kernels[i].Params["rows"])
-		if l.Rows != "" {
-			rows = int(dyn[l.Rows])
+		r, _ := ph.kernels[i].Params.Rows()
+		rows := int(r)
+		if l.Rows != nil {
+			rows = int(e.block[*l.Rows])
 		}
 		refs = refs[:0]
 		for _, a := range ph.args[i] {
 			off := a.offset
-			if a.dyn != "" {
-				off += dyn[a.dyn] * a.dynStride
+			if a.dyn != nil {
+				off += int64(e.block[*a.dyn]) * a.dynStride
 			}
 			refs = append(refs, Ref{Mem: a.mem, Offset: off})
 		}
-		if err := e.be.Launch(ph.kernels[i], l, refs, rows, dyn); err != nil {
+		if err := e.be.Launch(ph.kernels[i], l, refs, rows, &e.block); err != nil {
 			return fmt.Errorf("phase %s launch %d (%s, layer %d): %w", ph.p.Name, i, l.Kernel, l.Layer, err)
 		}
 	}
 	return nil
 }
 
-func (e *Engine) download(name string, count int) ([]float32, error) {
+func (e *Engine) download(m Mem, count int) ([]float32, error) {
 	raw := make([]byte, 4*count)
-	if err := e.be.Download(raw, Ref{Mem: e.globals[name]}); err != nil {
+	if err := e.be.Download(raw, Ref{Mem: m}); err != nil {
 		return nil, err
 	}
 	out := make([]float32, count)

@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
 )
 
@@ -21,9 +22,9 @@ const MaxKernelArgs = 32
 // (addr resolves a Ref; each must be 16-byte aligned), then rows, then the
 // parameter block's address. Errors name the kernel and operand.
 func KernelArgs(k *plan.Kernel, args []Ref, rows int, block uint64, addr func(Ref) (uint64, error)) ([]uint64, error) {
-	sig, ok := ir.Catalogue[ir.Kind(k.Family)]
-	if !ok {
-		return nil, fmt.Errorf("kernel %s: unknown family %q", k.Name, k.Family)
+	sig, err := kernels.Families.Family(ir.Kind(k.Family))
+	if err != nil {
+		return nil, fmt.Errorf("kernel %s: %w", k.Name, err)
 	}
 	if len(args) != len(sig.Operands) {
 		return nil, fmt.Errorf("kernel %s: %d arguments, family %s takes %d operands", k.Name, len(args), k.Family, len(sig.Operands))

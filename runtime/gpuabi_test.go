@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/aimaproject/aimac/ir"
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/runtime"
 	"github.com/google/go-cmp/cmp"
@@ -43,7 +44,7 @@ func TestLaunchShape(t *testing.T) {
 }
 
 func TestKernelArgs(t *testing.T) {
-	k := &plan.Kernel{Name: "add_x", Family: "add", Params: map[string]float64{"width": 8}}
+	k := &plan.Kernel{Name: "add_x", Family: "add", Params: ir.Params{Ints: map[string]int64{"width": 8}}}
 	mem := struct{ runtime.Mem }{}
 	addr := func(r runtime.Ref) (uint64, error) {
 		if r.Offset < 0 {

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/aimaproject/aimac/checkpoint"
-	"github.com/aimaproject/aimac/ir"
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/planner"
 	"github.com/aimaproject/aimac/runtime"
@@ -15,8 +14,8 @@ import (
 
 // recorder is the CPU backend with graph capture the way a GPU does it:
 // captured launches keep their arguments, and on replay the kernels read
-// the position from the parameter block as it is then, not from the dyn
-// values seen at capture. An engine that forgets to refresh the block, or
+// the position from the parameter block as it is then, not from the
+// values Launch was given at capture. An engine that forgets to refresh the block, or
 // that puts a moving value in a launch argument, decodes wrong tokens.
 type recorder struct {
 	*runtime.CPU
@@ -46,11 +45,13 @@ func (r *recorder) SetParams(p *runtime.Params) error {
 	return nil
 }
 
-func (r *recorder) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows int, dyn map[string]int64) error {
-	if int64(r.block[ir.ParamPos]) != dyn["pos"] {
-		return errors.New("launch with a parameter block that does not hold its position")
+// Launch runs the kernel with the block SetParams wrote, as a GPU kernel
+// reads it, after checking the engine handed that block to Launch too.
+func (r *recorder) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows int, p *runtime.Params) error {
+	if r.block != *p {
+		return errors.New("launch with a parameter block other than the one set")
 	}
-	return r.CPU.Launch(k, l, args, rows, dyn)
+	return r.CPU.Launch(k, l, args, rows, &r.block)
 }
 
 func (r *recorder) Sync() error {
@@ -62,9 +63,8 @@ func (r *recorder) Sync() error {
 
 func (g *recordedGraph) Replay() error {
 	g.r.replays++
-	dyn := map[string]int64{"pos": int64(g.r.block[ir.ParamPos])}
 	for _, c := range g.launches {
-		if err := g.r.CPU.Launch(c.k, c.l, c.args, c.rows, dyn); err != nil {
+		if err := g.r.CPU.Launch(c.k, c.l, c.args, c.rows, &g.r.block); err != nil {
 			return err
 		}
 	}
@@ -79,12 +79,12 @@ type graphBackend struct {
 	graph *recordedGraph
 }
 
-func (b *graphBackend) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows int, dyn map[string]int64) error {
+func (b *graphBackend) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows int, p *runtime.Params) error {
 	if b.capturing {
 		b.graph.launches = append(b.graph.launches, recorded{k, l, slices.Clone(args), rows})
 		return nil
 	}
-	return b.recorder.Launch(k, l, args, rows, dyn)
+	return b.recorder.Launch(k, l, args, rows, p)
 }
 
 func (b *graphBackend) Capture(fn func() error) (runtime.Graph, error) {

@@ -27,21 +27,6 @@ func SyntheticWeights(seed uint64) Weights { return synthWeights{seed} }
 
 type synthWeights struct{ seed uint64 }
 
-// fillMaxBlocks caps the grid of a fill launch: enough blocks to fill any
-// GPU, after which the kernel's grid-stride loop takes over (any grid gives
-// the same values).
-const fillMaxBlocks = 16384
-
-// fillGrid is the grid of a fill of count elements: one thread an element
-// up to fillMaxBlocks blocks.
-func fillGrid(count int64) []int {
-	blocks := (count + fillThreads - 1) / fillThreads
-	return []int{int(max(1, min(blocks, fillMaxBlocks))), 1, 1}
-}
-
-// fillThreads is the block of every launch (codegen.Threads).
-const fillThreads = 256
-
 func (w synthWeights) bind(e *Engine) error {
 	fills := map[string]*plan.Kernel{} // by weight dtype
 	for i := range e.plan.Kernels {
@@ -50,17 +35,17 @@ func (w synthWeights) bind(e *Engine) error {
 			continue
 		}
 		dt := string(ir.F32)
-		if k.Params["bf16"] != 0 {
+		if k.Params.Flag("bf16") {
 			dt = string(ir.BF16)
 		}
 		fills[dt] = k
 	}
 	for _, b := range e.plan.Buffers {
-		if b.Role != string(ir.Weight) {
+		if b.Role != ir.Weight {
 			continue
 		}
-		k := fills[b.DType]
-		size := int64(ir.DType(b.DType).Size())
+		k := fills[string(b.DType)]
+		size := int64(b.DType.Size())
 		if k == nil || size == 0 {
 			return fmt.Errorf("weight %s: the plan has no fill_uniform kernel for %s weights", b.Name, b.DType)
 		}
@@ -75,22 +60,25 @@ func (w synthWeights) bind(e *Engine) error {
 		e.globals[b.Name] = m
 		e.weights = append(e.weights, m)
 		lo, hi := synthRange(b.Tensor, b.Shape)
-		prm, dyn := fillParams(w.seed, kernels.FillKey(b.Name), float32(lo), float32(hi-lo))
+		prm := fillParams(w.seed, kernels.FillKey(b.Name), float32(lo), float32(hi-lo))
 		if err := e.be.SetParams(&prm); err != nil {
 			return fmt.Errorf("weight %s: %w", b.Name, err)
 		}
-		l := &plan.Launch{Kernel: k.Name, Layer: -1, Grid: fillGrid(count), Block: []int{fillThreads, 1, 1}}
-		if err := e.be.Launch(k, l, []Ref{{Mem: m}}, int(count), dyn); err != nil {
+		l := &plan.Launch{Kernel: k.Name, Layer: -1}
+		if e.plan.Target.GPU() {
+			s := kernels.Families[ir.FillUniform].Launch(k.Params, int(count), e.plan.Target.Launch())
+			l.Grid, l.Block, l.SharedBytes = s.Grid[:], s.Block[:], s.SharedBytes
+		}
+		if err := e.be.Launch(k, l, []Ref{{Mem: m}}, int(count), &prm); err != nil {
 			return fmt.Errorf("weight %s: fill: %w", b.Name, err)
 		}
 	}
 	return e.be.Sync()
 }
 
-// fillParams is a fill's parameter block (the ir.ParamFill* slots) and the
-// same 32-bit values as dynamic scalars under the slots' names, which the
-// CPU backend reads (see fillArgs): both kinds of backend see one encoding.
-func fillParams(seed, key uint64, lo, scale float32) (Params, map[string]int64) {
+// fillParams is a fill's parameter block (the ir.ParamFill* slots), which
+// every backend's fill kernel reads.
+func fillParams(seed, key uint64, lo, scale float32) Params {
 	var p Params
 	p[ir.ParamFillSeedLo] = int32(uint32(seed))
 	p[ir.ParamFillSeedHi] = int32(uint32(seed >> 32))
@@ -98,19 +86,7 @@ func fillParams(seed, key uint64, lo, scale float32) (Params, map[string]int64) 
 	p[ir.ParamFillKeyHi] = int32(uint32(key >> 32))
 	p[ir.ParamFillLo] = int32(math.Float32bits(lo))
 	p[ir.ParamFillScale] = int32(math.Float32bits(scale))
-	dyn := map[string]int64{}
-	for _, name := range ir.Catalogue[ir.FillUniform].Dyn {
-		dyn[name] = int64(p[ir.ParamSlot[name]])
-	}
-	return p, dyn
-}
-
-// fillArgs decodes fillParams' dynamic scalars: the generator's seed and
-// key and the float32 bounds.
-func fillArgs(dyn map[string]int64) (seed, key uint64, lo, scale float32) {
-	u64 := func(lo, hi string) uint64 { return uint64(uint32(dyn[lo])) | uint64(uint32(dyn[hi]))<<32 }
-	return u64("fill_seed_lo", "fill_seed_hi"), u64("fill_key_lo", "fill_key_hi"),
-		math.Float32frombits(uint32(dyn["fill_lo"])), math.Float32frombits(uint32(dyn["fill_scale"]))
+	return p
 }
 
 // synthRange picks the uniform bounds [lo, hi] of a weight's values, ones

@@ -24,6 +24,7 @@ import (
 type fillRecorder struct {
 	*CPU
 	params                    Params
+	target                    plan.Target
 	uploads, launches, syncs  int
 	launchedSinceSync, errors []string
 }
@@ -38,21 +39,26 @@ func (r *fillRecorder) SetParams(p *Params) error {
 	return nil
 }
 
-func (r *fillRecorder) Launch(k *plan.Kernel, l *plan.Launch, args []Ref, rows int, dyn map[string]int64) error {
+func (r *fillRecorder) Launch(k *plan.Kernel, l *plan.Launch, args []Ref, rows int, p *Params) error {
 	r.launches++
 	r.launchedSinceSync = append(r.launchedSinceSync, k.Name)
 	if ir.Kind(k.Family) != ir.FillUniform {
 		r.errors = append(r.errors, "launch of "+k.Name)
 	}
-	for _, name := range ir.Catalogue[ir.FillUniform].Dyn {
-		if v, ok := dyn[name]; !ok || int32(v) != r.params[ir.ParamSlot[name]] {
-			r.errors = append(r.errors, fmt.Sprintf("%s: dyn %s = %d, parameter block %d", k.Name, name, v, r.params[ir.ParamSlot[name]]))
+	for _, s := range kernels.Families[ir.FillUniform].Slots {
+		if p[s] != r.params[s] {
+			r.errors = append(r.errors, fmt.Sprintf("%s: slot %s = %d, parameter block %d", k.Name, s, p[s], r.params[s]))
 		}
 	}
-	if !slices.Equal(l.Grid, fillGrid(int64(rows))) || !slices.Equal(l.Block, []int{256, 1, 1}) {
-		r.errors = append(r.errors, fmt.Sprintf("%s: grid %v block %v for %d elements", k.Name, l.Grid, l.Block, rows))
+	if r.target.GPU() {
+		want := kernels.Families[ir.FillUniform].Launch(k.Params, rows, r.target.Launch())
+		if !slices.Equal(l.Grid, want.Grid[:]) || !slices.Equal(l.Block, want.Block[:]) || want.Grid[0] != min(16384, (rows+255)/256) {
+			r.errors = append(r.errors, fmt.Sprintf("%s: grid %v block %v for %d elements", k.Name, l.Grid, l.Block, rows))
+		}
+	} else if l.Grid != nil || l.Block != nil {
+		r.errors = append(r.errors, fmt.Sprintf("%s: grid %v block %v on the cpu", k.Name, l.Grid, l.Block))
 	}
-	return r.CPU.Launch(k, l, args, rows, dyn)
+	return r.CPU.Launch(k, l, args, rows, p)
 }
 
 func (r *fillRecorder) Sync() error {
@@ -104,7 +110,7 @@ func TestSyntheticWeightsFill(t *testing.T) {
 	w1 := synthesize(t, p, rec, 1)
 	weights := 0
 	for _, b := range p.Buffers {
-		if b.Role == string(ir.Weight) {
+		if b.Role == ir.Weight {
 			weights++
 		}
 	}
@@ -118,7 +124,7 @@ func TestSyntheticWeightsFill(t *testing.T) {
 	w1b := synthesize(t, p, &fillRecorder{CPU: NewCPU()}, 1)
 	w2 := synthesize(t, p, &fillRecorder{CPU: NewCPU()}, 2)
 	for _, b := range p.Buffers {
-		if b.Role != string(ir.Weight) {
+		if b.Role != ir.Weight {
 			continue
 		}
 		got := w1[b.Name]
@@ -129,10 +135,10 @@ func TestSyntheticWeightsFill(t *testing.T) {
 		lo32, scale32 := float32(lo), float32(hi-lo)
 		key := kernels.FillKey(b.Name)
 		vals := make([]float64, 0, b.Bytes/2)
-		for i := int64(0); i < b.Bytes/int64(ir.DType(b.DType).Size()); i++ {
+		for i := int64(0); i < b.Bytes/int64(b.DType.Size()); i++ {
 			want := kernels.FillUniform(1, key, i, lo32, scale32)
 			var v float32
-			if b.DType == string(ir.BF16) {
+			if b.DType == ir.BF16 {
 				h := binary.LittleEndian.Uint16(got[2*i:])
 				if h != bf16.FromFloat32(want) {
 					t.Fatalf("%s[%d] = %#04x, want %#04x", b.Name, i, h, bf16.FromFloat32(want))
@@ -202,25 +208,25 @@ func TestSyntheticRanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fills := map[float64]bool{}
+	fills := map[bool]bool{}
 	for _, k := range p.Kernels {
 		if ir.Kind(k.Family) == ir.FillUniform {
-			fills[k.Params["bf16"]] = true
+			fills[k.Params.Flag("bf16")] = true
 		}
 	}
-	if !fills[0] || !fills[1] {
+	if !fills[false] || !fills[true] {
 		t.Fatalf("the sm_90 plan lacks a fill kernel: %v", fills)
 	}
 	seen := map[string]bool{}
 	for _, b := range p.Buffers {
-		if b.Role != string(ir.Weight) {
+		if b.Role != ir.Weight {
 			continue
 		}
-		count := b.Bytes / int64(ir.DType(b.DType).Size())
+		count := b.Bytes / int64(b.DType.Size())
 		if count > math.MaxInt32 {
 			t.Errorf("%s: %d elements", b.Name, count)
 		}
-		if g := fillGrid(count); g[0] < 1 || g[0] > fillMaxBlocks {
+		if g := kernels.Families[ir.FillUniform].Launch(ir.Params{}, int(count), p.Target.Launch()).Grid; g[0] < 1 || g[0] > kernels.FillMaxBlocks {
 			t.Errorf("%s: grid %v", b.Name, g)
 		}
 		lo, hi := synthRange(b.Tensor, b.Shape)

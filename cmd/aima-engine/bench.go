@@ -384,7 +384,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		Started:       begin.UTC().Format(time.RFC3339),
 		Build:         buildInfo(f.commit),
 		Host:          benchHost{OS: goruntime.GOOS, Arch: goruntime.GOARCH, CPUs: goruntime.NumCPU()},
-		Target:        p.Target,
+		Target:        string(p.Target),
 		PlanHash:      p.Hash(),
 		Fingerprint:   p.Model.Fingerprint,
 		Buckets:       p.Buckets,

@@ -198,7 +198,7 @@ func loadModel(ctx context.Context, f *serveFlags, stderr io.Writer) (*loader.Lo
 		name = filepath.Base(filepath.Clean(dir))
 	}
 	m := &server.Model{ID: name, Engine: l.Engine, Tokenizer: tok, Template: tmpl, StopIDs: gen.EOS,
-		VocabLimit: tok.Size(), Target: l.Plan.Target, Sampling: gen.Sampling}
+		VocabLimit: tok.Size(), Target: string(l.Plan.Target), Sampling: gen.Sampling}
 	for _, special := range []string{"<|im_end|>", "<|endoftext|>"} {
 		if id, ok := tok.ID(special); ok && !containsID(m.StopIDs, id) {
 			m.StopIDs = append(m.StopIDs, id)

@@ -16,6 +16,7 @@ import (
 	"github.com/aimaproject/aimac/arch"
 	"github.com/aimaproject/aimac/checkpoint"
 	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/planner"
 	"github.com/aimaproject/aimac/synth"
@@ -84,7 +85,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 			if err != nil {
 				return err
 			}
-			p, err := planner.Plan(m, planner.Options{Target: target, Buckets: bs, ContextTokens: ctxTokens, KVDType: ir.DType(kvDType)})
+			p, err := planner.Plan(m, planner.Options{Target: plan.Target(target), Buckets: bs, ContextTokens: ctxTokens, KVDType: ir.DType(kvDType)})
 			if err != nil {
 				return err
 			}
@@ -100,7 +101,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 		},
 	}
 	c.Flags().StringVar(&dir, "model-dir", "", "checkpoint directory (default: the embedded Qwen3.6-35B-A3B config)")
-	c.Flags().StringVar(&target, "target", "cpu", "target: "+strings.Join(plan.Targets, ", "))
+	c.Flags().StringVar(&target, "target", string(plan.CPU), "target: "+targetList(plan.Targets))
 	c.Flags().StringVar(&buckets, "buckets", "1024,2048,4096,8192", "prefill bucket sizes, increasing")
 	c.Flags().IntVar(&ctxTokens, "context-tokens", 262144, "context capacity (prompt + output tokens)")
 	c.Flags().StringVar(&kvDType, "kv-dtype", "f32", "KV cache element type: f32, or bf16 on a GPU target (half the bytes, less exact)")
@@ -121,8 +122,8 @@ func irCmd() *cobra.Command {
 				return err
 			}
 			kind, n, _ := strings.Cut(step, ":")
-			s := planner.Step{Kind: kind, Tokens: 1, ContextTokens: ctxTokens, KVDType: "f32", Chunk: 64}
-			if kind != plan.DecodeStep {
+			s := planner.Step{Kind: plan.PhaseKind(kind), Tokens: 1, ContextTokens: ctxTokens, KVDType: "f32", Chunk: 64}
+			if s.Kind != plan.DecodeStep {
 				if s.Tokens, err = strconv.Atoi(n); err != nil || s.Tokens <= 0 {
 					return fmt.Errorf("--step %q: want prefill:N, decode or logits:N", step)
 				}
@@ -132,7 +133,7 @@ func irCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprint(cmd.OutOrStdout(), g.Dump())
+			fmt.Fprint(cmd.OutOrStdout(), g.Dump(kernels.Families))
 			return nil
 		},
 	}
@@ -172,4 +173,13 @@ has the real widths (use --layers to keep it on disk).`,
 	c.Flags().Uint64Var(&o.Seed, "seed", 1, "random seed")
 	c.Flags().StringVar(&o.Out, "out", "", "output directory (must not exist or be empty)")
 	return c
+}
+
+// targetList spells targets for help texts.
+func targetList(ts []plan.Target) string {
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = string(t)
+	}
+	return strings.Join(s, ", ")
 }

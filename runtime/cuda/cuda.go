@@ -20,6 +20,7 @@ import (
 	"unsafe"
 
 	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/runtime"
 )
@@ -291,7 +292,7 @@ func (c *CUDA) Load(ks []plan.Kernel) error {
 		if _, ok := c.funcs[k.Name]; ok {
 			continue
 		}
-		if _, ok := ir.Catalogue[ir.Kind(k.Family)]; !ok {
+		if _, err := kernels.Families.Family(ir.Kind(k.Family)); err != nil {
 			return fmt.Errorf("cuda: kernel %s: unknown family %q", k.Name, k.Family)
 		}
 		image := c.cubins[k.Name]
@@ -314,8 +315,8 @@ func (c *CUDA) Load(ks []plan.Kernel) error {
 
 // Launch enqueues one kernel: a device pointer per operand (in catalogue
 // order), then n = rows, then the parameter block's device address. The
-// dynamic scalars come from the block (SetParams), not from dyn.
-func (c *CUDA) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows int, dyn map[string]int64) error {
+// dynamic values come from the device block (SetParams), not from p.
+func (c *CUDA) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows int, _ *runtime.Params) error {
 	vals, err := runtime.KernelArgs(k, args, rows, c.block, func(r runtime.Ref) (uint64, error) { return device(r, 0) })
 	if err != nil {
 		return fmt.Errorf("cuda: %w", err)

@@ -346,17 +346,17 @@ func cpuEngine(t *testing.T, buckets []int, contextTokens int, kv16 bool) (*runt
 // bf16KV is the CPU backend with kv_append's rows rounded to bf16.
 type bf16KV struct{ *runtime.CPU }
 
-func (b bf16KV) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows int, dyn map[string]int64) error {
-	if err := b.CPU.Launch(k, l, args, rows, dyn); err != nil {
+func (b bf16KV) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows int, p *runtime.Params) error {
+	if err := b.CPU.Launch(k, l, args, rows, p); err != nil {
 		return err
 	}
 	if ir.Kind(k.Family) != ir.KVAppend || rows <= 0 {
 		return nil
 	}
-	width := int64(k.Params["width"])
+	width := int64(k.Params.Int("width"))
 	buf := make([]byte, int64(rows)*width*4)
 	for _, c := range args[:2] { // k_cache, v_cache
-		at := runtime.Ref{Mem: c.Mem, Offset: c.Offset + dyn["pos"]*width*4}
+		at := runtime.Ref{Mem: c.Mem, Offset: c.Offset + int64(p[ir.ParamPos])*width*4}
 		if err := b.Download(buf, at); err != nil {
 			return err
 		}

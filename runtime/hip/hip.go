@@ -52,6 +52,7 @@ import (
 	"unsafe"
 
 	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/runtime"
 )
@@ -331,7 +332,7 @@ func (h *HIP) Load(ks []plan.Kernel) error {
 		if _, ok := h.funcs[k.Name]; ok {
 			continue
 		}
-		if _, ok := ir.Catalogue[ir.Kind(k.Family)]; !ok {
+		if _, err := kernels.Families.Family(ir.Kind(k.Family)); err != nil {
 			return fmt.Errorf("hip: kernel %s: unknown family %q", k.Name, k.Family)
 		}
 		image := h.objects[k.Name]
@@ -353,8 +354,8 @@ func (h *HIP) Load(ks []plan.Kernel) error {
 
 // Launch enqueues one kernel: a device pointer per operand (in catalogue
 // order), then n = rows, then the parameter block's device address. The
-// dynamic scalars come from the block (SetParams), not from dyn.
-func (h *HIP) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows int, dyn map[string]int64) error {
+// dynamic values come from the device block (SetParams), not from p.
+func (h *HIP) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, rows int, _ *runtime.Params) error {
 	vals, err := runtime.KernelArgs(k, args, rows, uint64(h.block), func(r runtime.Ref) (uint64, error) {
 		p, err := device(r, 0)
 		return uint64(p), err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/aimaproject/aimac/arch"
 	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/loader"
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/planner"
@@ -200,7 +201,7 @@ func image(name string, nargs int) []byte {
 func objects(ks []plan.Kernel) map[string][]byte {
 	out := map[string][]byte{}
 	for _, k := range ks {
-		out[k.Name] = image(k.Name, len(ir.Catalogue[ir.Kind(k.Family)].Operands)+2)
+		out[k.Name] = image(k.Name, len(kernels.Families[ir.Kind(k.Family)].Operands)+2)
 	}
 	return out
 }
@@ -248,7 +249,7 @@ func frozen(t *testing.T) *plan.Plan {
 }
 
 // phaseOf returns the plan's phase of a kind (and bucket, for prefill).
-func phaseOf(t *testing.T, p *plan.Plan, kind string, tokens int) *plan.Phase {
+func phaseOf(t *testing.T, p *plan.Plan, kind plan.PhaseKind, tokens int) *plan.Phase {
 	t.Helper()
 	for i := range p.Phases {
 		if ph := &p.Phases[i]; ph.Kind == kind && (kind != plan.Prefill || ph.Tokens == tokens) {
@@ -471,7 +472,7 @@ func TestLoad(t *testing.T) {
 func operands(t *testing.T, h *hip.HIP, k *plan.Kernel) []runtime.Ref {
 	t.Helper()
 	var refs []runtime.Ref
-	for i := range ir.Catalogue[ir.Kind(k.Family)].Operands {
+	for i := range kernels.Families[ir.Kind(k.Family)].Operands {
 		m, err := h.Alloc(4096)
 		if err != nil {
 			t.Fatal(err)
@@ -494,7 +495,7 @@ func expect(via string, k *plan.Kernel, l *plan.Launch, first, rows int, params 
 			w.Block[i] = l.Block[i]
 		}
 	}
-	for i := range ir.Catalogue[ir.Kind(k.Family)].Operands {
+	for i := range kernels.Families[ir.Kind(k.Family)].Operands {
 		w.Args = append(w.Args, fmt.Sprintf("d%d+%d", first+i, 16*i))
 	}
 	w.Args = append(w.Args, strconv.Itoa(rows), "d1+0")
@@ -582,7 +583,7 @@ func TestLaunch(t *testing.T) {
 	badGrid.Grid = []int{4, 0}
 	noBlock := *l
 	noBlock.Block = nil
-	opName := func(i int) string { return ir.Catalogue[ir.Kind(k.Family)].Operands[i].Name }
+	opName := func(i int) string { return kernels.Families[ir.Kind(k.Family)].Operands[i].Name }
 	for _, c := range []struct {
 		name string
 		k    *plan.Kernel
@@ -596,7 +597,7 @@ func TestLaunch(t *testing.T) {
 		{"foreign memory", k, l, foreign, 1, fmt.Sprintf("hip: kernel %s: argument 0 (%s): hip: memory from another backend", k.Name, opName(0))},
 		{"empty grid dimension", k, &badGrid, args, 1, fmt.Sprintf("hip: kernel %s: grid [4 0] has an empty dimension", k.Name)},
 		{"no block", k, &noBlock, args, 1, "want 1 to 3 dimensions each"},
-		{"unknown family", &plan.Kernel{Name: "x", Family: "mystery"}, l, args, 1, `hip: kernel x: unknown family "mystery"`},
+		{"unknown family", &plan.Kernel{Name: "x", Family: "mystery"}, l, args, 1, `hip: kernel x: unknown kernel family "mystery"`},
 		{"not loaded", &plan.Kernel{Name: "other", Family: k.Family}, l, args, 1, "hip: kernel other was not loaded"},
 		{"no rows", k, l, args, 0, ""},
 		{"negative rows", k, l, args, -3, ""},
@@ -912,9 +913,10 @@ func TestEngine(t *testing.T) {
 		var out []string
 		for _, l := range ph.Launches {
 			k := kernelOf(t, p, l.Kernel)
-			rows := int(k.Params["rows"])
-			if l.Rows != "" {
-				rows = int(dyn[l.Rows])
+			r, _ := k.Params.Rows()
+			rows := int(r)
+			if l.Rows != nil {
+				rows = int(dyn[l.Rows.String()])
 			}
 			if rows > 0 {
 				out = append(out, fmt.Sprintf("%s %s grid=%v block=%v pos=%d", via, l.Kernel, pad(l.Grid), pad(l.Block), dyn["pos"]))

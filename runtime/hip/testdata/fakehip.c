@@ -67,7 +67,7 @@ enum {
 };
 
 #define MAX_ARGS 64
-#define PARAM_SLOTS 16
+#define PARAM_SLOTS 32
 #define VERSION 60443483 // HIP 6.4.43483
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
