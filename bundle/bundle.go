@@ -183,7 +183,7 @@ const deterministicAMD = "-fuse-cuid=none"
 // compileFlags puts the determinism flag of target before the user's flags,
 // which may still override it.
 func compileFlags(target string, user []string) []string {
-	if hipcc.Target(target).AMD() {
+	if plan.Target(target).Spec().Dialect == plan.HIP {
 		return append([]string{deterministicAMD}, user...)
 	}
 	return append([]string{}, user...)

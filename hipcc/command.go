@@ -23,7 +23,7 @@ func (c *Compiler) Command(t Target, src, out string, user []string) ([]string, 
 		args = []string{c.Path, "--offload-arch=" + string(t), "--genco", "-O3", src, "-o", out}
 	case t == SM90 && c.Kind == KindNVCC:
 		args = []string{c.Path, "-cubin", "-arch=sm_90a", "-O3", "-Xptxas", "-v", src, "-o", out}
-	case !t.Valid():
+	case !t.GPU():
 		return nil, fmt.Errorf("hipcc: unknown target %q", t)
 	default:
 		return nil, fmt.Errorf("hipcc: %s (%s) cannot compile for %s", c.Kind, c.Path, t)

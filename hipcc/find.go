@@ -9,24 +9,23 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/aimaproject/aimac/plan"
 )
 
-// Target names the GPU a kernel is compiled for.
-type Target string
+// Target names the GPU a kernel is compiled for: a plan target, which
+// knows its dialect, code objects and device compiler (plan.TargetSpec).
+type Target = plan.Target
 
 // The supported device targets.
 const (
-	GFX1151 Target = "gfx1151" // AMD Radeon 8060S (RDNA 3.5, wave32)
-	SM90    Target = "sm_90"   // NVIDIA H100/H200, compiled as sm_90a
+	GFX1151 = plan.GFX1151 // AMD Radeon 8060S (RDNA 3.5, wave32)
+	SM90    = plan.SM90    // NVIDIA H100/H200, compiled as sm_90a
 )
 
-// Valid reports whether t is a target this package can compile for, so callers
-// can reject a bad --target before searching for compilers.
-func (t Target) Valid() bool { return t == GFX1151 || t == SM90 }
-
-// AMD reports whether t is an AMD target; the AMD and NVIDIA paths differ in
-// compiler, object format and resource report.
-func (t Target) AMD() bool { return t == GFX1151 }
+// amd reports whether t's kernels are HIP; the AMD and NVIDIA paths differ
+// in compiler, object format and resource report.
+func amd(t Target) bool { return t.Spec().Dialect == plan.HIP }
 
 // Compiler kinds.
 const (

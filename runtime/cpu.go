@@ -19,7 +19,7 @@ type hostMem struct{ b []byte }
 
 func (m *hostMem) Size() int64 { return int64(len(m.b)) }
 
-func (*CPU) Name() string { return "cpu" }
+func (*CPU) Name() string { return string(plan.CPU) }
 
 func (*CPU) Alloc(n int64) (Mem, error) {
 	if n < 0 || n > 1<<40 {

@@ -66,7 +66,7 @@ func TestKernelArgs(t *testing.T) {
 		args []runtime.Ref
 		err  string
 	}{
-		{"unknown family", &plan.Kernel{Name: "x", Family: "mystery"}, args, `kernel x: unknown family "mystery"`},
+		{"unknown family", &plan.Kernel{Name: "x", Family: "mystery"}, args, `kernel x: unknown kernel family "mystery"`},
 		{"count", k, args[:1], "kernel add_x: 1 arguments, family add takes 2 operands"},
 		{"misaligned", k, []runtime.Ref{{Mem: mem}, {Mem: mem, Offset: 4}}, "argument 1 (y) at offset 4 is not 16-byte aligned"},
 		{"unresolved", k, []runtime.Ref{{Mem: mem, Offset: -16}, {Mem: mem}}, "argument 0 (x): bad ref"},

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -25,10 +24,10 @@ func buildCmd() *cobra.Command {
 				return fmt.Errorf("--plan is required: a plan file made by `aimac plan`")
 			}
 			if target == "" {
-				return fmt.Errorf("--target is required: %s or %s", hipcc.SM90, hipcc.GFX1151)
+				return fmt.Errorf("--target is required: %s", targetList(plan.GPUTargets()))
 			}
-			if !hipcc.Target(target).Valid() {
-				return fmt.Errorf("--target %q: want %s or %s", target, hipcc.SM90, hipcc.GFX1151)
+			if !plan.Target(target).GPU() {
+				return fmt.Errorf("--target %q: want %s", target, targetList(plan.GPUTargets()))
 			}
 			if out == "" {
 				return fmt.Errorf("--out is required: the bundle directory")
@@ -51,7 +50,7 @@ func buildCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&planFile, "plan", "", "plan file made by `aimac plan` (required)")
-	c.Flags().StringVar(&target, "target", "", "target the plan was made for: "+strings.Join([]string{string(hipcc.SM90), string(hipcc.GFX1151)}, ", "))
+	c.Flags().StringVar(&target, "target", "", "target the plan was made for: "+targetList(plan.GPUTargets()))
 	c.Flags().StringVar(&out, "out", "", "bundle directory (missing, empty, or a previous bundle to replace)")
 	c.Flags().StringVar(&flags, "device-flags", "", "extra device-compiler flags (default: $"+hipcc.FlagsEnv+")")
 	c.Flags().StringVar(&cacheDir, "cache-dir", "", "compile cache directory (default: no cache)")
