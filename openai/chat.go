@@ -12,15 +12,7 @@ type ChatRequest struct {
 	Model    string    `json:"model"`
 	Messages []Message `json:"messages"`
 
-	Temperature       *float64 `json:"temperature,omitempty"`
-	TopP              *float64 `json:"top_p,omitempty"`
-	MinP              *float64 `json:"min_p,omitempty"`
-	PresencePenalty   *float64 `json:"presence_penalty,omitempty"`
-	FrequencyPenalty  *float64 `json:"frequency_penalty,omitempty"`
-	RepetitionPenalty *float64 `json:"repetition_penalty,omitempty"`
-	TopK              *int     `json:"top_k,omitempty"`
-	Seed              *int64   `json:"seed,omitempty"`
-	N                 *int     `json:"n,omitempty"`
+	Sampling
 
 	MaxTokens           *int `json:"max_tokens,omitempty"`
 	MaxCompletionTokens *int `json:"max_completion_tokens,omitempty"`
@@ -202,30 +194,15 @@ func DecodeChatRequest(body []byte) (*ChatRequest, *Error) {
 // decode reads the fields of the request object.
 func (r *ChatRequest) decode(root *node) *Error {
 	return fields(root, "", func(key string, v *node, p string) *Error {
+		if known, err := r.Sampling.decodeField(key, v, p); known {
+			return err
+		}
 		var err *Error
 		switch key {
 		case "model":
 			r.Model, err = str(v, p)
 		case "messages":
 			r.Messages, err = decodeMessages(v, p)
-		case "temperature":
-			r.Temperature, err = optFloat(v, p)
-		case "top_p":
-			r.TopP, err = optFloat(v, p)
-		case "min_p":
-			r.MinP, err = optFloat(v, p)
-		case "presence_penalty":
-			r.PresencePenalty, err = optFloat(v, p)
-		case "frequency_penalty":
-			r.FrequencyPenalty, err = optFloat(v, p)
-		case "repetition_penalty":
-			r.RepetitionPenalty, err = optFloat(v, p)
-		case "top_k":
-			r.TopK, err = optInt(v, p)
-		case "seed":
-			r.Seed, err = optInt64(v, p)
-		case "n":
-			r.N, err = optInt(v, p)
 		case "max_tokens":
 			r.MaxTokens, err = optInt(v, p)
 		case "max_completion_tokens":
@@ -588,11 +565,7 @@ func (r *ChatRequest) Validate() *Error {
 	if err := validateMessages(r.Messages, "messages"); err != nil {
 		return err
 	}
-	if err := validateSampling(sampling{
-		Temperature: r.Temperature, TopP: r.TopP, MinP: r.MinP, TopK: r.TopK,
-		PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty,
-		RepetitionPenalty: r.RepetitionPenalty, N: r.N,
-	}); err != nil {
+	if err := r.Sampling.Validate(); err != nil {
 		return err
 	}
 	if err := positive(r.MaxTokens, "max_tokens"); err != nil {
@@ -696,56 +669,6 @@ func (r *ChatRequest) TemplateMessages() (json.RawMessage, *Error) {
 // TemplateTools returns the tools as the chat template receives them, or nil.
 func (r *ChatRequest) TemplateTools() json.RawMessage {
 	return TemplateTools(r.Tools)
-}
-
-// sampling gathers the sampling fields the request kinds share.
-type sampling struct {
-	Temperature, TopP, MinP                              *float64
-	PresencePenalty, FrequencyPenalty, RepetitionPenalty *float64
-	TopK, N                                              *int
-}
-
-// validateSampling checks sampling bounds: OpenAI's where it has them, vLLM's
-// otherwise.
-func validateSampling(s sampling) *Error {
-	checks := []struct {
-		v      *float64
-		name   string
-		lo, hi float64
-		loOpen bool
-	}{
-		{s.Temperature, "temperature", 0, 2, false},
-		{s.TopP, "top_p", 0, 1, true},
-		{s.MinP, "min_p", 0, 1, false},
-		{s.PresencePenalty, "presence_penalty", -2, 2, false},
-		{s.FrequencyPenalty, "frequency_penalty", -2, 2, false},
-		{s.RepetitionPenalty, "repetition_penalty", 0, 2, true},
-	}
-	for _, c := range checks {
-		if c.v == nil {
-			continue
-		}
-		v := *c.v
-		if v < c.lo || v > c.hi || c.loOpen && v == c.lo {
-			lo := "["
-			if c.loOpen {
-				lo = "("
-			}
-			return InvalidRequest(c.name, fmt.Sprintf("'%s' must be in %s%g, %g], got %g.", c.name, lo, c.lo, c.hi, v))
-		}
-	}
-	if s.TopK != nil && *s.TopK < -1 {
-		return InvalidRequest("top_k", fmt.Sprintf("'top_k' must be -1 or 0 (disabled) or a positive count, got %d.", *s.TopK))
-	}
-	if s.N != nil {
-		if *s.N < 1 {
-			return InvalidRequest("n", fmt.Sprintf("'n' must be 1, got %d.", *s.N))
-		}
-		if *s.N > 1 {
-			return Unsupported("n", fmt.Sprintf("'n' must be 1: one choice per request is supported, got %d.", *s.N))
-		}
-	}
-	return nil
 }
 
 // positive checks an optional token count is at least 1.

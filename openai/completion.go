@@ -13,16 +13,8 @@ type CompletionRequest struct {
 
 	MaxTokens *int `json:"max_tokens,omitempty"`
 
-	Temperature       *float64 `json:"temperature,omitempty"`
-	TopP              *float64 `json:"top_p,omitempty"`
-	MinP              *float64 `json:"min_p,omitempty"`
-	PresencePenalty   *float64 `json:"presence_penalty,omitempty"`
-	FrequencyPenalty  *float64 `json:"frequency_penalty,omitempty"`
-	RepetitionPenalty *float64 `json:"repetition_penalty,omitempty"`
-	TopK              *int     `json:"top_k,omitempty"`
-	Seed              *int64   `json:"seed,omitempty"`
-	N                 *int     `json:"n,omitempty"`
-	BestOf            *int     `json:"best_of,omitempty"`
+	Sampling
+	BestOf *int `json:"best_of,omitempty"`
 
 	Stop          Stop           `json:"stop,omitempty"`
 	Stream        bool           `json:"stream,omitempty"`
@@ -66,6 +58,9 @@ func DecodeCompletionRequest(body []byte) (*CompletionRequest, *Error) {
 	}
 	r := &CompletionRequest{}
 	err = fields(root, "", func(key string, v *node, p string) *Error {
+		if known, err := r.Sampling.decodeField(key, v, p); known {
+			return err
+		}
 		var err *Error
 		switch key {
 		case "model":
@@ -74,24 +69,6 @@ func DecodeCompletionRequest(body []byte) (*CompletionRequest, *Error) {
 			r.Prompt, err = decodePrompt(v, p)
 		case "max_tokens":
 			r.MaxTokens, err = optInt(v, p)
-		case "temperature":
-			r.Temperature, err = optFloat(v, p)
-		case "top_p":
-			r.TopP, err = optFloat(v, p)
-		case "min_p":
-			r.MinP, err = optFloat(v, p)
-		case "presence_penalty":
-			r.PresencePenalty, err = optFloat(v, p)
-		case "frequency_penalty":
-			r.FrequencyPenalty, err = optFloat(v, p)
-		case "repetition_penalty":
-			r.RepetitionPenalty, err = optFloat(v, p)
-		case "top_k":
-			r.TopK, err = optInt(v, p)
-		case "seed":
-			r.Seed, err = optInt64(v, p)
-		case "n":
-			r.N, err = optInt(v, p)
 		case "best_of":
 			r.BestOf, err = optInt(v, p)
 		case "stop":
@@ -202,11 +179,7 @@ func (r *CompletionRequest) Validate() *Error {
 	if err := positive(r.MaxTokens, "max_tokens"); err != nil {
 		return err
 	}
-	if err := validateSampling(sampling{
-		Temperature: r.Temperature, TopP: r.TopP, MinP: r.MinP, TopK: r.TopK,
-		PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty,
-		RepetitionPenalty: r.RepetitionPenalty, N: r.N,
-	}); err != nil {
+	if err := r.Sampling.Validate(); err != nil {
 		return err
 	}
 	if r.BestOf != nil {

@@ -17,8 +17,8 @@ func TestCompletionDecode(t *testing.T) {
 		{"one string in a list", `{"model":"m","prompt":["Once"]}`, CompletionRequest{Model: "m", Prompt: Prompt{Text: "Once"}}},
 		{"one token list in a list", `{"model":"m","prompt":[[7,8]]}`, CompletionRequest{Model: "m", Prompt: Prompt{Tokens: []int32{7, 8}}}},
 		{"everything", `{"model":"m","prompt":"p","max_tokens":16,"temperature":0.5,"top_p":0.9,"min_p":0.1,"top_k":40,"presence_penalty":0.1,"frequency_penalty":0.2,"repetition_penalty":1.05,"seed":7,"n":1,"best_of":1,"stop":["\n"],"stream":true,"stream_options":{"include_usage":true},"logprobs":5,"echo":true,"user":"u","suffix":null,"logit_bias":null}`,
-			CompletionRequest{Model: "m", Prompt: Prompt{Text: "p"}, MaxTokens: ptr(16), Temperature: ptr(0.5), TopP: ptr(0.9), MinP: ptr(0.1), TopK: ptr(40),
-				PresencePenalty: ptr(0.1), FrequencyPenalty: ptr(0.2), RepetitionPenalty: ptr(1.05), Seed: ptr(int64(7)), N: ptr(1), BestOf: ptr(1),
+			CompletionRequest{Model: "m", Prompt: Prompt{Text: "p"}, MaxTokens: ptr(16), Sampling: Sampling{Temperature: ptr(0.5), TopP: ptr(0.9), MinP: ptr(0.1), TopK: ptr(40),
+				PresencePenalty: ptr(0.1), FrequencyPenalty: ptr(0.2), RepetitionPenalty: ptr(1.05), Seed: ptr(int64(7)), N: ptr(1)}, BestOf: ptr(1),
 				Stop: Stop{"\n"}, Stream: true, StreamOptions: &StreamOptions{IncludeUsage: true}, Logprobs: ptr(5), Echo: true, User: "u"}},
 	}
 	for _, tt := range tests {

@@ -16,14 +16,13 @@ type ResponsesRequest struct {
 	ToolChoice         *ResponsesToolChoice `json:"tool_choice,omitempty"`
 	ParallelToolCalls  *bool                `json:"parallel_tool_calls,omitempty"`
 	MaxOutputTokens    *int                 `json:"max_output_tokens,omitempty"`
-	Temperature        *float64             `json:"temperature,omitempty"`
-	TopP               *float64             `json:"top_p,omitempty"`
-	Stream             bool                 `json:"stream,omitempty"`
-	Store              *bool                `json:"store,omitempty"` // default true
-	Reasoning          *ReasoningConfig     `json:"reasoning,omitempty"`
-	Text               *TextConfig          `json:"text,omitempty"` // format "text" only
-	Metadata           json.RawMessage      `json:"metadata,omitempty"`
-	User               string               `json:"user,omitempty"`
+	Sampling
+	Stream    bool             `json:"stream,omitempty"`
+	Store     *bool            `json:"store,omitempty"` // default true
+	Reasoning *ReasoningConfig `json:"reasoning,omitempty"`
+	Text      *TextConfig      `json:"text,omitempty"` // format "text" only
+	Metadata  json.RawMessage  `json:"metadata,omitempty"`
+	User      string           `json:"user,omitempty"`
 }
 
 // ResponsesInput is the input: a string (Text set) or a list of items.
@@ -217,6 +216,9 @@ func DecodeResponsesRequest(body []byte) (*ResponsesRequest, *Error) {
 	}
 	r := &ResponsesRequest{}
 	err = fields(root, "", func(key string, v *node, p string) *Error {
+		if known, err := r.Sampling.decodeField(key, v, p); known {
+			return err
+		}
 		var err *Error
 		switch key {
 		case "model":
@@ -239,10 +241,6 @@ func DecodeResponsesRequest(body []byte) (*ResponsesRequest, *Error) {
 			r.ParallelToolCalls, err = optBool(v, p)
 		case "max_output_tokens":
 			r.MaxOutputTokens, err = optInt(v, p)
-		case "temperature":
-			r.Temperature, err = optFloat(v, p)
-		case "top_p":
-			r.TopP, err = optFloat(v, p)
 		case "stream":
 			r.Stream, err = boolean(v, p)
 		case "stream_options":
@@ -474,7 +472,7 @@ func (r *ResponsesRequest) Validate() *Error {
 	if err := positive(r.MaxOutputTokens, "max_output_tokens"); err != nil {
 		return err
 	}
-	if err := validateSampling(sampling{Temperature: r.Temperature, TopP: r.TopP}); err != nil {
+	if err := r.Sampling.Validate(); err != nil {
 		return err
 	}
 	if r.Reasoning != nil {

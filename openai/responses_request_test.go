@@ -26,7 +26,7 @@ func TestResponsesDecode(t *testing.T) {
 			`"metadata":{"a":"b"},"parallel_tool_calls":false,"user":"u","truncation":"disabled","background":false,"include":[],"service_tier":"auto","top_logprobs":0,` +
 			`"tools":[{"type":"function","name":"f","description":"d","parameters":{"type":"object"},"strict":true}],"tool_choice":{"type":"function","name":"f"}`),
 			ResponsesRequest{Model: "m", Input: ResponsesInput{Text: ptr("hi")}, Instructions: "be brief", PreviousResponseID: "resp_1",
-				MaxOutputTokens: ptr(64), Temperature: ptr(0.2), TopP: ptr(0.9), Stream: true, Store: ptr(false),
+				MaxOutputTokens: ptr(64), Sampling: Sampling{Temperature: ptr(0.2), TopP: ptr(0.9)}, Stream: true, Store: ptr(false),
 				Reasoning: &ReasoningConfig{Effort: "low", Summary: "auto"}, Text: &TextConfig{Format: &TextFormat{Type: "text"}},
 				Metadata: json.RawMessage(`{"a":"b"}`), ParallelToolCalls: ptr(false), User: "u",
 				Tools:      []ResponsesTool{{Type: "function", Name: "f", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`), Strict: ptr(true)}},

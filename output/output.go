@@ -244,6 +244,10 @@ func (p *Parser) Close() []Event {
 // Stopped reports that a stop string matched: the caller must stop generating.
 func (p *Parser) Stopped() bool { return p.stopped }
 
+// InReasoning reports that the output is inside the reasoning: "<think>"
+// is open and "</think>" has not come yet.
+func (p *Parser) InReasoning() bool { return p.st == stReasoning }
+
 // HasToolCalls reports whether any tool call was emitted, which makes the
 // finish_reason "tool_calls".
 func (p *Parser) HasToolCalls() bool { return p.calls > 0 }

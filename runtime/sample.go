@@ -92,21 +92,64 @@ type Alternative struct {
 
 // Sample picks the next token id and records it.
 func (s *Sampler) Sample(logits []float32) int32 {
-	id := s.pick(logits)
-	s.counts[id]++
+	id, _ := s.SampleMasked(logits, nil)
 	return id
 }
 
 // SampleLogprobs picks the next token and also returns its log-probability
 // and the top alternatives (top ≤ 0: none).
 func (s *Sampler) SampleLogprobs(logits []float32, top int) (int32, TokenLogprob) {
+	id, lp, _ := s.SampleLogprobsMasked(logits, top, nil)
+	return id, lp
+}
+
+// Mask is a set of token ids as a bitmask over the vocabulary: id t is in
+// it when bit t%32 of word t/32 is set (the layout a device sampler reads).
+// A nil Mask holds every id.
+type Mask []uint32
+
+// MaskWords is the length of a Mask over a vocabulary of n ids.
+func MaskWords(n int) int { return (n + 31) / 32 }
+
+// Has reports whether id t is in the mask; a nil mask has every id.
+func (m Mask) Has(t int32) bool {
+	if m == nil {
+		return true
+	}
+	w := int(t) / 32
+	return t >= 0 && w < len(m) && m[w]&(1<<(uint(t)%32)) != 0
+}
+
+// ErrMaskEmpty reports a mask that allows none of the ids the sampler may
+// draw (those below the vocabulary limit with a finite logit).
+var ErrMaskEmpty = errors.New("the token mask allows no token")
+
+// SampleMasked picks the next token among those mask allows (nil: any)
+// and records it. The penalties, temperature and cuts apply to the allowed
+// tokens only, as if the others had a logit of -Inf.
+func (s *Sampler) SampleMasked(logits []float32, mask Mask) (int32, error) {
+	id, err := s.pick(logits, mask)
+	if err != nil {
+		return 0, err
+	}
+	s.counts[id]++
+	return id, nil
+}
+
+// SampleLogprobsMasked is SampleMasked that also returns the token's
+// log-probability and the top alternatives (top ≤ 0: none) under the
+// model's own distribution, the mask not applied, as logprobs report it.
+func (s *Sampler) SampleLogprobsMasked(logits []float32, top int, mask Mask) (int32, TokenLogprob, error) {
 	lp := LogSoftmax(s.limit(logits))
-	id := s.Sample(logits)
+	id, err := s.SampleMasked(logits, mask)
+	if err != nil {
+		return 0, TokenLogprob{}, err
+	}
 	out := TokenLogprob{ID: id, Logprob: lp[id]}
 	if top > 0 {
 		out.Top = TopLogprobs(lp, top)
 	}
-	return id, out
+	return id, out, nil
 }
 
 func (s *Sampler) limit(logits []float32) []float32 {
@@ -116,10 +159,16 @@ func (s *Sampler) limit(logits []float32) []float32 {
 	return logits
 }
 
-func (s *Sampler) pick(raw []float32) int32 {
+func (s *Sampler) pick(raw []float32, mask Mask) (int32, error) {
 	logits := s.penalized(s.limit(raw))
+	if mask != nil {
+		logits = masked(logits, mask)
+		if !anyFinite(logits) {
+			return 0, ErrMaskEmpty
+		}
+	}
 	if s.cfg.Temperature == 0 {
-		return Argmax(logits)
+		return Argmax(logits), nil
 	}
 	type cand struct {
 		id int32
@@ -132,7 +181,7 @@ func (s *Sampler) pick(raw []float32) int32 {
 		}
 	}
 	if len(cs) == 0 {
-		return Argmax(logits)
+		return Argmax(logits), nil
 	}
 	sort.SliceStable(cs, func(i, j int) bool { return cs[i].p > cs[j].p })
 	if k := s.cfg.TopK; k > 0 && k < len(cs) {
@@ -170,10 +219,34 @@ func (s *Sampler) pick(raw []float32) int32 {
 	for _, c := range cs {
 		r -= c.p
 		if r < 0 {
-			return c.id
+			return c.id, nil
 		}
 	}
-	return cs[len(cs)-1].id
+	return cs[len(cs)-1].id, nil
+}
+
+// masked returns a copy of logits with the ids outside mask at -Inf.
+func masked(logits []float32, mask Mask) []float32 {
+	out := make([]float32, len(logits))
+	ninf := float32(math.Inf(-1))
+	for i, l := range logits {
+		if mask.Has(int32(i)) {
+			out[i] = l
+		} else {
+			out[i] = ninf
+		}
+	}
+	return out
+}
+
+// anyFinite reports whether some logit can be drawn.
+func anyFinite(logits []float32) bool {
+	for _, l := range logits {
+		if !math.IsNaN(float64(l)) && !math.IsInf(float64(l), -1) {
+			return true
+		}
+	}
+	return false
 }
 
 // penalized applies the repetition, presence and frequency penalties to a

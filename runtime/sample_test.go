@@ -170,3 +170,83 @@ func TestLogprobs(t *testing.T) {
 		t.Errorf("TopLogprobs (-want +got):\n%s", diff)
 	}
 }
+
+// maskOf is the Mask of ids over a vocabulary of n.
+func maskOf(n int, ids ...int32) Mask {
+	m := make(Mask, MaskWords(n))
+	for _, id := range ids {
+		m[id/32] |= 1 << (id % 32)
+	}
+	return m
+}
+
+func TestSampleMasked(t *testing.T) {
+	logits := make([]float32, 70) // two mask words and a part
+	for i := range logits {
+		logits[i] = float32(i % 7)
+	}
+	tests := []struct {
+		name    string
+		c       SamplerConfig
+		mask    Mask
+		allowed []int32 // nil: the draw must fail with ErrMaskEmpty
+	}{
+		{"greedy picks the best allowed id", SamplerConfig{}, maskOf(70, 3, 33, 64), []int32{33}},
+		{"hot sampling stays inside the mask", SamplerConfig{Temperature: 2, Seed: 9}, maskOf(70, 0, 31, 32, 69), []int32{0, 31, 32, 69}},
+		{"top-k counts allowed ids only", SamplerConfig{Temperature: 1, TopK: 1, Seed: 1}, maskOf(70, 1, 2), []int32{2}},
+		{"nil mask allows everything", SamplerConfig{}, nil, []int32{6}},
+		{"the vocabulary limit still masks", SamplerConfig{VocabLimit: 60}, maskOf(70, 64), nil},
+		{"an empty mask fails", SamplerConfig{}, maskOf(70), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := NewSampler(tt.c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 50 {
+				id, err := s.SampleMasked(logits, tt.mask)
+				if tt.allowed == nil {
+					if err != ErrMaskEmpty {
+						t.Fatalf("SampleMasked = %d, %v; want ErrMaskEmpty", id, err)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !containsID(tt.allowed, id) {
+					t.Fatalf("drew %d, want one of %v", id, tt.allowed)
+				}
+			}
+		})
+	}
+}
+
+// TestSampleLogprobsMasked checks that logprobs stay the model's own
+// distribution while the draw obeys the mask.
+func TestSampleLogprobsMasked(t *testing.T) {
+	logits := []float32{0, 3, 1, 2}
+	s, err := NewSampler(SamplerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, lp, err := s.SampleLogprobsMasked(logits, 2, maskOf(4, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := LogSoftmax(logits)
+	got := TokenLogprob{ID: id, Logprob: lp.Logprob, Top: lp.Top}
+	if diff := cmp.Diff(TokenLogprob{ID: 2, Logprob: want[2], Top: []Alternative{{1, want[1]}, {3, want[3]}}}, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func containsID(ids []int32, id int32) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -13,14 +12,14 @@ import (
 // completions serves POST /v1/completions: a raw prompt (text or token
 // ids), no chat template, no reasoning or tool parsing.
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
-	req, ok := decodeBody(s, w, r, openai.DecodeCompletionRequest)
-	if !ok {
-		return
-	}
+	serveGeneration(s, w, r, openai.DecodeCompletionRequest, s.prepareCompletion)
+}
+
+// prepareCompletion tokenizes the prompt and sets the generation up.
+func (s *Server) prepareCompletion(req *openai.CompletionRequest) (*generation, *openai.Error) {
 	m, apiErr := s.serving(req.Model)
 	if apiErr != nil {
-		writeError(w, apiErr)
-		return
+		return nil, apiErr
 	}
 	var ids []int32
 	promptText := req.Prompt.Text
@@ -28,22 +27,19 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		ids = req.Prompt.Tokens
 		for i, id := range ids {
 			if id < 0 || int(id) >= m.Tokenizer.Size() {
-				writeError(w, openai.InvalidRequest("prompt", "token id "+itoa(int(id))+" at index "+itoa(i)+" is outside the vocabulary"))
-				return
+				return nil, openai.InvalidRequest("prompt", "token id "+itoa(int(id))+" at index "+itoa(i)+" is outside the vocabulary")
 			}
 		}
 		text, err := m.Tokenizer.Decode(ids, false)
 		if err != nil {
-			writeError(w, openai.InvalidRequest("prompt", err.Error()))
-			return
+			return nil, openai.InvalidRequest("prompt", err.Error())
 		}
 		promptText = text
 	} else {
 		ids = m.Tokenizer.Encode(promptText)
 	}
 	if len(ids) == 0 {
-		writeError(w, openai.InvalidRequest("prompt", "the prompt is empty"))
-		return
+		return nil, openai.InvalidRequest("prompt", "the prompt is empty")
 	}
 	asked, set := 16, true // the OpenAI default for completions
 	if req.MaxTokens != nil {
@@ -51,89 +47,84 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	maxNew, apiErr := budget(m, len(ids), asked, set)
 	if apiErr != nil {
-		writeError(w, apiErr)
-		return
+		return nil, apiErr
 	}
 	p := genParams{prompt: ids, maxNew: maxNew, noCache: req.CachePrompt != nil && !*req.CachePrompt,
-		parse: output.Options{Raw: true, Stop: req.Stop},
-		sampler: samplerConfig(m, samplingRequest{temperature: req.Temperature, topP: req.TopP, minP: req.MinP, topK: req.TopK,
-			presencePenalty: req.PresencePenalty, frequencyPenalty: req.FrequencyPenalty, repetitionPenalty: req.RepetitionPenalty, seed: req.Seed})}
+		parse: output.Options{Raw: true, Stop: req.Stop}, sampler: samplerConfig(m, req.Sampling)}
 	if req.Logprobs != nil {
 		p.logprobs, p.topLogprobs = true, *req.Logprobs
 	}
-
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
-	defer cancel()
-	done, apiErr := s.admit(ctx)
-	if apiErr != nil {
-		respond(w, nil, apiErr)
-		return
-	}
-	defer done()
-
-	id, created := newID("cmpl-"), time.Now().Unix()
-	echo := ""
+	a := &completionAnswer{id: newID("cmpl-"), model: m.ID, created: time.Now().Unix(), logprobs: p.logprobs,
+		usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
 	if req.Echo {
-		echo = promptText
+		a.echo = promptText
 	}
-	if !req.Stream {
-		res, err := s.generate(ctx, m, p, func(genStep) error { return nil })
-		if err != nil {
-			respond(w, nil, failure(ctx, err))
-			return
-		}
-		var lps *openai.CompletionLogprobs
-		if p.logprobs {
-			lps = completionLogprobs(res.logprobs, len(echo))
-		}
-		respond(w, openai.NewCompletion(id, m.ID, created, echo+res.result.Content, lps, res.finish, usage(res)), nil)
-		return
+	a.offset = len(a.echo)
+	return &generation{model: m, params: p, stream: req.Stream, answer: a}, nil
+}
+
+// completionAnswer is a text completion, whole or as chunks.
+type completionAnswer struct {
+	id, model string
+	created   int64
+	echo      string // the prompt, when echoed
+	logprobs  bool
+	usage     bool           // stream_options.include_usage
+	offset    int            // text offset of the next streamed token
+	pending   []tokenLogprob // logprobs of tokens whose text is still held back
+}
+
+// send streams one chunk.
+func (a *completionAnswer) send(w *sse.Writer, text, finish string) error {
+	var l *openai.CompletionLogprobs
+	if a.logprobs && len(a.pending) > 0 {
+		l = completionLogprobs(a.pending, a.offset)
 	}
-	stream, err := sse.New(w)
-	if err != nil {
-		return
-	}
-	send := func(text string, lps []tokenLogprob, finish string, offset int) error {
-		var l *openai.CompletionLogprobs
-		if p.logprobs && len(lps) > 0 {
-			l = completionLogprobs(lps, offset)
-		}
-		return stream.Data(openai.NewCompletionChunk(id, m.ID, created, text, l, finish))
-	}
-	offset := len(echo)
-	if echo != "" {
-		if send(echo, nil, "", 0) != nil {
-			leftEarly(w)
-			return
-		}
-	}
-	var pending []tokenLogprob
-	res, err := s.generate(ctx, m, p, func(st genStep) error {
-		if st.logprob != nil {
-			pending = append(pending, *st.logprob)
-		}
-		for _, e := range st.events {
-			if err := send(e.Text, pending, "", offset); err != nil {
-				cancel()
-				return err
-			}
-			offset += len(e.Text)
-			pending = nil
-		}
+	a.pending = nil
+	a.offset += len(text)
+	return w.Data(openai.NewCompletionChunk(a.id, a.model, a.created, text, l, finish))
+}
+
+func (a *completionAnswer) open(w *sse.Writer) error {
+	if a.echo == "" {
 		return nil
-	})
-	if err != nil {
-		streamFailed(ctx, w, stream, err)
-		return
 	}
-	if send("", pending, res.finish, offset) != nil {
-		leftEarly(w)
-		return
+	a.offset = 0
+	return a.send(w, a.echo, "")
+}
+
+func (a *completionAnswer) step(w *sse.Writer, st genStep) error {
+	if st.logprob != nil {
+		a.pending = append(a.pending, *st.logprob)
 	}
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		stream.Data(openai.NewCompletionUsageChunk(id, m.ID, created, usage(res)))
+	for _, e := range st.events {
+		if err := a.send(w, e.Text, ""); err != nil {
+			return err
+		}
 	}
-	stream.Done()
+	return nil
+}
+
+func (a *completionAnswer) close(w *sse.Writer, res *genResult) error {
+	if err := a.send(w, "", res.finish); err != nil {
+		return err
+	}
+	if a.usage {
+		if err := w.Data(openai.NewCompletionUsageChunk(a.id, a.model, a.created, usage(res))); err != nil {
+			return err
+		}
+	}
+	return w.Done()
+}
+
+func (a *completionAnswer) fail(w *sse.Writer, e *openai.Error) { failStream(w, e) }
+
+func (a *completionAnswer) whole(res *genResult) any {
+	var lps *openai.CompletionLogprobs
+	if a.logprobs {
+		lps = completionLogprobs(res.logprobs, len(a.echo))
+	}
+	return openai.NewCompletion(a.id, a.model, a.created, a.echo+res.result.Content, lps, res.finish, usage(res))
 }
 
 // completionLogprobs is the legacy logprobs object; offsets count from the

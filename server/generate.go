@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -13,7 +14,6 @@ import (
 	"github.com/aimaproject/aimac/output"
 	"github.com/aimaproject/aimac/runtime"
 	"github.com/aimaproject/aimac/server/queue"
-	"github.com/aimaproject/aimac/server/sse"
 )
 
 // genParams is one generation, independent of the endpoint.
@@ -35,6 +35,9 @@ type genParams struct {
 	boundary int
 	// noCache keeps the request out of the prefix cache (cache_prompt false).
 	noCache bool
+	// constraint restricts the answer's tokens (constrained decoding); nil
+	// leaves them free.
+	constraint Constraint
 }
 
 // genStep is what one sampled token produced.
@@ -64,15 +67,18 @@ type genResult struct {
 	cachedTokens                   int    // prompt tokens restored from the prefix cache
 	finish                         string // stop, length or tool_calls
 	result                         output.Result
-	text                           string // raw decoded text (completions)
+	events                         []output.Event // every event, in order
+	text                           string         // raw decoded text (completions)
 	logprobs                       []tokenLogprob
 }
 
 // generate runs a prompt and samples until a stop token, a stop string, the
 // first complete tool call when only one is allowed, or the token budget,
-// calling emit for every token's events as they are decoded (live
-// streaming). ctx is checked between decode steps, so a client that leaves
-// stops the engine whatever the engine itself checks.
+// calling emit (when not nil) for every token's events as they are decoded
+// (live streaming). ctx is checked between decode steps, so a client that
+// leaves stops the engine whatever the engine itself checks. Before each
+// token of the answer p.constraint, when set, masks the vocabulary
+// (Constraint).
 func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(genStep) error) (*genResult, error) {
 	sampler, err := runtime.NewSampler(p.sampler)
 	if err != nil {
@@ -81,6 +87,13 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 	sampler.SetPrompt(p.prompt)
 	res := &genResult{promptTokens: len(p.prompt)}
 	parser := output.New(p.parse)
+	if emit == nil {
+		emit = func(genStep) error { return nil }
+	}
+	var mask runtime.Mask // the constraint's, reused at every step
+	if p.constraint != nil {
+		mask = make(runtime.Mask, runtime.MaskWords(m.Engine.Vocab()))
+	}
 	callDone := false // the one allowed tool call is complete
 	var args string   // the arguments of the call being parsed
 	add := func(st genStep) error {
@@ -101,6 +114,7 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 			}
 		}
 		res.result.Add(st.events...)
+		res.events = append(res.events, st.events...)
 		res.text += st.text
 		if st.logprob != nil {
 			res.logprobs = append(res.logprobs, *st.logprob)
@@ -131,6 +145,19 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 		}
 		var tok int32
 		var lp *tokenLogprob
+		// The constraint applies to the answer, never to the reasoning.
+		constrained := p.constraint != nil && !parser.InReasoning()
+		var allowed runtime.Mask
+		if constrained {
+			clear(mask)
+			restricted, err := p.constraint.Mask(mask)
+			if err != nil {
+				return nil, fmt.Errorf("constraint: %w", err)
+			}
+			if restricted {
+				allowed = mask
+			}
+		}
 		switch {
 		case onDevice:
 			// The first draw is from the prompt's logits; every later one
@@ -148,10 +175,20 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 				lp = s.describe(m, runtime.TokenLogprob{ID: tok, Logprob: float64(l)})
 			}
 		case p.logprobs:
-			t, l := sampler.SampleLogprobs(logits, p.topLogprobs)
+			t, l, err := sampler.SampleLogprobsMasked(logits, p.topLogprobs, allowed)
+			if err != nil {
+				return nil, err
+			}
 			tok, lp = t, s.describe(m, l)
 		default:
-			tok = sampler.Sample(logits)
+			if tok, err = sampler.SampleMasked(logits, allowed); err != nil {
+				return nil, err
+			}
+		}
+		if constrained {
+			if err := p.constraint.Advance(tok); err != nil {
+				return nil, fmt.Errorf("constraint: %w", err)
+			}
 		}
 		prev = tok
 		res.completionTokens++
@@ -214,11 +251,12 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 // deviceSampling reports whether the generation samples on the device, and
 // with what: the engine must offer it, and the request must need nothing
 // only the host Sampler does — presence, frequency or repetition penalties,
-// alternatives in the logprobs (top_logprobs). Either way a request is
-// sampled the same whether it streams or not, and a seed reproduces it.
+// alternatives in the logprobs (top_logprobs), a token constraint's mask.
+// Either way a request is sampled the same whether it streams or not, and a
+// seed reproduces it.
 func deviceSampling(m *Model, p genParams) (DeviceSampler, runtime.DeviceSampling, bool) {
 	ds, ok := m.Engine.(DeviceSampler)
-	if !ok || !ds.CanSample() || p.topLogprobs > 0 {
+	if !ok || !ds.CanSample() || p.topLogprobs > 0 || p.constraint != nil {
 		return nil, runtime.DeviceSampling{}, false
 	}
 	dev, ok := runtime.DeviceSamplingFor(p.sampler)
@@ -295,18 +333,6 @@ func respond(w http.ResponseWriter, v any, apiErr *openai.Error) {
 	default:
 		writeJSON(w, http.StatusOK, v)
 	}
-}
-
-// streamFailed ends a stream whose generation failed: an error chunk and
-// [DONE] while the client listens, nothing once it has gone.
-func streamFailed(ctx context.Context, w http.ResponseWriter, stream *sse.Writer, err error) {
-	e := failure(ctx, err)
-	if e == clientGone {
-		leftEarly(w)
-		return
-	}
-	stream.Data(e)
-	stream.Done()
 }
 
 // leftEarly records that the client went away, so that the request is

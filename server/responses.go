@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -15,139 +14,122 @@ import (
 // createResponse serves POST /v1/responses, continuing a stored
 // conversation when previous_response_id names one.
 func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
-	req, ok := decodeBody(s, w, r, openai.DecodeResponsesRequest)
-	if !ok {
-		return
-	}
+	serveGeneration(s, w, r, openai.DecodeResponsesRequest, s.prepareResponse)
+}
+
+// prepareResponse builds the conversation (the stored one of
+// previous_response_id, then the input), renders it and sets the
+// generation up.
+func (s *Server) prepareResponse(req *openai.ResponsesRequest) (*generation, *openai.Error) {
 	m, apiErr := s.serving(req.Model)
 	if apiErr != nil {
-		writeError(w, apiErr)
-		return
+		return nil, apiErr
 	}
 	var history []openai.Message
 	if id := req.PreviousResponseID; id != "" {
 		st, ok := s.responses.get(id)
 		if !ok {
-			writeError(w, openai.InvalidRequest("previous_response_id", "no stored response "+id+" (it may have been evicted or was not stored)"))
-			return
+			return nil, openai.InvalidRequest("previous_response_id", "no stored response "+id+" (it may have been evicted or was not stored)")
 		}
 		history = st.conversation
 	}
 	msgs, tools, apiErr := req.ToChat(history)
 	if apiErr != nil {
-		writeError(w, apiErr)
-		return
+		return nil, apiErr
 	}
 	conv := &openai.ChatRequest{Messages: msgs, Tools: tools}
 	messages, apiErr := conv.TemplateMessages()
 	if apiErr != nil {
-		writeError(w, apiErr)
-		return
-	}
-	var choice *openai.ToolChoice
-	if req.ToolChoice != nil {
-		c := openai.ToolChoice(*req.ToolChoice)
-		choice = &c
+		return nil, apiErr
 	}
 	prompt, apiErr := s.buildChatPrompt(m, chatInput{messages: messages, tools: conv.TemplateTools(), defs: tools,
-		choice: choice, thinking: req.EnableThinking()})
+		choice: req.ChatToolChoice(), thinking: req.EnableThinking()})
 	if apiErr != nil {
-		writeError(w, apiErr)
-		return
+		return nil, apiErr
 	}
-	asked, set := 0, req.MaxOutputTokens != nil
-	if set {
-		asked = *req.MaxOutputTokens
-	}
+	asked, set := req.MaxNewTokens()
 	maxNew, apiErr := budget(m, len(prompt.ids), asked, set)
 	if apiErr != nil {
-		writeError(w, apiErr)
-		return
+		return nil, apiErr
 	}
 	p := genParams{prompt: prompt.ids, maxNew: maxNew, parse: prompt.parse, forced: prompt.forced, boundary: turnBoundary(m, prompt.ids),
 		oneCall: prompt.parse.Tools != nil && req.ParallelToolCalls != nil && !*req.ParallelToolCalls,
-		sampler: samplerConfig(m, samplingRequest{temperature: req.Temperature, topP: req.TopP})}
+		sampler: samplerConfig(m, req.Sampling)}
+	a := &responseAnswer{s: s, m: m, req: req, history: history,
+		b: openai.NewResponseBuilder(openai.NewResponse(newID("resp_"), m.ID, time.Now().Unix(), req))}
+	return &generation{model: m, params: p, stream: req.Stream, answer: a}, nil
+}
 
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
-	defer cancel()
-	done, apiErr := s.admit(ctx)
-	if apiErr != nil {
-		respond(w, nil, apiErr)
-		return
-	}
-	defer done()
+// responseAnswer is a Responses API response, whole or as its stream of
+// events; either way a finished response is stored for
+// previous_response_id unless the request said store false.
+type responseAnswer struct {
+	s       *Server
+	m       *Model
+	req     *openai.ResponsesRequest
+	history []openai.Message // the stored conversation continued
+	b       *openai.ResponseBuilder
+}
 
-	b := openai.NewResponseBuilder(openai.NewResponse(newID("resp_"), m.ID, time.Now().Unix(), req))
-	var stream *sse.Writer
-	send := func(evs []openai.ResponseEvent) error {
-		if stream == nil {
-			return nil
-		}
-		for _, e := range evs {
-			if err := stream.Event(e.Type, e); err != nil {
-				cancel()
-				return err
-			}
-		}
-		return nil
-	}
-	if req.Stream {
-		var err error
-		if stream, err = sse.New(w); err != nil {
-			return
-		}
-		if send(b.Start()) != nil {
-			leftEarly(w)
-			return
+// send streams events.
+func send(w *sse.Writer, evs []openai.ResponseEvent) error {
+	for _, e := range evs {
+		if err := w.Event(e.Type, e); err != nil {
+			return err
 		}
 	}
-	res, err := s.generate(ctx, m, p, func(st genStep) error {
-		for _, e := range st.events {
-			var evs []openai.ResponseEvent
-			switch e.Kind {
-			case output.Reasoning:
-				evs = b.Reasoning(e.Text)
-			case output.Content:
-				evs = b.Text(e.Text)
-			case output.ToolCallStart:
-				evs = b.FunctionCall(e.ID, e.Name)
-			case output.ToolCallArguments:
-				evs = b.Arguments(e.Text)
-			}
-			if err := send(evs); err != nil {
-				return err
-			}
+	return nil
+}
+
+func (a *responseAnswer) open(w *sse.Writer) error { return send(w, a.b.Start()) }
+
+// events turns one token's events into the response's.
+func (a *responseAnswer) events(st genStep) []openai.ResponseEvent {
+	var evs []openai.ResponseEvent
+	for _, e := range st.events {
+		switch e.Kind {
+		case output.Reasoning:
+			evs = append(evs, a.b.Reasoning(e.Text)...)
+		case output.Content:
+			evs = append(evs, a.b.Text(e.Text)...)
+		case output.ToolCallStart:
+			evs = append(evs, a.b.FunctionCall(e.ID, e.Name)...)
+		case output.ToolCallArguments:
+			evs = append(evs, a.b.Arguments(e.Text)...)
 		}
-		return nil
-	})
-	if err != nil {
-		apiErr := failure(ctx, err)
-		if apiErr != clientGone && stream != nil {
-			send(b.Fail(apiErr))
-		} else {
-			respond(w, nil, apiErr)
-		}
-		return
 	}
+	return evs
+}
+
+func (a *responseAnswer) step(w *sse.Writer, st genStep) error { return send(w, a.events(st)) }
+
+// finish completes the response, stores it and returns its last events.
+func (a *responseAnswer) finish(res *genResult) []openai.ResponseEvent {
 	incomplete := ""
 	if res.finish == "length" {
 		incomplete = "max_output_tokens"
 	}
 	reasoning := 0
 	if res.result.Reasoning != "" {
-		reasoning = len(m.Tokenizer.Encode(res.result.Reasoning))
+		reasoning = len(a.m.Tokenizer.Encode(res.result.Reasoning))
 	}
-	evs := b.Finish(openai.NewResponseUsage(res.promptTokens, res.completionTokens, res.cachedTokens, min(reasoning, res.completionTokens)), incomplete)
-	resp := b.Response()
+	evs := a.b.Finish(openai.NewResponseUsage(res.promptTokens, res.completionTokens, res.cachedTokens, min(reasoning, res.completionTokens)), incomplete)
+	resp := a.b.Response()
 	if resp.Store {
-		history, _ := req.Conversation(history)
-		s.responses.put(resp.ID, stored{response: resp, conversation: append(history, openai.OutputMessages(resp.Output)...)})
+		history, _ := a.req.Conversation(a.history)
+		a.s.responses.put(resp.ID, stored{response: resp, conversation: append(history, openai.OutputMessages(resp.Output)...)})
 	}
-	if stream != nil {
-		send(evs)
-		return
-	}
-	respond(w, resp, nil)
+	return evs
+}
+
+func (a *responseAnswer) close(w *sse.Writer, res *genResult) error { return send(w, a.finish(res)) }
+
+func (a *responseAnswer) fail(w *sse.Writer, e *openai.Error) { send(w, a.b.Fail(e)) }
+
+func (a *responseAnswer) whole(res *genResult) any {
+	a.events(genStep{events: res.events}) // the builder sees what a stream would
+	a.finish(res)
+	return a.b.Response()
 }
 
 // getResponse serves GET /v1/responses/{id} from the store.

@@ -1,0 +1,96 @@
+package server
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/aimaproject/aimac/loader"
+	"github.com/aimaproject/aimac/output"
+	"github.com/aimaproject/aimac/runtime"
+	"github.com/aimaproject/aimac/synth"
+	"github.com/aimaproject/aimac/tokenizer"
+)
+
+// tokenSet is a Constraint that allows a fixed set of tokens and records
+// what it was told.
+type tokenSet struct {
+	ids      []int32
+	masks    int
+	advanced []int32
+}
+
+func (c *tokenSet) Mask(mask runtime.Mask) (bool, error) {
+	c.masks++
+	for _, id := range c.ids {
+		mask[id/32] |= 1 << (id % 32)
+	}
+	return true, nil
+}
+
+func (c *tokenSet) Advance(tok int32) error {
+	c.advanced = append(c.advanced, tok)
+	return nil
+}
+
+// realModel is the tiny synthetic checkpoint on the CPU engine.
+func realModel(t *testing.T) *Model {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "tiny")
+	if err := synth.Write(synth.Options{Preset: "tiny", Seed: 1, Out: dir}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := loader.Open(loader.Options{ModelDir: dir, Buckets: []int{16, 64}, ContextTokens: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	end, _ := tok.ID("<|im_end|>")
+	return &Model{ID: "tiny", Engine: l.Engine, Tokenizer: tok, StopIDs: []int32{end}, VocabLimit: tok.Size()}
+}
+
+// TestConstraintRestrictsTokens checks the constraint hook on the real
+// engine: hot sampling of the random tiny model draws only the allowed
+// tokens, the constraint sees each one, and the same request without the
+// constraint does not stay inside the set (so the check can fail).
+func TestConstraintRestrictsTokens(t *testing.T) {
+	t.Parallel()
+	m := realModel(t)
+	s := New(Config{})
+	allowed := m.Tokenizer.Encode(" yes no maybe")
+	gen := func(c Constraint) []int32 {
+		p := genParams{prompt: m.Tokenizer.Encode("Answer: "), maxNew: 24, logprobs: true, parse: output.Options{Raw: true},
+			sampler: runtime.SamplerConfig{Temperature: 1.5, Seed: 3, VocabLimit: m.VocabLimit}, constraint: c}
+		res, err := s.generate(context.Background(), m, p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []int32
+		for _, l := range res.logprobs {
+			ids = append(ids, l.ID)
+		}
+		return ids
+	}
+	c := &tokenSet{ids: allowed}
+	got := gen(c)
+	if len(got) != 24 {
+		t.Fatalf("%d tokens, want 24 (no stop token is allowed)", len(got))
+	}
+	for _, id := range got {
+		if !slices.Contains(allowed, id) {
+			t.Errorf("drew token %d outside the allowed %v", id, allowed)
+		}
+	}
+	if c.masks != len(got) || !slices.Equal(c.advanced, got) {
+		t.Errorf("the constraint was asked %d times and advanced by %v; the tokens were %v", c.masks, c.advanced, got)
+	}
+	free := gen(nil)
+	if !slices.ContainsFunc(free, func(id int32) bool { return !slices.Contains(allowed, id) }) {
+		t.Errorf("unconstrained, the model drew only allowed tokens %v: the test proves nothing", free)
+	}
+}
