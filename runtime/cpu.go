@@ -10,7 +10,9 @@ import (
 )
 
 // CPU is the reference backend: host memory and the Go kernels.
-type CPU struct{}
+type CPU struct {
+	interrupt func() error // the engine's interrupt check (SetInterrupt)
+}
 
 // NewCPU returns the CPU backend.
 func NewCPU() *CPU { return &CPU{} }
@@ -112,6 +114,9 @@ func (*CPU) SetParams(*Params) error { return nil }
 // the family's declaration, after checking each operand's memory holds its
 // extent for rows.
 func (c *CPU) Launch(k *plan.Kernel, l *plan.Launch, args []Ref, rows int, p *Params) error {
+	if err := c.interrupted(); err != nil {
+		return err
+	}
 	f, err := kernels.Families.Family(ir.Kind(k.Family))
 	if err != nil {
 		return fmt.Errorf("cpu: kernel %s: %w", k.Name, err)
@@ -127,7 +132,7 @@ func (c *CPU) Launch(k *plan.Kernel, l *plan.Launch, args []Ref, rows int, p *Pa
 	if err := a.Check(); err != nil {
 		return fmt.Errorf("cpu: kernel %s: %w", k.Name, err)
 	}
-	return f.Reference(a)
+	return c.reference(f, a)
 }
 
 func asF32(b []byte) []float32 {

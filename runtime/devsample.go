@@ -110,6 +110,11 @@ func (e *Engine) CanSample() bool { return e.sampler.phase != nil }
 // left in the tokens buffer for DecodeSampled. After Restore the device
 // holds no logits of the snapshot: use SampleLogits.
 func (e *Engine) SampleNext(ctx context.Context, s DeviceSampling, step int) (int32, float32, error) {
+	ctx, end, err := e.begin(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer end()
 	if err := e.sampleReady(s); err != nil {
 		return 0, 0, err
 	}
@@ -122,6 +127,11 @@ func (e *Engine) SampleNext(ctx context.Context, s DeviceSampling, step int) (in
 // SampleLogits copies logits (one row of the vocabulary, a restored
 // snapshot's, say) to the device and draws from them as SampleNext does.
 func (e *Engine) SampleLogits(ctx context.Context, logits []float32, s DeviceSampling, step int) (int32, float32, error) {
+	ctx, end, err := e.begin(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer end()
 	if err := e.sampleReady(s); err != nil {
 		return 0, 0, err
 	}
@@ -143,6 +153,11 @@ func (e *Engine) SampleLogits(ctx context.Context, logits []float32, s DeviceSam
 // one the sampler last left in the tokens buffer, nothing is copied to the
 // device at all.
 func (e *Engine) DecodeSampled(ctx context.Context, token int32, s DeviceSampling, step int) (int32, float32, error) {
+	ctx, end, err := e.begin(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer end()
 	if err := e.sampleReady(s); err != nil {
 		return 0, 0, err
 	}

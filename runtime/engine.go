@@ -36,6 +36,8 @@ type Engine struct {
 	block Params
 	// sampler is the sample phase (devsample.go).
 	sampler deviceSampler
+	// life is the step lock Close waits on (lifetime.go).
+	life lifetime
 }
 
 // phase is a plan phase with its kernels, buffers and ports resolved.
@@ -80,6 +82,9 @@ func NewEngine(p *plan.Plan, be Backend, w Weights) (*Engine, error) {
 	}
 	e := &Engine{plan: p, be: be, globals: map[string]Mem{}, prefill: map[int]*phase{}}
 	_, e.graphs = be.(Grapher)
+	if ib, ok := be.(Interruptible); ok {
+		ib.SetInterrupt(e.interrupted)
+	}
 	if err := w.bind(e); err != nil {
 		e.Close()
 		return nil, err
@@ -191,6 +196,11 @@ func (e *Engine) bindPorts(r *phase) error {
 // SetGraphs turns replay of the decode step as a captured graph on or off
 // (on by default where the backend can capture); both give the same logits.
 func (e *Engine) SetGraphs(on bool) {
+	_, end, err := e.begin(context.Background())
+	if err != nil {
+		return
+	}
+	defer end()
 	_, can := e.be.(Grapher)
 	e.graphs = on && can
 	if !e.graphs {
@@ -222,6 +232,11 @@ func (e *Engine) Vocab() int { return e.plan.Model.Vocab }
 
 // Reset starts a new sequence: states and KV cache cleared.
 func (e *Engine) Reset() error {
+	_, end, err := e.begin(context.Background())
+	if err != nil {
+		return err
+	}
+	defer end()
 	for _, b := range e.plan.Buffers {
 		if b.Role == ir.State || b.Role == ir.KV {
 			if err := e.be.Zero(Ref{Mem: e.globals[b.Name]}, b.Bytes); err != nil {
@@ -268,6 +283,11 @@ type RowsFunc func(start int, logits [][]float32) error
 // predict the next token. With rows set, it also hands over the logits of
 // every prompt position. ctx is checked between segments and launches.
 func (e *Engine) Prefill(ctx context.Context, tokens []int32, rows RowsFunc) ([]float32, error) {
+	ctx, end, err := e.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
 	if e.broken {
 		return nil, ErrBroken
 	}
@@ -302,6 +322,11 @@ func (e *Engine) Prefill(ctx context.Context, tokens []int32, rows RowsFunc) ([]
 
 // Decode feeds one token and returns the logits of the next.
 func (e *Engine) Decode(ctx context.Context, token int32) ([]float32, error) {
+	ctx, end, err := e.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
 	if e.broken {
 		return nil, ErrBroken
 	}
@@ -427,8 +452,8 @@ func (e *Engine) replay(ctx context.Context, ph *phase) error {
 func (e *Engine) launch(ctx context.Context, ph *phase) error {
 	refs := make([]Ref, 0, 8)
 	for i := range ph.p.Launches {
-		if err := ctx.Err(); err != nil {
-			return err
+		if ctx.Err() != nil {
+			return context.Cause(ctx) // ErrClosed when Close cancelled the step
 		}
 		l := &ph.p.Launches[i]
 		r, _ := ph.kernels[i].Params.Rows()
@@ -463,8 +488,14 @@ func (e *Engine) download(m Mem, count int) ([]float32, error) {
 	return out, nil
 }
 
-// Close frees the engine's memory.
+// Close frees the engine's memory once no step uses it: it cancels the
+// running step (inside a launch on backends that check, Interruptible),
+// waits for it to return, then frees. Later calls fail with ErrClosed;
+// Close is safe to call more than once and from any goroutine.
 func (e *Engine) Close() error {
+	if !e.shut() {
+		return nil
+	}
 	e.dropGraphs()
 	for _, m := range e.globals {
 		e.be.Free(m)

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -36,6 +37,11 @@ func kvRowBytes(shape []int64, bytes int64) int64 {
 // Snapshot copies the sequence state. logits are the ones the last step
 // returned (they predict the next token).
 func (e *Engine) Snapshot(logits []float32) (*Snapshot, error) {
+	_, end, err := e.begin(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	defer end()
 	if e.broken {
 		return nil, ErrBroken
 	}
@@ -66,6 +72,11 @@ func (e *Engine) Snapshot(logits []float32) (*Snapshot, error) {
 // Restore puts the engine at the snapshot's position with its state; the
 // KV rows past it are left as they are, never read before being written.
 func (e *Engine) Restore(s *Snapshot) error {
+	_, end, err := e.begin(context.Background())
+	if err != nil {
+		return err
+	}
+	defer end()
 	if s.pos > e.plan.ContextTokens {
 		return fmt.Errorf("snapshot of %d tokens exceeds the %d-token context", s.pos, e.plan.ContextTokens)
 	}

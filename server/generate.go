@@ -293,6 +293,8 @@ func (s *Server) admit(ctx context.Context) (done func(), apiErr *openai.Error) 
 	waitStart := time.Now()
 	if err := t.Wait(ctx); err != nil {
 		switch {
+		case errors.Is(context.Cause(ctx), errShuttingDown):
+			return nil, openai.ShuttingDown()
 		case errors.Is(err, queue.ErrWaitTimeout):
 			return nil, openai.QueueTimeout()
 		case errors.Is(err, context.DeadlineExceeded):
@@ -314,6 +316,9 @@ func failure(ctx context.Context, err error) *openai.Error {
 	switch {
 	case errors.As(err, &apiErr):
 		return apiErr
+	case errors.Is(context.Cause(ctx), errShuttingDown):
+		// Cancelled at the drain deadline.
+		return openai.ShuttingDown()
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return openai.RequestTimeout()
 	case errors.Is(err, context.Canceled) || ctx.Err() != nil:

@@ -89,15 +89,29 @@ type Server struct {
 	shutdownOnce sync.Once
 	shutdownCh   chan struct{} // closed when shutdown is asked for (signal or POST /shutdown)
 	baseCtx      context.Context
-	cancelAll    context.CancelFunc
+	cancelAll    context.CancelCauseFunc // ends every request's context, with errShuttingDown
 	created      int64
+
+	// hs and served are the HTTP server Serve started and its result,
+	// for Close.
+	hs     *http.Server
+	served chan error
 }
+
+// errShuttingDown is the cause of the requests cancelled at the drain
+// deadline: they end with 503 service_shutting_down.
+var errShuttingDown = errors.New("the server is shutting down")
+
+// closeGrace bounds how long the cancelled requests of a drain that ran out
+// of time may take to write their last event, and idle connections to
+// close: the engine stops a cancelled step inside its launch.
+const closeGrace = 5 * time.Second
 
 // New makes a server; SetModel makes it ready.
 func New(cfg Config) *Server {
 	cfg.defaults()
 	s := &Server{cfg: cfg, log: cfg.Logger, shutdownCh: make(chan struct{}), created: time.Now().Unix()}
-	s.baseCtx, s.cancelAll = context.WithCancel(context.Background())
+	s.baseCtx, s.cancelAll = context.WithCancelCause(context.Background())
 	s.queue = queue.New(queue.Config{Depth: cfg.QueueDepth, WaitTimeout: cfg.QueueTimeout})
 	s.metrics = metrics.New(func() (int, int) { st := s.queue.Stats(); return st.Waiting, st.Running })
 	s.responses = newStore(cfg.ResponsesStore)
@@ -360,8 +374,12 @@ type Ready struct {
 }
 
 // Serve serves on a bound listener until ctx is done or shutdown is asked
-// for, then drains: stop admitting (503), let the active request finish
-// within the drain deadline (cancel it after), and return nil.
+// for, then drains and returns nil: new requests get 503
+// service_shutting_down, the admitted ones run within the drain deadline,
+// and at the deadline what still runs or waits is cancelled and answered
+// 503 service_shutting_down (a stream ends with an error event and [DONE]).
+// When Serve returns no request uses the engine any more, so the caller
+// may free it; the listener still answers 503 until Close.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{Handler: s.router, ReadHeaderTimeout: 30 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return s.baseCtx }}
@@ -373,21 +391,52 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	case <-s.shutdownCh:
 	}
+	s.hs, s.served = hs, errc
+	s.drain()
+	return nil
+}
+
+// drain stops admitting and waits for the requests in hand, cancelling
+// them at the drain deadline.
+func (s *Server) drain() {
 	s.log.Info("shutting down", "drain_timeout", s.cfg.DrainTimeout)
 	sdnotify.Notify("STOPPING=1")
 	s.shuttingDown.Store(true)
 	s.queue.Close()
 	dctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
-	if err := hs.Shutdown(dctx); err != nil {
-		// The drain deadline passed: cancel the active request and close.
-		s.cancelAll()
-		hs.Close()
+	if s.queue.Drain(dctx) == nil {
+		return
 	}
-	s.cancelAll()
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+	st := s.queue.Stats()
+	s.log.Warn("drain deadline passed: cancelling the requests in hand", "running", st.Running, "waiting", st.Waiting)
+	s.cancelAll(errShuttingDown)
+	gctx, gcancel := context.WithTimeout(context.Background(), closeGrace)
+	defer gcancel()
+	if err := s.queue.Drain(gctx); err != nil {
+		s.log.Error("cancelled requests did not end", "within", closeGrace)
+	}
+}
+
+// Close stops the listener Serve left answering 503, after Serve has
+// returned: it closes idle connections, gives the requests still being
+// answered (a 503, /health) a moment, then closes every connection. No
+// generation runs by then, and connections a client opened without a
+// request would hold a graceful shutdown for seconds.
+func (s *Server) Close() error {
+	if s.hs == nil {
+		return nil
+	}
+	s.cancelAll(errShuttingDown)
+	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+	defer cancel()
+	if err := s.hs.Shutdown(ctx); err != nil {
+		s.hs.Close()
+	}
+	if err := <-s.served; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	s.hs = nil
 	return nil
 }
 

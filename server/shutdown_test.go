@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -42,6 +41,9 @@ func serve(t *testing.T, ctx context.Context, cfg server.Config) *serving {
 		case <-time.After(10 * time.Second):
 			t.Error("Serve did not return")
 		}
+		if err := s.srv.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
 	})
 	return s
 }
@@ -73,7 +75,9 @@ func (s *serving) inProcess(method, path, body string) *httptest.ResponseRecorde
 
 // streamResult is a stream read to its end.
 type streamResult struct {
+	status          int
 	content, finish string
+	errCode         string // the code of an error chunk or body
 	done            bool
 	err             error
 }
@@ -81,12 +85,18 @@ type streamResult struct {
 // startStream posts a streaming chat request and reads it in the
 // background; first is closed at the first content chunk.
 func startStream(ctx context.Context, base string, first chan<- struct{}) <-chan streamResult {
+	return startChat(ctx, base, endless+`,"stream":true}`, first)
+}
+
+// startChat posts a chat request and reads its answer, a stream or a
+// whole body, in the background; first is closed at the first content
+// chunk or when the answer has ended.
+func startChat(ctx context.Context, base, body string, first chan<- struct{}) <-chan streamResult {
 	out := make(chan streamResult, 1)
 	go func() {
 		var r streamResult
 		defer func() { out <- r }()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions",
-			strings.NewReader(endless+`,"stream":true}`))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -95,6 +105,29 @@ func startStream(ctx context.Context, base string, first chan<- struct{}) <-chan
 			return
 		}
 		defer resp.Body.Close()
+		r.status = resp.StatusCode
+		if resp.Header.Get("Content-Type") != "text/event-stream" {
+			var e struct {
+				Error struct {
+					Code string `json:"code"`
+				} `json:"error"`
+				Choices []struct {
+					FinishReason string `json:"finish_reason"`
+					Message      struct {
+						Content string `json:"content"`
+					} `json:"message"`
+				} `json:"choices"`
+			}
+			raw, err := io.ReadAll(resp.Body)
+			r.err = err
+			json.Unmarshal(raw, &e)
+			r.errCode = e.Error.Code
+			if len(e.Choices) == 1 {
+				r.content, r.finish = e.Choices[0].Message.Content, e.Choices[0].FinishReason
+			}
+			close(first)
+			return
+		}
 		sc := bufio.NewScanner(resp.Body)
 		signalled := false
 		for sc.Scan() {
@@ -107,6 +140,9 @@ func startStream(ctx context.Context, base string, first chan<- struct{}) <-chan
 				continue
 			}
 			var c struct {
+				Error *struct {
+					Code string `json:"code"`
+				} `json:"error"`
 				Choices []struct {
 					Delta struct {
 						Content string `json:"content"`
@@ -115,6 +151,9 @@ func startStream(ctx context.Context, base string, first chan<- struct{}) <-chan
 				} `json:"choices"`
 			}
 			json.Unmarshal([]byte(data), &c)
+			if c.Error != nil {
+				r.errCode = c.Error.Code
+			}
 			if len(c.Choices) == 1 {
 				r.content += c.Choices[0].Delta.Content
 				r.finish += c.Choices[0].FinishReason
@@ -163,18 +202,8 @@ func TestShutdownDrains(t *testing.T) {
 	if w := s.inProcess(http.MethodGet, "/ready", ""); w.Code != http.StatusServiceUnavailable {
 		t.Errorf("/ready during shutdown: %d", w.Code)
 	}
-	// Over the network: 503, or the listener is already closed.
-	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := hc.Post(s.base+"/v1/chat/completions", "application/json", strings.NewReader(endless+"}"))
-	if err == nil {
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"service_shutting_down"`) {
-			t.Errorf("new request during shutdown: %d %s", resp.StatusCode, body)
-		}
-	} else if !isRefused(err) {
-		t.Errorf("new request during shutdown: %v", err)
-	}
+	// Over the network: the listener still answers, with 503.
+	checkRefused(t, s.base, "a new request during the drain")
 	// Both admitted requests finish: the running one and the queued one.
 	for i, c := range []<-chan streamResult{running, queued} {
 		if r := <-c; r.err != nil || !r.done || r.finish != "stop" || r.content != words {
@@ -184,31 +213,73 @@ func TestShutdownDrains(t *testing.T) {
 	s.returned(t, 5*time.Second)
 }
 
-// isRefused reports a connection the closing server turned away: refused
-// by the closed listener, or accepted just before and closed unanswered.
-func isRefused(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) || strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "EOF")
+// checkRefused posts a new chat request on a fresh connection and
+// fails unless it gets 503 service_shutting_down.
+func checkRefused(t *testing.T, base, what string) {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := hc.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(endless+"}"))
+	if err != nil {
+		t.Errorf("%s: %v", what, err)
+		return
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"service_shutting_down"`) {
+		t.Errorf("%s: %d %s", what, resp.StatusCode, body)
+	}
 }
 
-// TestShutdownDrainDeadline checks that an active request that outlasts the
-// drain deadline is cancelled, and that Serve still returns nil.
+// TestShutdownDrainDeadline checks the drain deadline: the running stream
+// ends with a service_shutting_down error chunk and [DONE], the queued
+// stream and the queued non-streamed request get 503
+// service_shutting_down, the engine stops, Serve returns nil, and the
+// listener answers 503 until Close.
 func TestShutdownDrainDeadline(t *testing.T) {
 	t.Parallel()
 	s := serve(t, context.Background(), server.Config{DrainTimeout: 200 * time.Millisecond})
 	s.eng.forever(s.f, "la ").slow(5 * time.Millisecond)
 	first := make(chan struct{})
-	inflight := startStream(context.Background(), s.base, first)
+	running := startStream(context.Background(), s.base, first)
 	<-first
+	queued := startStream(context.Background(), s.base, make(chan struct{}))
+	whole := startChat(context.Background(), s.base, endless+"}", make(chan struct{}))
+	waitFor(t, 5*time.Second, "two requests to queue", func() bool {
+		var h healthBody
+		json.Unmarshal(s.inProcess(http.MethodGet, "/health", "").Body.Bytes(), &h)
+		return h.Queue.Waiting == 2
+	})
 	s.srv.Shutdown()
 	s.returned(t, 5*time.Second)
-	if r := <-inflight; r.done {
-		t.Errorf("the endless request completed: %+v", r)
+	if r := <-running; r.err != nil || !r.done || r.errCode != "service_shutting_down" || r.finish != "" || r.content == "" {
+		t.Errorf("the running stream: %+v", r)
+	}
+	if r := <-queued; r.status != http.StatusServiceUnavailable || r.errCode != "service_shutting_down" {
+		t.Errorf("the queued stream: %+v", r)
+	}
+	if r := <-whole; r.status != http.StatusServiceUnavailable || r.errCode != "service_shutting_down" {
+		t.Errorf("the queued request: %+v", r)
 	}
 	n := s.eng.decodes.Load()
 	time.Sleep(50 * time.Millisecond)
-	if m := s.eng.decodes.Load(); m > n+3 {
+	if m := s.eng.decodes.Load(); m > n {
 		t.Errorf("the engine went on after Serve returned: %d more steps", m-n)
+	}
+	checkRefused(t, s.base, "a new request after Serve returned")
+}
+
+// TestShutdownDrainDeadlineWhole checks a non-streamed request running at
+// the drain deadline: 503 service_shutting_down.
+func TestShutdownDrainDeadlineWhole(t *testing.T) {
+	t.Parallel()
+	s := serve(t, context.Background(), server.Config{DrainTimeout: 100 * time.Millisecond})
+	s.eng.forever(s.f, "la ").slow(5 * time.Millisecond)
+	whole := startChat(context.Background(), s.base, endless+"}", make(chan struct{}))
+	waitFor(t, 5*time.Second, "the request to run", func() bool { return s.eng.decodes.Load() > 2 })
+	s.srv.Shutdown()
+	s.returned(t, 5*time.Second)
+	if r := <-whole; r.status != http.StatusServiceUnavailable || r.errCode != "service_shutting_down" {
+		t.Errorf("the running request: %+v", r)
 	}
 }
 

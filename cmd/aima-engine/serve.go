@@ -48,7 +48,10 @@ func serveCmd() *cobra.Command {
 The address is bound first (a port conflict fails at once); then the model is
 loaded and warmed, a JSON readiness line is printed on stdout, and requests are
 served by one engine worker behind a bounded queue. SIGINT or SIGTERM stops
-admitting requests, lets the active one finish within --drain-timeout, and exits 0.
+admitting requests (503 service_shutting_down), lets the admitted ones finish
+within --drain-timeout, cancels what is left at that deadline (a stream ends with
+an error event and [DONE], anything else gets 503), frees the engine once its
+worker has returned, and exits 0.
 
 --demo synthesizes the tiny model and serves it on the CPU backend: nothing to download.`,
 		Args: cobra.NoArgs,
@@ -151,12 +154,22 @@ func serve(cmd *cobra.Command, f *serveFlags) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, ln) }()
 
+	// Deferred first, so it runs last: the listener answers 503 until the
+	// engine below has been freed.
+	defer srv.Close()
+
 	l, m, err := loadModel(ctx, f, cmd.ErrOrStderr())
 	if err != nil {
 		srv.Shutdown()
 		<-served
+		if ctx.Err() != nil {
+			// Stopped while loading: a clean stop, not a failure.
+			log.Info("stopped before the model was ready", "reason", err)
+			return nil
+		}
 		return err
 	}
+	// Serve returns once no request uses the engine: only then is it freed.
 	defer l.Close()
 	srv.SetModel(m)
 	ready, _ := json.Marshal(server.Ready{Event: "ready", Address: "http://" + ln.Addr().String(), Model: m.ID,
