@@ -34,6 +34,9 @@ type ChatRequest struct {
 
 	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs,omitempty"` // an object
 	ReasoningEffort    *string         `json:"reasoning_effort,omitempty"`
+	// MaxThinkingTokens is thinking_budget: the most reasoning tokens before
+	// the server closes the reasoning and the answer begins.
+	MaxThinkingTokens *int `json:"thinking_budget,omitempty"`
 
 	User string `json:"user,omitempty"`
 	// CachePrompt false keeps this request out of the prefix cache: it
@@ -229,6 +232,8 @@ func (r *ChatRequest) decode(root *node) *Error {
 			r.ChatTemplateKwargs, err = object(v, p)
 		case "reasoning_effort":
 			r.ReasoningEffort, err = optStr(v, p)
+		case "thinking_budget":
+			r.MaxThinkingTokens, err = optInt(v, p)
 		case "user":
 			r.User, err = str(v, p)
 		case "cache_prompt":
@@ -605,6 +610,9 @@ func (r *ChatRequest) Validate() *Error {
 	}
 	if r.ReasoningEffort != nil && !reasoningEfforts[*r.ReasoningEffort] {
 		return InvalidRequest("reasoning_effort", fmt.Sprintf("'reasoning_effort' must be one of 'none', 'minimal', 'low', 'medium', 'high', got '%s'.", *r.ReasoningEffort))
+	}
+	if err := validateThinkingBudget(r.MaxThinkingTokens, "thinking_budget"); err != nil {
+		return err
 	}
 	return checkMetadata(r.Metadata, "metadata")
 }

@@ -20,9 +20,11 @@ type ResponsesRequest struct {
 	Stream    bool             `json:"stream,omitempty"`
 	Store     *bool            `json:"store,omitempty"` // default true
 	Reasoning *ReasoningConfig `json:"reasoning,omitempty"`
-	Text      *TextConfig      `json:"text,omitempty"` // format "text" only
-	Metadata  json.RawMessage  `json:"metadata,omitempty"`
-	User      string           `json:"user,omitempty"`
+	// MaxThinkingTokens is thinking_budget, as in chat completions.
+	MaxThinkingTokens *int            `json:"thinking_budget,omitempty"`
+	Text              *TextConfig     `json:"text,omitempty"` // format "text" only
+	Metadata          json.RawMessage `json:"metadata,omitempty"`
+	User              string          `json:"user,omitempty"`
 }
 
 // ResponsesInput is the input: a string (Text set) or a list of items.
@@ -257,6 +259,8 @@ func DecodeResponsesRequest(body []byte) (*ResponsesRequest, *Error) {
 			r.Store, err = optBool(v, p)
 		case "reasoning":
 			r.Reasoning, err = decodeReasoningConfig(v, p)
+		case "thinking_budget":
+			r.MaxThinkingTokens, err = optInt(v, p)
 		case "text":
 			r.Text, err = decodeTextConfig(v, p)
 		case "metadata":
@@ -484,6 +488,9 @@ func (r *ResponsesRequest) Validate() *Error {
 		default:
 			return InvalidRequest("reasoning.summary", fmt.Sprintf("'reasoning.summary' must be 'auto', 'concise' or 'detailed', got '%s'.", r.Reasoning.Summary))
 		}
+	}
+	if err := validateThinkingBudget(r.MaxThinkingTokens, "thinking_budget"); err != nil {
+		return err
 	}
 	if r.Text != nil && r.Text.Format != nil && r.Text.Format.Type != "text" {
 		return Unsupported("text.format.type", "Only the 'text' format is supported.")

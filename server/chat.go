@@ -39,6 +39,7 @@ func (s *Server) prepareChat(req *openai.ChatRequest) (*generation, *openai.Erro
 		return nil, apiErr
 	}
 	prompt.parse.Stop = req.StopStrings()
+	n, limited := req.ThinkingBudget()
 	p := genParams{prompt: prompt.ids, maxNew: maxNew, parse: prompt.parse, forced: prompt.forced, logprobs: req.Logprobs,
 		boundary: turnBoundary(m, prompt.ids), noCache: req.CachePrompt != nil && !*req.CachePrompt,
 		oneCall: prompt.parse.Tools != nil && req.ParallelToolCalls != nil && !*req.ParallelToolCalls,
@@ -46,6 +47,7 @@ func (s *Server) prepareChat(req *openai.ChatRequest) (*generation, *openai.Erro
 	if req.TopLogprobs != nil {
 		p.topLogprobs = *req.TopLogprobs
 	}
+	p.think = newThinkBudget(m, n, limited)
 	a := &chatAnswer{ck: openai.ChatChunker{ID: newID("chatcmpl-"), Model: m.ID, Created: time.Now().Unix()},
 		logprobs: req.Logprobs, usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
 	return &generation{model: m, params: p, stream: req.Stream, answer: a}, nil
@@ -100,7 +102,7 @@ func (a *chatAnswer) close(w *sse.Writer, res *genResult) error {
 		return err
 	}
 	if a.usage {
-		if err := w.Data(a.ck.Usage(usage(res))); err != nil {
+		if err := w.Data(a.ck.Usage(chatUsage(res))); err != nil {
 			return err
 		}
 	}
@@ -120,7 +122,7 @@ func (a *chatAnswer) whole(res *genResult) any {
 	if a.logprobs {
 		lps = chatLogprobs(res.logprobs)
 	}
-	return openai.NewChatCompletion(a.ck.ID, a.ck.Model, a.ck.Created, msg, lps, res.finish, usage(res))
+	return openai.NewChatCompletion(a.ck.ID, a.ck.Model, a.ck.Created, msg, lps, res.finish, chatUsage(res))
 }
 
 // failStream ends a chat or completions stream after a failure: an error
@@ -133,6 +135,13 @@ func failStream(w *sse.Writer, e *openai.Error) {
 
 func usage(res *genResult) openai.Usage {
 	return openai.NewUsage(res.promptTokens, res.completionTokens, res.cachedTokens)
+}
+
+// chatUsage is usage with the reasoning tokens of a chat answer.
+func chatUsage(res *genResult) openai.Usage {
+	u := usage(res)
+	u.CompletionTokensDetails = &openai.CompletionTokensDetails{ReasoningTokens: res.reasoningTokens}
+	return u
 }
 
 func chatLogprobs(lps []tokenLogprob) *openai.Logprobs {

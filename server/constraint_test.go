@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/aimaproject/aimac/chat"
 	"github.com/aimaproject/aimac/loader"
 	"github.com/aimaproject/aimac/output"
 	"github.com/aimaproject/aimac/runtime"
@@ -45,13 +46,17 @@ func realModel(t *testing.T) *Model {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tmpl, err := chat.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	l, err := loader.Open(loader.Options{ModelDir: dir, Buckets: []int{16, 64}, ContextTokens: 256})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
 	end, _ := tok.ID("<|im_end|>")
-	return &Model{ID: "tiny", Engine: l.Engine, Tokenizer: tok, StopIDs: []int32{end}, VocabLimit: tok.Size()}
+	return &Model{ID: "tiny", Engine: l.Engine, Tokenizer: tok, Template: tmpl, StopIDs: []int32{end}, VocabLimit: tok.Size()}
 }
 
 // TestConstraintRestrictsTokens checks the constraint hook on the real
@@ -92,5 +97,46 @@ func TestConstraintRestrictsTokens(t *testing.T) {
 	free := gen(nil)
 	if !slices.ContainsFunc(free, func(id int32) bool { return !slices.Contains(allowed, id) }) {
 		t.Errorf("unconstrained, the model drew only allowed tokens %v: the test proves nothing", free)
+	}
+}
+
+// TestConstraintAfterTheReasoning checks on the real engine that the
+// constraint governs the answer only: the reasoning (four free tokens under
+// a thinking budget) is drawn without it, the template's closing tokens
+// are written by the budget, and every token after them is constrained.
+func TestConstraintAfterTheReasoning(t *testing.T) {
+	t.Parallel()
+	m := realModel(t)
+	s := New(Config{})
+	prompt, apiErr := s.buildChatPrompt(m, chatInput{messages: []byte(`[{"role":"user","content":"Say yes or no."}]`)})
+	if apiErr != nil {
+		t.Fatal(apiErr)
+	}
+	if !prompt.parse.StartInReasoning {
+		t.Fatal("the prompt does not open the reasoning")
+	}
+	c := &tokenSet{ids: m.Tokenizer.Encode(" yes no")}
+	const budget, maxNew = 4, 20
+	p := genParams{prompt: prompt.ids, maxNew: maxNew, parse: prompt.parse, constraint: c, think: newThinkBudget(m, budget, true),
+		sampler: runtime.SamplerConfig{Temperature: 1.5, Seed: 5, VocabLimit: m.VocabLimit}}
+	res, err := s.generate(context.Background(), m, p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closing := p.think.close
+	answer := maxNew - budget - len(closing)
+	if res.completionTokens != maxNew || res.reasoningTokens != budget+len(m.Tokenizer.Encode("\n</think>")) {
+		t.Errorf("%d tokens, %d of them reasoning", res.completionTokens, res.reasoningTokens)
+	}
+	if c.masks != answer || len(c.advanced) != answer {
+		t.Errorf("the constraint was asked %d times and advanced %d times, want %d (the answer's tokens)", c.masks, len(c.advanced), answer)
+	}
+	for _, id := range c.advanced {
+		if !slices.Contains(c.ids, id) {
+			t.Errorf("answer token %d is outside the allowed %v", id, c.ids)
+		}
+	}
+	if want := m.Tokenizer.Encode("\n</think>\n\n"); !slices.Equal(closing, want) {
+		t.Errorf("the template's reasoning close is %v, want the tokens of \\n</think>\\n\\n %v", closing, want)
 	}
 }

@@ -38,6 +38,8 @@ type genParams struct {
 	// constraint restricts the answer's tokens (constrained decoding); nil
 	// leaves them free.
 	constraint Constraint
+	// think bounds the reasoning (thinking_budget, reasoning_effort).
+	think thinkBudget
 }
 
 // genStep is what one sampled token produced.
@@ -65,6 +67,7 @@ type alternative struct {
 type genResult struct {
 	promptTokens, completionTokens int
 	cachedTokens                   int    // prompt tokens restored from the prefix cache
+	reasoningTokens                int    // completion tokens inside the reasoning, its closing tag included
 	finish                         string // stop, length or tool_calls
 	result                         output.Result
 	events                         []output.Event // every event, in order
@@ -139,9 +142,52 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 	dec := m.Tokenizer.NewDecoder(true)
 	stopped := false
 	var prev int32 // the last token drawn
+	unfed := false // prev is drawn on the device but not yet fed to the engine
+	// write adds one completion token's text to the output.
+	write := func(tok int32, lp *tokenLogprob) error {
+		if parser.InReasoning() {
+			res.reasoningTokens++
+		}
+		piece, err := dec.Add(tok)
+		if err != nil {
+			return err
+		}
+		return add(genStep{events: parser.Write(piece), text: piece, logprob: lp})
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
+		}
+		if p.think.limited && parser.InReasoning() && res.reasoningTokens >= p.think.n {
+			// The budget is spent: close the reasoning as the template
+			// does; the answer is drawn after it.
+			if unfed {
+				if logits, err = m.Engine.Decode(ctx, prev); err != nil {
+					return nil, err
+				}
+				unfed = false
+			}
+			full := false
+			for _, tok := range p.think.close {
+				res.completionTokens++
+				if err := write(tok, nil); err != nil {
+					return nil, err
+				}
+				if full = res.completionTokens >= p.maxNew; full {
+					break
+				}
+				if logits, err = m.Engine.Decode(ctx, tok); err != nil {
+					return nil, err
+				}
+			}
+			if full {
+				res.finish = "length"
+				break
+			}
+			if parser.InReasoning() { // the close did not close: never again
+				p.think.limited = false
+			}
+			continue
 		}
 		var tok int32
 		var lp *tokenLogprob
@@ -163,11 +209,12 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 			// The first draw is from the prompt's logits; every later one
 			// decodes the token before it on the device first.
 			var l float32
-			if res.completionTokens == 0 {
-				tok, l, err = ds.SampleLogits(ctx, logits, dev, 0)
-			} else {
+			if unfed {
 				tok, l, err = ds.DecodeSampled(ctx, prev, dev, res.completionTokens)
+			} else {
+				tok, l, err = ds.SampleLogits(ctx, logits, dev, res.completionTokens)
 			}
+			unfed = false
 			if err != nil {
 				return nil, err
 			}
@@ -205,11 +252,7 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 			res.finish = "stop"
 			break
 		}
-		piece, err := dec.Add(tok)
-		if err != nil {
-			return nil, err
-		}
-		if err := add(genStep{events: parser.Write(piece), text: piece, logprob: lp}); err != nil {
+		if err := write(tok, lp); err != nil {
 			return nil, err
 		}
 		if parser.Stopped() || callDone {
@@ -221,7 +264,8 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 			break
 		}
 		if onDevice {
-			continue // the next draw decodes tok
+			unfed = true // the next draw decodes tok
+			continue
 		}
 		if logits, err = m.Engine.Decode(ctx, tok); err != nil {
 			return nil, err

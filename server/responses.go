@@ -55,6 +55,8 @@ func (s *Server) prepareResponse(req *openai.ResponsesRequest) (*generation, *op
 	p := genParams{prompt: prompt.ids, maxNew: maxNew, parse: prompt.parse, forced: prompt.forced, boundary: turnBoundary(m, prompt.ids),
 		oneCall: prompt.parse.Tools != nil && req.ParallelToolCalls != nil && !*req.ParallelToolCalls,
 		sampler: samplerConfig(m, req.Sampling)}
+	n, limited := req.ThinkingBudget()
+	p.think = newThinkBudget(m, n, limited)
 	a := &responseAnswer{s: s, m: m, req: req, history: history,
 		b: openai.NewResponseBuilder(openai.NewResponse(newID("resp_"), m.ID, time.Now().Unix(), req))}
 	return &generation{model: m, params: p, stream: req.Stream, answer: a}, nil
@@ -109,11 +111,7 @@ func (a *responseAnswer) finish(res *genResult) []openai.ResponseEvent {
 	if res.finish == "length" {
 		incomplete = "max_output_tokens"
 	}
-	reasoning := 0
-	if res.result.Reasoning != "" {
-		reasoning = len(a.m.Tokenizer.Encode(res.result.Reasoning))
-	}
-	evs := a.b.Finish(openai.NewResponseUsage(res.promptTokens, res.completionTokens, res.cachedTokens, min(reasoning, res.completionTokens)), incomplete)
+	evs := a.b.Finish(openai.NewResponseUsage(res.promptTokens, res.completionTokens, res.cachedTokens, res.reasoningTokens), incomplete)
 	resp := a.b.Response()
 	if resp.Store {
 		history, _ := a.req.Conversation(a.history)
