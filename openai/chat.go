@@ -767,6 +767,9 @@ func argumentsObject(args, path string) (json.RawMessage, *Error) {
 		return json.RawMessage("{}"), nil
 	}
 	n, err := parseJSON([]byte(args))
+	if err != nil && err.Code == CodeNestingTooDeep {
+		return nil, NestingTooDeep(path)
+	}
 	if err != nil {
 		return nil, InvalidRequest(path, fmt.Sprintf("'%s' must be a JSON object encoded as a string: %s", path, err.Message))
 	}

@@ -18,6 +18,7 @@ const (
 const (
 	CodeInvalidJSON           = "invalid_json"
 	CodeInvalidRequest        = "invalid_request"
+	CodeNestingTooDeep        = "nesting_too_deep"
 	CodeUnsupportedParameter  = "unsupported_parameter"
 	CodeContextLengthExceeded = "context_length_exceeded"
 	CodeInvalidAPIKey         = "invalid_api_key"
@@ -85,6 +86,14 @@ func newError(status int, typ, code, param, msg string) *Error {
 // InvalidJSON reports a body that is not acceptable JSON (400).
 func InvalidJSON(msg string) *Error {
 	return newError(http.StatusBadRequest, TypeInvalidRequest, CodeInvalidJSON, "", msg)
+}
+
+// NestingTooDeep reports JSON nested deeper than MaxNesting (400): tool
+// schemas, tool-call arguments and template variables reach the chat
+// template, which must never be handed unbounded recursion.
+func NestingTooDeep(param string) *Error {
+	return newError(http.StatusBadRequest, TypeInvalidRequest, CodeNestingTooDeep, param,
+		fmt.Sprintf("'%s' nests JSON deeper than %d levels.", param, MaxNesting))
 }
 
 // InvalidRequest reports a field with a wrong type or value (400).

@@ -89,8 +89,11 @@ func (p *pathSeg) String() string {
 	return b.String()
 }
 
-// maxDepth bounds nesting (encoding/json's own limit is the same).
-const maxDepth = 10000
+// MaxNesting is the deepest JSON a request may hold, counting every object
+// and array from the body's top level (or from the top of an encoded
+// tool-call arguments string): real tool schemas nest a few levels, and
+// what is decoded reaches the chat template, whose rendering recurses.
+const MaxNesting = 128
 
 // parseJSON parses body into a tree, rejecting what strict decoding rejects
 // at the syntax level: invalid JSON (with its byte offset), invalid UTF-8,
@@ -166,8 +169,12 @@ func (p *parser) ws() {
 
 // value parses the value at p.pos; at is its path, for error messages.
 func (p *parser) value(at *pathSeg, depth int) (*node, *Error) {
-	if depth > maxDepth {
-		return nil, InvalidJSON("Invalid JSON: nesting too deep.")
+	if depth > MaxNesting {
+		param := "body"
+		if at != nil {
+			param = at.String()
+		}
+		return nil, NestingTooDeep(param)
 	}
 	p.ws()
 	start := p.pos

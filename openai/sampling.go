@@ -16,6 +16,10 @@ type Sampling struct {
 	TopK              *int     `json:"top_k,omitempty"`
 	Seed              *int64   `json:"seed,omitempty"`
 	N                 *int     `json:"n,omitempty"`
+	// SkipSpecialTokens false keeps the vocabulary's control tokens
+	// (<|fim_pad|>, a stray </think>…) in the output text; by default they
+	// are left out, as HuggingFace and vLLM do.
+	SkipSpecialTokens *bool `json:"skip_special_tokens,omitempty"`
 }
 
 // decodeField reads key into s when it is a sampling field; known is false
@@ -40,6 +44,8 @@ func (s *Sampling) decodeField(key string, v *node, p string) (known bool, err *
 		s.Seed, err = optInt64(v, p)
 	case "n":
 		s.N, err = optInt(v, p)
+	case "skip_special_tokens":
+		s.SkipSpecialTokens, err = optBool(v, p)
 	default:
 		return false, nil
 	}

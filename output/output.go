@@ -152,6 +152,7 @@ const (
 type Parser struct {
 	tools     map[string]map[string]bool // function → parameter → streamed as a string
 	toolsOn   bool
+	raw       bool
 	newCallID func() string
 
 	st  state
@@ -195,7 +196,7 @@ func New(o Options) *Parser {
 	}
 	switch {
 	case o.Raw:
-		p.toolsOn, p.tools, p.st, p.trimLead = false, nil, stContent, false
+		p.toolsOn, p.tools, p.st, p.trimLead, p.raw = false, nil, stContent, false, true
 	case o.StartInReasoning:
 		p.st, p.trimSet = stReasoning, whitespace
 	default:
@@ -213,6 +214,40 @@ func (p *Parser) Write(text string) []Event {
 	p.buf += text
 	p.run()
 	return p.take()
+}
+
+// Control consumes a control token of the vocabulary (an added token such
+// as "</think>" or "<|fim_pad|>"). The output's own markup goes on as
+// Write would take it: "<tool_call>" and "</tool_call>" always (a call, or
+// readable text where calls are not parsed), "<think>" and "</think>" where
+// the grammar reads them — a stray one in the answer is dropped — and as
+// text in Raw mode, which continues a prompt verbatim. Every other control
+// token is dropped, so that none reaches the text.
+func (p *Parser) Control(token string) []Event {
+	switch {
+	case p.stopped || p.closed:
+		return nil
+	case token == callOpen || token == callClose:
+	case token == thinkOpen || token == thinkClose:
+		if !p.raw && !p.readsThink(token) {
+			return nil
+		}
+	default:
+		return nil
+	}
+	return p.Write(token)
+}
+
+// readsThink reports whether the grammar reads a reasoning tag where the
+// parser is: "</think>" inside the reasoning, "<think>" opening the output.
+func (p *Parser) readsThink(token string) bool {
+	switch p.st {
+	case stReasoning:
+		return token == thinkClose
+	case stContent:
+		return p.firstOutput && token == thinkOpen && strings.TrimLeft(p.buf, p.trimSet) == ""
+	}
+	return false
 }
 
 // Close flushes what is held back at the end of generation: text that turned

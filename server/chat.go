@@ -42,8 +42,9 @@ func (s *Server) prepareChat(req *openai.ChatRequest) (*generation, *openai.Erro
 	n, limited := req.ThinkingBudget()
 	p := genParams{prompt: prompt.ids, maxNew: maxNew, parse: prompt.parse, forced: prompt.forced, logprobs: req.Logprobs,
 		boundary: turnBoundary(m, prompt.ids), noCache: req.CachePrompt != nil && !*req.CachePrompt,
-		oneCall: prompt.parse.Tools != nil && req.ParallelToolCalls != nil && !*req.ParallelToolCalls,
-		sampler: samplerConfig(m, req.Sampling)}
+		oneCall:     prompt.parse.Tools != nil && req.ParallelToolCalls != nil && !*req.ParallelToolCalls,
+		sampler:     samplerConfig(m, req.Sampling),
+		keepSpecial: req.SkipSpecialTokens != nil && !*req.SkipSpecialTokens}
 	if req.TopLogprobs != nil {
 		p.topLogprobs = *req.TopLogprobs
 	}

@@ -50,7 +50,8 @@ func (s *Server) prepareCompletion(req *openai.CompletionRequest) (*generation, 
 		return nil, apiErr
 	}
 	p := genParams{prompt: ids, maxNew: maxNew, noCache: req.CachePrompt != nil && !*req.CachePrompt,
-		parse: output.Options{Raw: true, Stop: req.Stop}, sampler: samplerConfig(m, req.Sampling)}
+		parse: output.Options{Raw: true, Stop: req.Stop}, sampler: samplerConfig(m, req.Sampling),
+		keepSpecial: req.SkipSpecialTokens != nil && !*req.SkipSpecialTokens}
 	if req.Logprobs != nil {
 		p.logprobs, p.topLogprobs = true, *req.Logprobs
 	}

@@ -12,6 +12,7 @@ import (
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/aimaproject/aimac/openai"
 	"github.com/aimaproject/aimac/server"
 )
 
@@ -108,8 +109,20 @@ func TestErrors(t *testing.T) {
 			want: errorReply{Status: 405, Code: "method_not_allowed", Type: "invalid_request_error", Header: "GET,DELETE"}},
 		{name: "body over the limit", body: valid + `,"user":"` + strings.Repeat("x", 1<<16) + `"}`,
 			want: errorReply{Status: 413, Code: "request_too_large", Type: "invalid_request_error"}},
-		{name: "not JSON content", body: valid + `}`, contentType: "text/plain",
+		{name: "a multipart form", body: valid + `}`, contentType: "multipart/form-data; boundary=x",
 			want: errorReply{Status: 415, Code: "unsupported_media_type", Type: "invalid_request_error"}},
+		{name: "JSON sent as a form (curl -d)", body: valid + `,"max_tokens":2}`, contentType: "application/x-www-form-urlencoded",
+			want: errorReply{Status: 200}},
+		{name: "JSON sent as text", body: valid + `,"max_tokens":2}`, contentType: "text/plain",
+			want: errorReply{Status: 200}},
+		{name: "a form that is not JSON", body: `model=x&messages=y`, contentType: "application/x-www-form-urlencoded",
+			want: errorReply{Status: 400, Code: "invalid_json", Type: "invalid_request_error"}},
+		{name: "tool parameters nested 1000 deep", body: valid + `,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":` + deep(1000) + `}}}]}`,
+			want: errorReply{Status: 400, Code: "nesting_too_deep", Type: "invalid_request_error", Param: "tools[0].function.parameters.properties" + strings.Repeat(".a", openai.MaxNesting-4)}},
+		{name: "tool-call arguments nested 1000 deep", body: `{"model":"test/tiny","messages":[{"role":"user","content":"x"},{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"` + strings.ReplaceAll(deep(1000), `"`, `\"`) + `"}}]}]}`,
+			want: errorReply{Status: 400, Code: "nesting_too_deep", Type: "invalid_request_error", Param: "messages[1].tool_calls[0].function.arguments"}},
+		{name: "tool parameters as deep as allowed", body: valid + `,"max_tokens":2,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":` + deep(openai.MaxNesting-5) + `}}}]}`,
+			want: errorReply{Status: 200}},
 		{name: "JSON with a charset", body: valid + `,"max_tokens":2}`, contentType: "application/json; charset=utf-8",
 			want: errorReply{Status: 200}},
 	}
@@ -233,4 +246,9 @@ func TestAuth(t *testing.T) {
 			t.Errorf("%s %s: 401 without WWW-Authenticate or code: %v %s", tc.method, tc.path, r.header, r.body)
 		}
 	}
+}
+
+// deep is a JSON object nested depth levels: {"a":{"a":…{}}}.
+func deep(depth int) string {
+	return strings.Repeat(`{"a":`, depth-1) + "{}" + strings.Repeat("}", depth-1)
 }

@@ -40,6 +40,9 @@ type genParams struct {
 	constraint Constraint
 	// think bounds the reasoning (thinking_budget, reasoning_effort).
 	think thinkBudget
+	// keepSpecial puts control tokens in the text (skip_special_tokens
+	// false); by default the parser reads them as markup or drops them.
+	keepSpecial bool
 }
 
 // genStep is what one sampled token produced.
@@ -139,7 +142,7 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 		return nil, err
 	}
 	res.cachedTokens = cached
-	dec := m.Tokenizer.NewDecoder(true)
+	dec := m.Tokenizer.NewDecoder(!p.keepSpecial)
 	stopped := false
 	var prev int32 // the last token drawn
 	unfed := false // prev is drawn on the device but not yet fed to the engine
@@ -147,6 +150,10 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 	write := func(tok int32, lp *tokenLogprob) error {
 		if parser.InReasoning() {
 			res.reasoningTokens++
+		}
+		if !p.keepSpecial && m.Tokenizer.Added(tok) {
+			// A control token is markup or nothing, never text.
+			return add(genStep{events: parser.Control(string(m.Tokenizer.TokenBytes(tok))), logprob: lp})
 		}
 		piece, err := dec.Add(tok)
 		if err != nil {

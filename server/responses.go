@@ -53,8 +53,9 @@ func (s *Server) prepareResponse(req *openai.ResponsesRequest) (*generation, *op
 		return nil, apiErr
 	}
 	p := genParams{prompt: prompt.ids, maxNew: maxNew, parse: prompt.parse, forced: prompt.forced, boundary: turnBoundary(m, prompt.ids),
-		oneCall: prompt.parse.Tools != nil && req.ParallelToolCalls != nil && !*req.ParallelToolCalls,
-		sampler: samplerConfig(m, req.Sampling)}
+		oneCall:     prompt.parse.Tools != nil && req.ParallelToolCalls != nil && !*req.ParallelToolCalls,
+		sampler:     samplerConfig(m, req.Sampling),
+		keepSpecial: req.SkipSpecialTokens != nil && !*req.SkipSpecialTokens}
 	n, limited := req.ThinkingBudget()
 	p.think = newThinkBudget(m, n, limited)
 	a := &responseAnswer{s: s, m: m, req: req, history: history,

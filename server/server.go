@@ -291,12 +291,13 @@ func (s *Server) observe(next http.Handler) http.Handler {
 	})
 }
 
-// jsonBody enforces the body limit and the JSON content type.
+// jsonBody enforces the body limit and reads every body as JSON whatever
+// its content type says — `curl -d` sends application/x-www-form-urlencoded
+// — except a multipart form, which cannot be one JSON value (415).
 func (s *Server) jsonBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ct := r.Header.Get("Content-Type"); ct != "" {
-			mt, _, err := mime.ParseMediaType(ct)
-			if err != nil || mt != "application/json" {
+			if mt, _, err := mime.ParseMediaType(ct); err == nil && strings.HasPrefix(mt, "multipart/") {
 				writeError(w, openai.UnsupportedMediaType())
 				return
 			}

@@ -51,6 +51,7 @@ type Tokenizer struct {
 const (
 	flagKnown = 1 << iota
 	flagSpecial
+	flagAdded
 )
 
 // Load reads a HuggingFace tokenizer.json, so the engine can use the
@@ -306,7 +307,7 @@ func (t *Tokenizer) buildTable() error {
 		// Where an added token shares an id with a vocabulary entry it
 		// wins, as in HF's id_to_token.
 		strs[a.id] = a.content
-		t.flags[a.id] = flagKnown
+		t.flags[a.id] = flagKnown | flagAdded
 		if a.special {
 			t.flags[a.id] |= flagSpecial
 		}
@@ -385,6 +386,13 @@ func (t *Tokenizer) ID(token string) (int32, bool) {
 // Decode drops when asked to skip special tokens.
 func (t *Tokenizer) Special(id int32) bool {
 	return id >= 0 && int(id) < len(t.flags) && t.flags[id]&flagSpecial != 0
+}
+
+// Added reports whether id is one of the tokenizer's added tokens, special
+// or not: for these checkpoints the control tokens (<|im_end|>, <think>,
+// <tool_call>, <|fim_pad|>…), which stand for markup rather than text.
+func (t *Tokenizer) Added(id int32) bool {
+	return id >= 0 && int(id) < len(t.flags) && t.flags[id]&flagAdded != 0
 }
 
 // known reports whether id names a token.
