@@ -35,7 +35,7 @@ type Config struct {
 	QueueDepth      int           // waiting requests (default 16)
 	QueueTimeout    time.Duration // longest wait in the queue (default 5m)
 	RequestTimeout  time.Duration // end-to-end deadline of a request (default 30m)
-	DrainTimeout    time.Duration // how long shutdown waits for the active request (default 30s)
+	DrainTimeout    time.Duration // how long shutdown waits for the admitted requests (default 30s)
 	MaxBodyBytes    int64         // request body limit (default 4 MiB)
 	EnableShutdown  bool          // POST /shutdown
 	DisableThinking bool          // answer without thinking unless a request asks for it

@@ -69,7 +69,7 @@ worker has returned, and exits 0.
 	fl.IntVar(&f.cfg.QueueDepth, "queue-depth", 16, "requests that may wait for the engine")
 	fl.DurationVar(&f.cfg.QueueTimeout, "queue-timeout", 5*time.Minute, "longest wait in the queue (503 queue_timeout)")
 	fl.DurationVar(&f.cfg.RequestTimeout, "request-timeout", 30*time.Minute, "end-to-end deadline of a request (504)")
-	fl.DurationVar(&f.cfg.DrainTimeout, "drain-timeout", 30*time.Second, "how long shutdown waits for the active request")
+	fl.DurationVar(&f.cfg.DrainTimeout, "drain-timeout", 30*time.Second, "how long shutdown waits for the admitted requests before cancelling them (503 service_shutting_down)")
 	fl.Int64Var(&f.cfg.MaxBodyBytes, "max-body-bytes", 4<<20, "request body limit (413 beyond)")
 	fl.BoolVar(&f.cfg.EnableShutdown, "enable-shutdown-endpoint", false, "accept POST /shutdown")
 	fl.BoolVar(&f.thinking, "enable-thinking", true, "think before answering unless a request says otherwise")
