@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/aimaproject/aimac/chat"
 	"github.com/aimaproject/aimac/loader"
 	"github.com/aimaproject/aimac/output"
@@ -138,5 +140,43 @@ func TestConstraintAfterTheReasoning(t *testing.T) {
 	}
 	if want := m.Tokenizer.Encode("\n</think>\n\n"); !slices.Equal(closing, want) {
 		t.Errorf("the template's reasoning close is %v, want the tokens of \\n</think>\\n\\n %v", closing, want)
+	}
+}
+
+// TestThinkingBudgetOnBothSamplers checks the budget's forced close on the
+// real engine through device sampling and host sampling: greedy, both give
+// the same answer, with the reasoning closed after the budget.
+func TestThinkingBudgetOnBothSamplers(t *testing.T) {
+	t.Parallel()
+	m := realModel(t)
+	if ds, ok := m.Engine.(DeviceSampler); !ok || !ds.CanSample() {
+		t.Fatal("the CPU engine does not sample on the device")
+	}
+	s := New(Config{})
+	prompt, apiErr := s.buildChatPrompt(m, chatInput{messages: []byte(`[{"role":"user","content":"Think briefly."}]`)})
+	if apiErr != nil {
+		t.Fatal(apiErr)
+	}
+	run := func(host bool) *genResult {
+		p := genParams{prompt: prompt.ids, maxNew: 16, parse: prompt.parse, think: newThinkBudget(m, 3, true),
+			sampler: runtime.SamplerConfig{VocabLimit: m.VocabLimit}}
+		if host {
+			p.logprobs, p.topLogprobs = true, 1 // only the host sampler lists alternatives
+		}
+		if _, _, onDevice := deviceSampling(m, p); onDevice == host {
+			t.Fatalf("host %v: the request samples on the device: %v", host, onDevice)
+		}
+		res, err := s.generate(context.Background(), m, p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	dev, host := run(false), run(true)
+	if diff := cmp.Diff(host.result, dev.result); diff != "" || dev.completionTokens != host.completionTokens {
+		t.Errorf("device sampling differs from host sampling (-host +device, %d vs %d tokens):\n%s", host.completionTokens, dev.completionTokens, diff)
+	}
+	if want := 3 + len(m.Tokenizer.Encode("\n</think>")); dev.reasoningTokens != want {
+		t.Errorf("%d reasoning tokens, want %d", dev.reasoningTokens, want)
 	}
 }
