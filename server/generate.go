@@ -146,6 +146,19 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 	stopped := false
 	var prev int32 // the last token drawn
 	unfed := false // prev is drawn on the device but not yet fed to the engine
+	// firstToken records the time to the first token, drawn or written by
+	// the budget; it counts from the request's arrival, as the client
+	// waits: queue, template, prefill.
+	firstToken := func() {
+		if res.completionTokens != 1 {
+			return
+		}
+		arrived, ok := ctx.Value(arrivalKey).(time.Time)
+		if !ok {
+			arrived = start
+		}
+		s.metrics.TTFT(time.Since(arrived))
+	}
 	// write adds one completion token's text to the output.
 	write := func(tok int32, lp *tokenLogprob) error {
 		if parser.InReasoning() {
@@ -177,6 +190,7 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 			full := false
 			for _, tok := range p.think.close {
 				res.completionTokens++
+				firstToken()
 				if err := write(tok, nil); err != nil {
 					return nil, err
 				}
@@ -246,15 +260,7 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 		}
 		prev = tok
 		res.completionTokens++
-		if res.completionTokens == 1 {
-			// Time to first token counts from the request's arrival, as
-			// the client waits: queue, template, prefill.
-			arrived, ok := ctx.Value(arrivalKey).(time.Time)
-			if !ok {
-				arrived = start
-			}
-			s.metrics.TTFT(time.Since(arrived))
-		}
+		firstToken()
 		if slices.Contains(m.StopIDs, tok) {
 			res.finish = "stop"
 			break
