@@ -335,3 +335,46 @@ func TestShutdownEndpoint(t *testing.T) {
 	}
 	on.returned(t, 5*time.Second)
 }
+
+// TestShutdownDrainDeadlineResponses checks a Responses stream running at
+// the drain deadline: it ends with response.failed, code
+// service_shutting_down.
+func TestShutdownDrainDeadlineResponses(t *testing.T) {
+	t.Parallel()
+	s := serve(t, context.Background(), server.Config{DrainTimeout: 100 * time.Millisecond})
+	s.eng.forever(s.f, "la ").slow(5 * time.Millisecond)
+	done := make(chan string, 1)
+	go func() {
+		resp, err := http.Post(s.base+"/v1/responses", "application/json",
+			strings.NewReader(`{"model":"`+modelID+`","input":"talk","reasoning":{"effort":"none"},"stream":true}`))
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		last := ""
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				last = data
+			}
+		}
+		done <- last
+	}()
+	waitFor(t, 5*time.Second, "the request to run", func() bool { return s.eng.decodes.Load() > 2 })
+	s.srv.Shutdown()
+	s.returned(t, 5*time.Second)
+	var ev struct {
+		Type     string `json:"type"`
+		Response struct {
+			Status string `json:"status"`
+			Error  struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		} `json:"response"`
+	}
+	last := <-done
+	if err := json.Unmarshal([]byte(last), &ev); err != nil || ev.Type != "response.failed" || ev.Response.Status != "failed" || ev.Response.Error.Code != "service_shutting_down" {
+		t.Errorf("the stream's last event: %s", last)
+	}
+}
