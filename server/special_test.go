@@ -1,7 +1,9 @@
 package server_test
 
 import (
+	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -45,6 +47,26 @@ func TestSpecialTokens(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("text (-want +got):\n%s", diff)
+			}
+			// Streamed, token by token, the same text.
+			h.eng.say(h.f, script)
+			streamed := ""
+			for _, e := range h.stream(t, tt.path, strings.TrimSuffix(body, "}")+`,"stream":true}`) {
+				var c struct {
+					Choices []struct {
+						Text  string `json:"text"`
+						Delta struct {
+							Content string `json:"content"`
+						} `json:"delta"`
+					} `json:"choices"`
+				}
+				json.Unmarshal([]byte(e.data), &c)
+				if len(c.Choices) == 1 {
+					streamed += c.Choices[0].Text + c.Choices[0].Delta.Content
+				}
+			}
+			if diff := cmp.Diff(tt.want, streamed); diff != "" {
+				t.Errorf("streamed text (-want +got):\n%s", diff)
 			}
 		})
 	}
