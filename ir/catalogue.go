@@ -32,6 +32,14 @@ const (
 	MatMulAdd Kind = "matmul_add" // matmul whose output is added into a residual: y += x · Wᵀ
 )
 
+// Split kinds: made by the planner's split_kv pass from one op of the kinds
+// above, which stays their oracle: attention at decode split across the
+// context (flash-decoding), then the partial softmaxes merged.
+const (
+	AttentionDecodeSplit Kind = "attention_decode_split" // SPEC §2.3 step 5 over one split of the context
+	AttentionCombine     Kind = "attention_combine"      // merges the splits' partial softmaxes into attention's out
+)
+
 // Weight generation: no step's graph uses it; every plan lists one kernel
 // per weight dtype and runtime.SyntheticWeights launches them.
 const (

@@ -78,6 +78,9 @@ type LaunchConfig struct {
 	Warp           int // lanes of a warp (sm_90) or wave (gfx1151, wave32)
 	MaxSharedBytes int // shared memory (LDS) a block may use
 	Stages         int // software pipeline stages of tiled loops (1: none)
+	// Multiprocessors is the number of SMs (CUs on gfx1151): what a grid
+	// sized to fill the device counts, whatever the rows.
+	Multiprocessors int
 }
 
 // Warps is the number of warps of a block.

@@ -253,6 +253,8 @@ func families() []*ir.Family {
 				return nil
 			},
 		},
+		attentionDecodeSplit(),
+		attentionCombine(),
 		{
 			Kind: ir.AttnOutputGate,
 			Operands: []ir.OperandSpec{

@@ -50,11 +50,12 @@ type TargetSpec struct {
 // targets is the per-target table. Both GPUs run 256-thread blocks of
 // 32-lane warps (gfx1151 in wave32), so one template serves both dialects;
 // sm_90's shared memory is the 48 KiB a kernel gets without the dynamic
-// shared-memory opt-in, gfx1151's the 64 KiB of LDS a workgroup may use.
+// shared-memory opt-in, gfx1151's the 64 KiB of LDS a workgroup may use;
+// the H100 and H200 have 132 SMs, the Radeon 8060S 40 CUs.
 var targets = map[Target]TargetSpec{
 	CPU:     {},
-	SM90:    {Dialect: CUDA, ObjectExt: ".cubin", Compiler: "nvcc", Launch: ir.LaunchConfig{Threads: 256, Warp: 32, MaxSharedBytes: 48 << 10, Stages: 1}},
-	GFX1151: {Dialect: HIP, ObjectExt: ".hsaco", Compiler: "hipcc", Launch: ir.LaunchConfig{Threads: 256, Warp: 32, MaxSharedBytes: 64 << 10, Stages: 1}},
+	SM90:    {Dialect: CUDA, ObjectExt: ".cubin", Compiler: "nvcc", Launch: ir.LaunchConfig{Threads: 256, Warp: 32, MaxSharedBytes: 48 << 10, Stages: 1, Multiprocessors: 132}},
+	GFX1151: {Dialect: HIP, ObjectExt: ".hsaco", Compiler: "hipcc", Launch: ir.LaunchConfig{Threads: 256, Warp: 32, MaxSharedBytes: 64 << 10, Stages: 1, Multiprocessors: 40}},
 }
 
 // Valid reports whether t is a known target.

@@ -29,6 +29,12 @@ type Options struct {
 	KVDType ir.DType
 	// Fusion says whether the fusion pass runs (FuseDefault: on GPU targets).
 	Fusion Fusion
+	// DecodeSplits is the split count of the decode step's split-KV
+	// attention (the split_kv pass): 0 picks the target's (twice its
+	// multiprocessors' worth of blocks on a GPU; none on the cpu, whose
+	// plan keeps attention as the oracle), a negative value keeps
+	// attention, n > 0 asks for n on any target.
+	DecodeSplits int
 }
 
 // DefaultBuckets are the real model's prefill buckets.

@@ -1,0 +1,101 @@
+package planner
+
+import (
+	"fmt"
+
+	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
+	"github.com/aimaproject/aimac/plan"
+)
+
+// The split_kv pass: the decode step's attention, one block per query head
+// over the whole context, becomes attention_decode_split (a block per
+// split of the context and KV head's block of query heads) followed by
+// attention_combine, with the partial softmaxes in a planned activation
+// (attn_partial). Prefill keeps attention: its rows fill the device.
+
+// splitBlocksPerSM is how many split blocks per multiprocessor the decode
+// attention aims for: two, so that the blocks of one SM overlap each
+// other's load latency where they fit side by side, while the partial
+// records (8 KiB per split of a KV head's eight heads of 256 dims) stay a
+// small share of what the split reads.
+const splitBlocksPerSM = 2
+
+// splitAlign is the granule of a split's range of positions: at short
+// contexts the leading splits take splitAlign positions each (a warp step
+// of every warp) and the rest write neutral partials.
+const splitAlign = 32
+
+// decodeSplits is the number of splits of the decode attention for the
+// options (0: keep attention).
+func (o *Options) decodeSplits(blocksPerSplit int) int {
+	switch {
+	case o.DecodeSplits < 0:
+		return 0
+	case o.DecodeSplits > 0:
+		return o.DecodeSplits
+	case !o.Target.GPU():
+		return 0 // the cpu plan keeps attention, the oracle
+	}
+	return max(1, ir.Ceil(splitBlocksPerSM*o.Target.Launch().Multiprocessors, blocksPerSplit))
+}
+
+func splitPass(c *compilation) error {
+	for i, g := range c.graphs {
+		if c.steps[i].Kind != plan.DecodeStep {
+			continue
+		}
+		if splitDecodeAttention(g, &c.o) == 0 {
+			continue
+		}
+		if err := g.Verify(kernels.Families); err != nil {
+			return fmt.Errorf("%s: %w", g.Name, err)
+		}
+	}
+	return nil
+}
+
+// splitDecodeAttention rewrites every attention op of g that the split
+// kernel serves (head_dim a multiple of the 32 lanes of a warp) into the
+// split and combine pair; it returns the number of rewrites.
+func splitDecodeAttention(g *ir.Graph, o *Options) int {
+	n := 0
+	var ops []*ir.Op
+	for _, op := range g.Ops {
+		p := op.Params
+		if op.Kind != ir.Attention || p.Int("head_dim")%32 != 0 {
+			ops = append(ops, op)
+			continue
+		}
+		heads, group := p.Int("q_heads"), p.Int("q_heads")/p.Int("kv_heads")
+		blockHeads := kernels.BlockHeads(group, p.Int("head_dim"))
+		splits := min(o.decodeSplits(heads/blockHeads), kernels.MaxSplits)
+		if splits == 0 {
+			ops = append(ops, op)
+			continue
+		}
+		sp := p.Clone()
+		sp.SetInt("splits", int64(splits))
+		sp.SetInt("split_align", splitAlign)
+		sp.SetInt("block_heads", int64(blockHeads))
+		partial := g.Tensor("attn_partial")
+		if partial == nil {
+			width := int64(heads * splits * kernels.PartialStride(p.Int("head_dim")))
+			partial = g.AddTensor(ir.Tensor{Name: "attn_partial", Role: ir.Activation, DType: ir.F32, Shape: []int64{int64(g.Tokens), width}})
+		}
+		part := ir.Operand{Tensor: partial.ID}
+		cp := ir.Params{}
+		for _, k := range []string{"q_heads", "head_dim"} {
+			cp.SetInt(k, int64(p.Int(k)))
+		}
+		cp.SetInt("splits", int64(splits))
+		ops = append(ops,
+			&ir.Op{Kind: ir.AttentionDecodeSplit, Layer: op.Layer, Rows: op.Rows, Params: sp,
+				Operands: []ir.Operand{part, op.Operands[1], op.Operands[2], op.Operands[3]}},
+			&ir.Op{Kind: ir.AttentionCombine, Layer: op.Layer, Rows: op.Rows, Params: cp,
+				Operands: []ir.Operand{op.Operands[0], part}})
+		n++
+	}
+	g.Ops = ops
+	return n
+}
