@@ -44,6 +44,11 @@ type caseMeta struct {
 	// Params is the parameter block the kernel's last argument points at.
 	Params [ir.ParamSlots]int32 `json:"params"`
 	Args   []caseArg            `json:"args"`
+	// TimeReps, Bytes and Note: a speed case's launches to time, the bytes
+	// one launch must move (for GB/s) and what it measures.
+	TimeReps int    `json:"time_reps,omitempty"`
+	Bytes    int64  `json:"bytes,omitempty"`
+	Note     string `json:"note,omitempty"`
 }
 
 // caseGrid is the planner's launch rule for a launch of n rows on sm_90:
@@ -198,7 +203,7 @@ func writeCase(t *testing.T, dir string, c gpuCase, seed uint64) {
 			beta[j] = float32(rng.Float64())
 			g[j] = float32(-rng.Float64() * 0.3)
 		}
-	case ir.Attention, ir.KVAppend:
+	case ir.Attention, ir.KVAppend, ir.AttentionDecodeSplit:
 		for _, name := range []string{"k_cache", "v_cache"} {
 			v := a.F32(name)
 			for j := range v {
@@ -239,6 +244,8 @@ func writeCase(t *testing.T, dir string, c gpuCase, seed uint64) {
 			}
 		}
 		ids[k-1] = -1 // an id outside the experts contributes nothing
+	case ir.AttentionCombine:
+		fillPartials(rng, a.F32("partial"), p.Int("head_dim"), p.Int("splits"))
 	}
 	meta := caseMeta{Kernel: c.k.Name, Grid: caseGrid(c.k, c.n), Block: caseBlock(), N: c.n, Params: block}
 	// save writes operand i as the kernel takes it (AnyFloat as bf16 for a

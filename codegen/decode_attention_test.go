@@ -1,0 +1,224 @@
+package codegen
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aimaproject/aimac/hipcc"
+	"github.com/aimaproject/aimac/kernels"
+	"github.com/aimaproject/aimac/plan"
+)
+
+// splitKernel is an attention_decode_split kernel; block_heads is the
+// planner's (kernels.BlockHeads).
+func splitKernel(hq, hkv, d, capacity, splits, align int, bf16KV bool) plan.Kernel {
+	kv := 0.0
+	if bf16KV {
+		kv = 1
+	}
+	return kern("attention_decode_split", map[string]float64{"q_heads": float64(hq), "kv_heads": float64(hkv),
+		"head_dim": float64(d), "scale": 1 / math.Sqrt(float64(d)), "capacity": float64(capacity), "width": float64(hkv * d),
+		"kv_bf16": kv, "splits": float64(splits), "split_align": float64(align), "block_heads": float64(kernels.BlockHeads(hq/hkv, d))})
+}
+
+func combineKernel(hq, d, splits int) plan.Kernel {
+	return kern("attention_combine", map[string]float64{"q_heads": float64(hq), "head_dim": float64(d), "splits": float64(splits)})
+}
+
+// decodeAttentionCases are the correctness cases of the split pair: the
+// real model's heads (16 query, 2 KV, 256 dims) with sm_90's 132 splits,
+// f32 and bf16 KV, pos 0, below the splits and the alignment, mid-context,
+// at the capacity's last position; the tiny fixtures' heads (4, 2, 32:
+// scalar loads); a group of 3 heads (padded lane slots), one head per KV
+// head of 128 dims, a 512-dim head (one position per warp step); several
+// rows; combines of the real size, the tiny size and a 64-dim head (scalar
+// path), one split.
+func decodeAttentionCases() []gpuCase {
+	var cs []gpuCase
+	for _, bf := range []bool{false, true} {
+		sfx := map[bool]string{false: "", true: "_bf16"}[bf]
+		cs = append(cs,
+			gpuCase{"dsplit_pos0" + sfx, splitKernel(16, 2, 256, 300, 132, 32, bf), 1, 0},
+			gpuCase{"dsplit_short" + sfx, splitKernel(16, 2, 256, 300, 132, 32, bf), 1, 20},
+			gpuCase{"dsplit_mid" + sfx, splitKernel(16, 2, 256, 300, 7, 32, bf), 1, 150},
+			gpuCase{"dsplit_full" + sfx, splitKernel(16, 2, 256, 300, 132, 1, bf), 1, 299},
+			gpuCase{"dsplit_rows" + sfx, splitKernel(16, 2, 256, 300, 5, 4, bf), 3, 200},
+			gpuCase{"dsplit_tiny" + sfx, splitKernel(4, 2, 32, 96, 132, 32, bf), 1, 70},
+			gpuCase{"dsplit_tiny_rows" + sfx, splitKernel(4, 2, 32, 96, 3, 1, bf), 2, 93},
+			gpuCase{"dsplit_group3" + sfx, splitKernel(6, 2, 64, 80, 9, 1, bf), 2, 41},
+			gpuCase{"dsplit_mha" + sfx, splitKernel(2, 2, 128, 64, 4, 8, bf), 1, 63},
+			gpuCase{"dsplit_wide" + sfx, splitKernel(4, 1, 512, 50, 3, 1, bf), 1, 37},
+		)
+	}
+	return append(cs,
+		gpuCase{"dcombine", combineKernel(16, 256, 132), 1, 0},
+		gpuCase{"dcombine_rows", combineKernel(16, 256, 7), 3, 0},
+		gpuCase{"dcombine_tiny", combineKernel(4, 32, 132), 2, 0},
+		gpuCase{"dcombine_d64", combineKernel(6, 64, 9), 2, 0},
+		gpuCase{"dcombine_one", combineKernel(2, 128, 1), 1, 0},
+	)
+}
+
+// fillPartials makes partial records like the split kernel's: m a score
+// scale, l ≥ 1, accumulators of l's size; every third split neutral (m = l
+// = 0) with a NaN accumulator, which the combine must not read.
+func fillPartials(rng *rand.Rand, partial []float32, d, splits int) {
+	rec := kernels.PartialStride(d)
+	for r := 0; r+rec <= len(partial); r += rec {
+		s := (r / rec) % splits
+		x := partial[r:][:rec]
+		if s%3 == 2 {
+			for i := range d {
+				x[i] = float32(math.NaN())
+			}
+			x[d], x[d+1] = 0, 0
+			continue
+		}
+		l := 1 + rng.Float64()*30
+		for i := range d {
+			x[i] = float32(rng.NormFloat64() * l * 0.3)
+		}
+		x[d], x[d+1] = float32(rng.NormFloat64()*3), float32(l)
+	}
+}
+
+// decodeSpeed is one speed case at the real model's heads: the split at a
+// context of ctx positions (pos = ctx − 1) with sm_90's 132 splits, or the
+// combine of its partials.
+type decodeSpeed struct {
+	name   string
+	ctx    int
+	bf16   bool
+	reps   int
+	isComb bool
+}
+
+// TestWriteGPUCasesDecodeAttention writes the split pair's correctness
+// cases and, with -gpucases, its speed cases (the KV of 32K f32 positions
+// is 128 MB; without -gpucases they are not written). A speed case's
+// bytes are what one launch must move: the split reads K and V of every
+// position (2 × ctx × kv_heads × head_dim × element size) and q, and writes
+// the records of the splits that got positions; the combine reads those
+// records and writes out.
+func TestWriteGPUCasesDecodeAttention(t *testing.T) {
+	out := *gpuCases
+	if out == "" {
+		out = t.TempDir()
+	}
+	for i, c := range decodeAttentionCases() {
+		writeCase(t, filepath.Join(out, c.name), c, uint64(1000+i))
+	}
+	if *gpuCases == "" {
+		return
+	}
+	const hq, hkv, d, splits = 16, 2, 256, 132
+	speeds := []decodeSpeed{
+		{"dsplit_speed_1k_bf16", 1024, true, 200, false},
+		{"dsplit_speed_8k_bf16", 8192, true, 200, false},
+		{"dsplit_speed_32k_bf16", 32768, true, 100, false},
+		{"dsplit_speed_32k_f32", 32768, false, 100, false},
+		{"dcombine_speed_32k", 32768, false, 200, true},
+	}
+	for i, sp := range speeds {
+		es := 4
+		if sp.bf16 {
+			es = 2
+		}
+		active := 0
+		for s := range splits {
+			if lo, hi := kernels.SplitRange(sp.ctx, splits, 32, s); lo < hi {
+				active++
+			}
+		}
+		records := int64(hq * active * kernels.PartialStride(d) * 4)
+		c := gpuCase{sp.name, splitKernel(hq, hkv, d, sp.ctx, splits, 32, sp.bf16), 1, sp.ctx - 1}
+		bytes := 2*int64(sp.ctx)*hkv*d*int64(es) + hq*d*4 + records
+		note := fmt.Sprintf("split of a %d-position context, %s KV", sp.ctx, map[bool]string{false: "f32", true: "bf16"}[sp.bf16])
+		if kv := 2 * sp.ctx * hkv * d * es; kv < 50<<20 {
+			note += fmt.Sprintf("; its %d MB of KV fit in the 50 MB L2, so repeated launches measure L2, not HBM", kv>>20)
+		}
+		if sp.isComb {
+			c = gpuCase{sp.name, combineKernel(hq, d, splits), 1, 0}
+			bytes = records + hq*d*4
+			note = "combine of 132 splits' records (in L2 right after the split in a real step)"
+		}
+		dir := filepath.Join(out, sp.name)
+		writeCase(t, dir, c, uint64(2000+i))
+		path := filepath.Join(dir, "meta.json")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var meta caseMeta
+		if err := json.Unmarshal(b, &meta); err != nil {
+			t.Fatal(err)
+		}
+		meta.TimeReps, meta.Bytes, meta.Note = sp.reps, bytes, note
+		b, _ = json.MarshalIndent(meta, "", " ")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestCompileDecodeAttention compiles every split-pair kernel of the cases
+// for gfx1151 (the frozen plan holds only the real model's f32 ones) and
+// to PTX for sm_90: no scratch, VGPRs and LDS within budget, no warnings.
+func TestCompileDecodeAttention(t *testing.T) {
+	c := clang(t)
+	seen := map[string]bool{}
+	var hip, cuda []hipcc.Source
+	for i, gc := range decodeAttentionCases() {
+		k := gc.k
+		k.Name = fmt.Sprintf("%s_%d", k.Family, i)
+		for _, target := range plan.GPUTargets() {
+			s, err := Render(target, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			code := strings.ReplaceAll(s.Code, k.Name, "k")
+			if seen[string(target)+code] {
+				continue
+			}
+			seen[string(target)+code] = true
+			if target == plan.GFX1151 {
+				hip = append(hip, hipcc.Source{Name: k.Name, Code: s.Code})
+			} else {
+				cuda = append(cuda, hipcc.Source{Name: k.Name, Code: s.Code})
+			}
+		}
+	}
+	results, err := c.Compile(context.Background(), hipcc.GFX1151, hip, hipcc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		res := r.Resources
+		t.Logf("%-28s vgpr %3d lds %6d scratch %d", r.Name, res.VGPRs, res.LDSBytes, res.ScratchBytes)
+		if why := res.Spills(); why != "" || res.ScratchBytes != 0 || res.VGPRs == 0 || res.VGPRs > maxVGPRs || res.LDSBytes > maxLDS {
+			t.Errorf("%s: %+v %s", r.Name, res, why)
+		}
+		if strings.Contains(r.Log, "warning") {
+			t.Errorf("%s: compiler warnings:\n%s", r.Name, r.Log)
+		}
+	}
+	ptx, err := c.SyntaxCheckCUDA(context.Background(), cuda, hipcc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range ptx {
+		if !strings.Contains(string(r.Object), ".entry "+r.Name) || strings.Contains(r.Log, "warning") {
+			t.Errorf("%s: PTX without its entry or with warnings:\n%s", r.Name, r.Log)
+		}
+	}
+	if len(results) == 0 || len(ptx) == 0 {
+		t.Fatal("nothing compiled")
+	}
+}
