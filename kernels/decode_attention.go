@@ -149,7 +149,11 @@ const MaxBlockHeadDims = 2048
 
 // MaxSplits bounds the splits (the combine keeps a weight per split in
 // shared memory).
-const MaxSplits = 4096
+const MaxSplits = 1024
+
+// MaxSplitHeadDim bounds head_dim: the combine sums a head_dim row per warp
+// in shared memory (32 KiB at 1024 with 8 warps, within sm_90's 48 KiB).
+const MaxSplitHeadDim = 1024
 
 func pow2Ceil(x int) int {
 	p := 1
@@ -237,8 +241,8 @@ func checkPartial(p ir.Params) error {
 	if p.Int("splits") > MaxSplits {
 		return fmt.Errorf("splits %d exceed %d", p.Int("splits"), MaxSplits)
 	}
-	if p.Int("head_dim")%4 != 0 {
-		return fmt.Errorf("head_dim %d is not a multiple of 4", p.Int("head_dim"))
+	if d := p.Int("head_dim"); d%4 != 0 || d > MaxSplitHeadDim {
+		return fmt.Errorf("head_dim %d is not a multiple of 4 up to %d", d, MaxSplitHeadDim)
 	}
 	return nil
 }

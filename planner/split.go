@@ -56,14 +56,15 @@ func splitPass(c *compilation) error {
 }
 
 // splitDecodeAttention rewrites every attention op of g that the split
-// kernel serves (head_dim a multiple of the 32 lanes of a warp) into the
-// split and combine pair; it returns the number of rewrites.
+// kernel serves (head_dim a multiple of the 32 lanes of a warp, which its
+// template is written for, up to kernels.MaxSplitHeadDim) into the split
+// and combine pair; it returns the number of rewrites.
 func splitDecodeAttention(g *ir.Graph, o *Options) int {
 	n := 0
 	var ops []*ir.Op
 	for _, op := range g.Ops {
 		p := op.Params
-		if op.Kind != ir.Attention || p.Int("head_dim")%32 != 0 {
+		if op.Kind != ir.Attention || p.Int("head_dim")%32 != 0 || p.Int("head_dim") > kernels.MaxSplitHeadDim {
 			ops = append(ops, op)
 			continue
 		}
