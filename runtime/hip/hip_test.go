@@ -515,7 +515,7 @@ func decodeLaunches(t *testing.T, p *plan.Plan) ([]*plan.Kernel, []*plan.Launch)
 		l := &ph.Launches[i]
 		k := kernelOf(t, p, l.Kernel)
 		switch ir.Kind(k.Family) {
-		case ir.Embedding, ir.MoEDown, ir.Attention, ir.RMSNorm:
+		case ir.Embedding, ir.MoEDown, ir.AttentionDecodeSplit, ir.RMSNorm:
 			if !seen[k.Family] {
 				seen[k.Family] = true
 				ks, ls = append(ks, k), append(ls, l)
