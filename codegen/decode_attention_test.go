@@ -33,8 +33,8 @@ func combineKernel(hq, d, splits int) plan.Kernel {
 }
 
 // decodeAttentionCases are the correctness cases of the split pair: the
-// real model's heads (16 query, 2 KV, 256 dims) with sm_90's 132 splits,
-// f32 and bf16 KV, pos 0, below the splits and the alignment, mid-context,
+// real model's heads (16 query, 2 KV, 256 dims) with gfx1151's 40 and
+// sm_90's 132 splits, f32 and bf16 KV, pos 0, below the splits and the alignment, mid-context,
 // at the capacity's last position; the tiny fixtures' heads (4, 2, 32:
 // scalar loads); a group of 3 heads (padded lane slots), one head per KV
 // head of 128 dims, a 512-dim head (one position per warp step); several
@@ -45,8 +45,8 @@ func decodeAttentionCases() []gpuCase {
 	for _, bf := range []bool{false, true} {
 		sfx := map[bool]string{false: "", true: "_bf16"}[bf]
 		cs = append(cs,
-			gpuCase{"dsplit_pos0" + sfx, splitKernel(16, 2, 256, 300, 132, 32, bf), 1, 0},
-			gpuCase{"dsplit_short" + sfx, splitKernel(16, 2, 256, 300, 132, 32, bf), 1, 20},
+			gpuCase{"dsplit_pos0" + sfx, splitKernel(16, 2, 256, 300, 40, 32, bf), 1, 0},
+			gpuCase{"dsplit_short" + sfx, splitKernel(16, 2, 256, 300, 40, 32, bf), 1, 20},
 			gpuCase{"dsplit_mid" + sfx, splitKernel(16, 2, 256, 300, 7, 32, bf), 1, 150},
 			gpuCase{"dsplit_full" + sfx, splitKernel(16, 2, 256, 300, 132, 1, bf), 1, 299},
 			gpuCase{"dsplit_rows" + sfx, splitKernel(16, 2, 256, 300, 5, 4, bf), 3, 200},
