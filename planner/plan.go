@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
 )
 
@@ -32,8 +33,8 @@ type Options struct {
 	// DecodeSplits is the split count of the decode step's split-KV
 	// attention (the split_kv pass): 0 picks the target's (twice its
 	// multiprocessors' worth of blocks on a GPU; none on the cpu, whose
-	// plan keeps attention as the oracle), a negative value keeps
-	// attention, n > 0 asks for n on any target.
+	// plan keeps attention as the oracle), -1 keeps attention, n in [1,
+	// kernels.MaxSplits] asks for n on any target.
 	DecodeSplits int
 }
 
@@ -116,6 +117,9 @@ func (o *Options) check() error {
 	}
 	if o.Fusion != FuseDefault && o.Fusion != FuseOn && o.Fusion != FuseOff {
 		errs = append(errs, fmt.Errorf("fusion %q: want %q, %q or empty (the target's default)", o.Fusion, FuseOn, FuseOff))
+	}
+	if o.DecodeSplits < -1 || o.DecodeSplits > kernels.MaxSplits {
+		errs = append(errs, fmt.Errorf("decode splits %d: want -1 (attention), 0 (the target's) or 1 to %d", o.DecodeSplits, kernels.MaxSplits))
 	}
 	if o.Chunk < 1 || o.Chunk > 1024 {
 		errs = append(errs, fmt.Errorf("chunk %d: want 1 to 1024", o.Chunk))

@@ -30,7 +30,7 @@ const splitAlign = 32
 // options (0: keep attention).
 func (o *Options) decodeSplits(blocksPerSplit int) int {
 	switch {
-	case o.DecodeSplits < 0:
+	case o.DecodeSplits == -1:
 		return 0
 	case o.DecodeSplits > 0:
 		return o.DecodeSplits
@@ -70,7 +70,7 @@ func splitDecodeAttention(g *ir.Graph, o *Options) int {
 		}
 		heads, group := p.Int("q_heads"), p.Int("q_heads")/p.Int("kv_heads")
 		blockHeads := kernels.BlockHeads(group, p.Int("head_dim"))
-		splits := min(o.decodeSplits(heads/blockHeads), kernels.MaxSplits)
+		splits := min(o.decodeSplits(heads/blockHeads), kernels.MaxSplits) // the target's count may exceed it
 		if splits == 0 {
 			ops = append(ops, op)
 			continue

@@ -67,7 +67,7 @@ func parseBuckets(s string) ([]int, error) {
 
 func planCmd() *cobra.Command {
 	var dir, target, buckets, out, kvDType, fusion string
-	var ctxTokens int
+	var ctxTokens, decodeSplits int
 	c := &cobra.Command{
 		Use:   "plan",
 		Short: "Lower the model and write its plan (canonical JSON)",
@@ -85,7 +85,8 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 			if err != nil {
 				return err
 			}
-			p, err := planner.Plan(m, planner.Options{Target: plan.Target(target), Buckets: bs, ContextTokens: ctxTokens, KVDType: ir.DType(kvDType), Fusion: planner.Fusion(fusion)})
+			p, err := planner.Plan(m, planner.Options{Target: plan.Target(target), Buckets: bs, ContextTokens: ctxTokens, KVDType: ir.DType(kvDType), Fusion: planner.Fusion(fusion),
+				DecodeSplits: decodeSplits})
 			if err != nil {
 				return err
 			}
@@ -106,6 +107,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 	c.Flags().IntVar(&ctxTokens, "context-tokens", 262144, "context capacity (prompt + output tokens)")
 	c.Flags().StringVar(&kvDType, "kv-dtype", "f32", "KV cache element type: f32, or bf16 on a GPU target (half the bytes, less exact)")
 	c.Flags().StringVar(&fusion, "fusion", "", "the fusion pass: on, off, or empty for the target's default (on for GPU targets)")
+	c.Flags().IntVar(&decodeSplits, "decode-splits", 0, "splits of the decode step's split-KV attention: 0 for the target's (GPU: from its multiprocessors; cpu: none), -1 to keep attention, 1 to 1024 on any target")
 	c.Flags().StringVar(&out, "out", "-", "output file (- for stdout)")
 	return c
 }
