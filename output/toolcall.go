@@ -303,10 +303,18 @@ func stringParams(schema json.RawMessage) map[string]bool {
 	}
 	m := make(map[string]bool, len(s.Properties))
 	for k, v := range s.Properties {
-		types := schemaTypes(v, 0)
-		m[k] = len(types) == 0 || len(types) == 1 && types["string"]
+		m[k] = StringValued(v)
 	}
 	return m
+}
+
+// StringValued reports whether a parameter with this schema is written as
+// raw text (and streamed as a JSON string) rather than as JSON: when the
+// schema allows strings only, or says nothing of its type. Constrained
+// decoding writes tool calls by the same rule.
+func StringValued(schema json.RawMessage) bool {
+	types := schemaTypes(schema, 0)
+	return len(types) == 0 || len(types) == 1 && types["string"]
 }
 
 // schemaTypes collects the JSON types a parameter schema allows, from "type"
