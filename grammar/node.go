@@ -59,8 +59,8 @@ type node struct {
 // value it can spell lies within the bounds. Magnitudes are kept per sign
 // (0: positive, 1: negative) as closed intervals, infinite when unbounded.
 type numRange struct {
-	integer bool // no fraction, no exponent
-	bounded bool // no exponent; the integer part is tracked
+	integer        bool // no fraction, no exponent
+	bounded        bool // no exponent; the integer part is tracked
 	intLo, intHi   [2]float64
 	fracLo, fracHi [2]float64
 }
