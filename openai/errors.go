@@ -16,22 +16,25 @@ const (
 
 // Stable error codes, one per kind of failure.
 const (
-	CodeInvalidJSON           = "invalid_json"
-	CodeInvalidRequest        = "invalid_request"
-	CodeNestingTooDeep        = "nesting_too_deep"
-	CodeUnsupportedParameter  = "unsupported_parameter"
-	CodeContextLengthExceeded = "context_length_exceeded"
-	CodeInvalidAPIKey         = "invalid_api_key"
-	CodeModelNotFound         = "model_not_found"
-	CodeNotFound              = "not_found"
-	CodeMethodNotAllowed      = "method_not_allowed"
-	CodeRequestTooLarge       = "request_too_large"
-	CodeUnsupportedMediaType  = "unsupported_media_type"
-	CodeQueueFull             = "queue_full"
-	CodeQueueTimeout          = "queue_timeout"
-	CodeShuttingDown          = "service_shutting_down"
-	CodeRequestTimeout        = "request_timeout"
-	CodeInternal              = "internal_error"
+	CodeInvalidJSON          = "invalid_json"
+	CodeInvalidRequest       = "invalid_request"
+	CodeNestingTooDeep       = "nesting_too_deep"
+	CodeUnsupportedParameter = "unsupported_parameter"
+	// CodeUnsupportedSchemaKeyword: a JSON schema keyword that constrained
+	// decoding cannot enforce (refused rather than ignored).
+	CodeUnsupportedSchemaKeyword = "unsupported_schema_keyword"
+	CodeContextLengthExceeded    = "context_length_exceeded"
+	CodeInvalidAPIKey            = "invalid_api_key"
+	CodeModelNotFound            = "model_not_found"
+	CodeNotFound                 = "not_found"
+	CodeMethodNotAllowed         = "method_not_allowed"
+	CodeRequestTooLarge          = "request_too_large"
+	CodeUnsupportedMediaType     = "unsupported_media_type"
+	CodeQueueFull                = "queue_full"
+	CodeQueueTimeout             = "queue_timeout"
+	CodeShuttingDown             = "service_shutting_down"
+	CodeRequestTimeout           = "request_timeout"
+	CodeInternal                 = "internal_error"
 )
 
 // Error is an API error: the HTTP status and the OpenAI error body
@@ -104,6 +107,12 @@ func InvalidRequest(param, msg string) *Error {
 // Unsupported reports an unknown field or a feature this server lacks (400).
 func Unsupported(param, msg string) *Error {
 	return newError(http.StatusBadRequest, TypeInvalidRequest, CodeUnsupportedParameter, param, msg)
+}
+
+// UnsupportedSchemaKeyword reports a schema keyword constrained decoding
+// cannot enforce (400); param is where in the request the schema is.
+func UnsupportedSchemaKeyword(param, msg string) *Error {
+	return newError(http.StatusBadRequest, TypeInvalidRequest, CodeUnsupportedSchemaKeyword, param, msg)
 }
 
 // ContextLengthExceeded reports a prompt plus max tokens beyond the context (400).

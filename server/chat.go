@@ -21,9 +21,6 @@ func (s *Server) prepareChat(req *openai.ChatRequest) (*generation, *openai.Erro
 	if apiErr != nil {
 		return nil, apiErr
 	}
-	if rf := req.ResponseFormat; rf != nil && rf.Type != "text" {
-		return nil, openai.Unsupported("response_format", "response_format "+rf.Type+" is not enforced by this server yet; only \"text\" is accepted")
-	}
 	messages, apiErr := req.TemplateMessages()
 	if apiErr != nil {
 		return nil, apiErr
@@ -40,7 +37,7 @@ func (s *Server) prepareChat(req *openai.ChatRequest) (*generation, *openai.Erro
 	}
 	prompt.parse.Stop = req.StopStrings()
 	n, limited := req.ThinkingBudget()
-	p := genParams{prompt: prompt.ids, maxNew: maxNew, parse: prompt.parse, forced: prompt.forced, logprobs: req.Logprobs,
+	p := genParams{prompt: prompt.ids, maxNew: maxNew, parse: prompt.parse, constraint: prompt.constraint, logprobs: req.Logprobs,
 		boundary: turnBoundary(m, prompt.ids), noCache: req.CachePrompt != nil && !*req.CachePrompt,
 		oneCall:     prompt.parse.Tools != nil && req.ParallelToolCalls != nil && !*req.ParallelToolCalls,
 		sampler:     samplerConfig(m, req.Sampling),
@@ -49,6 +46,14 @@ func (s *Server) prepareChat(req *openai.ChatRequest) (*generation, *openai.Erro
 		p.topLogprobs = *req.TopLogprobs
 	}
 	p.think = newThinkBudget(m, n, limited)
+	if rf := req.ResponseFormat; rf != nil && rf.Type != "text" {
+		if p.constraint != nil {
+			return nil, openai.InvalidRequest("response_format", "response_format "+rf.Type+" cannot be combined with a required or named tool_choice: the answer is a tool call")
+		}
+		if p.constraint, apiErr = formatConstraint(m, rf); apiErr != nil {
+			return nil, apiErr
+		}
+	}
 	a := &chatAnswer{ck: openai.ChatChunker{ID: newID("chatcmpl-"), Model: m.ID, Created: time.Now().Unix()},
 		logprobs: req.Logprobs, usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
 	return &generation{model: m, params: p, stream: req.Stream, answer: a}, nil

@@ -257,23 +257,23 @@ func TestChatScripted(t *testing.T) {
 		},
 		want: answer{Reasoning: "Hm.", Content: weatherCall, Finish: "stop"},
 	}, {
-		name:   "tool_choice required commits the answer to a call",
-		script: "get_weather>\n<parameter=city>\nRome\n</parameter>\n</function>\n</tool_call>",
+		name:   "tool_choice required constrains the answer to a call",
+		script: "<tool_call>\n<function=get_weather>\n<parameter=city>\nRome\n</parameter>\n</function>\n</tool_call>",
 		params: func(p *oai.ChatCompletionNewParams) {
 			p.Tools = []oai.ChatCompletionToolUnionParam{weatherTool}
 			p.ToolChoice = oai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: oai.String("required")}
 		},
 		want:      answer{Finish: "tool_calls", ContentNull: true, Calls: []call{{"get_weather", `{"city": "Rome"}`}}},
-		promptEnd: "<think>\n\n</think>\n\n<tool_call>\n<function=",
+		promptEnd: "<think>\n\n</think>\n\n",
 	}, {
-		name:   "a named tool_choice commits the answer to that function",
-		script: "<parameter=city>\nRome\n</parameter>\n<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>",
+		name:   "a named tool_choice constrains the answer to that function",
+		script: "<tool_call>\n<function=get_weather>\n<parameter=city>\nRome\n</parameter>\n<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>",
 		params: func(p *oai.ChatCompletionNewParams) {
 			p.Tools = []oai.ChatCompletionToolUnionParam{weatherTool}
 			p.ToolChoice = oai.ToolChoiceOptionFunctionToolChoice(oai.ChatCompletionNamedToolChoiceFunctionParam{Name: "get_weather"})
 		},
 		want:      answer{Finish: "tool_calls", ContentNull: true, Calls: []call{{"get_weather", `{"city": "Rome", "days": 2}`}}},
-		promptEnd: "<tool_call>\n<function=get_weather>\n",
+		promptEnd: "<think>\n\n</think>\n\n",
 	}, {
 		name:   "stop string",
 		script: "Fine.\n</think>\n\nHello world. STOP here and more words.",

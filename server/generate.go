@@ -24,9 +24,6 @@ type genParams struct {
 	logprobs    bool
 	topLogprobs int
 	parse       output.Options
-	// forced is assistant text the prompt already commits the model to
-	// (a required tool call's opening): parsed as output, never generated.
-	forced string
 	// oneCall ends the generation once the first tool call is complete
 	// (parallel_tool_calls false).
 	oneCall bool
@@ -129,11 +126,6 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 			return nil
 		}
 		return emit(st)
-	}
-	if p.forced != "" {
-		if err := add(genStep{events: parser.Write(p.forced)}); err != nil {
-			return nil, err
-		}
 	}
 	ds, dev, onDevice := deviceSampling(m, p)
 	start := time.Now()

@@ -16,7 +16,8 @@ type chatPrompt struct {
 	text   string
 	ids    []int32
 	parse  output.Options
-	forced string
+	// constraint forces a required or named tool call (nil: none).
+	constraint Constraint
 }
 
 // chatInput is a conversation in template form.
@@ -30,9 +31,10 @@ type chatInput struct {
 }
 
 // buildChatPrompt renders the checkpoint's own template and tokenizes the
-// result. A required or named tool choice is enforced by committing the
-// answer to a tool call's opening (with thinking off), so the model can
-// only complete a call.
+// result. A required or named tool choice is enforced by constrained
+// decoding: a grammar of the tool-call block, the declared names and each
+// tool's parameters (toolConstraint); thinking is off for it unless the
+// request turns it on, and the call follows the reasoning then.
 func (s *Server) buildChatPrompt(m *Model, in chatInput) (*chatPrompt, *openai.Error) {
 	return s.buildChatPromptOpts(m, in, true)
 }
@@ -48,14 +50,8 @@ func (s *Server) buildChatPromptOpts(m *Model, in chatInput, addGenerationPrompt
 		in.tools = nil
 	}
 	thinking := in.thinking
-	forced := ""
-	switch mode {
-	case "required":
-		forced = "<tool_call>\n<function="
-	case "function":
-		forced = "<tool_call>\n<function=" + in.choice.Name + ">\n"
-	}
-	if forced != "" {
+	mustCall := in.tools != nil && (mode == openai.ToolChoiceRequired || mode == openai.ToolChoiceFunction)
+	if mustCall && thinking == nil {
 		off := false
 		thinking = &off
 	} else if thinking == nil && s.cfg.DisableThinking {
@@ -74,16 +70,22 @@ func (s *Server) buildChatPromptOpts(m *Model, in chatInput, addGenerationPrompt
 		}
 		return nil, openai.Internal("rendering the chat template: " + err.Error())
 	}
-	p := &chatPrompt{text: text + forced, forced: forced}
+	p := &chatPrompt{text: text}
 	p.ids = m.Tokenizer.Encode(p.text)
 	// The template leaves the answer inside <think> when thinking is on.
-	p.parse.StartInReasoning = forced == "" && strings.HasSuffix(text, "<think>\n")
+	p.parse.StartInReasoning = strings.HasSuffix(text, "<think>\n")
 	if in.tools != nil {
 		for _, d := range in.defs {
 			p.parse.Tools = append(p.parse.Tools, output.ToolSchema{Name: d.Function.Name, Parameters: d.Function.Parameters})
 		}
 	}
 	p.parse.NewCallID = func() string { return newID("call_") }
+	if mustCall && addGenerationPrompt {
+		var apiErr *openai.Error
+		if p.constraint, apiErr = toolConstraint(m, in.defs, in.choice); apiErr != nil {
+			return nil, apiErr
+		}
+	}
 	return p, nil
 }
 

@@ -52,7 +52,7 @@ func (s *Server) prepareResponse(req *openai.ResponsesRequest) (*generation, *op
 	if apiErr != nil {
 		return nil, apiErr
 	}
-	p := genParams{prompt: prompt.ids, maxNew: maxNew, parse: prompt.parse, forced: prompt.forced, boundary: turnBoundary(m, prompt.ids),
+	p := genParams{prompt: prompt.ids, maxNew: maxNew, parse: prompt.parse, constraint: prompt.constraint, boundary: turnBoundary(m, prompt.ids),
 		oneCall:     prompt.parse.Tools != nil && req.ParallelToolCalls != nil && !*req.ParallelToolCalls,
 		sampler:     samplerConfig(m, req.Sampling),
 		keepSpecial: req.SkipSpecialTokens != nil && !*req.SkipSpecialTokens}

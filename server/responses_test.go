@@ -216,7 +216,7 @@ func TestResponsesStreaming(t *testing.T) {
 		last: "response.completed",
 	}, {
 		name:   "tool_choice required",
-		script: "get_weather>\n<parameter=city>\nRome\n</parameter>\n</function>\n</tool_call>",
+		script: "<tool_call>\n<function=get_weather>\n<parameter=city>\nRome\n</parameter>\n</function>\n</tool_call>",
 		params: responses.ResponseNewParams{Tools: []responses.ToolUnionParam{weather},
 			ToolChoice: responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: oai.Opt(responses.ToolChoiceOptionsRequired)}},
 		want: outputSummary{Status: "completed", Calls: []call{{"get_weather", `{"city": "Rome"}`}}},

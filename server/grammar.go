@@ -1,0 +1,111 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/aimaproject/aimac/grammar"
+	"github.com/aimaproject/aimac/openai"
+	"github.com/aimaproject/aimac/runtime"
+)
+
+// grammarConstraint is a Constraint from a compiled grammar: a JSON
+// schema's (response_format) or a required tool call's.
+type grammarConstraint struct {
+	m *grammar.Matcher
+}
+
+// errNothingAllowed ends a generation whose grammar allows no next token
+// (a schema no finite value satisfies within the grammar's bounds).
+var errNothingAllowed = errors.New("the grammar allows no next token")
+
+func (c grammarConstraint) Mask(mask runtime.Mask) (bool, error) {
+	if c.m.Mask(mask) == 0 {
+		return true, errNothingAllowed
+	}
+	return true, nil
+}
+
+func (c grammarConstraint) Advance(token int32) error { return c.m.Advance(token) }
+
+// grammarVocabs holds each model's vocabulary trie, built on first use.
+var grammarVocabs sync.Map // *Model → *vocabOnce
+
+type vocabOnce struct {
+	once sync.Once
+	v    *grammar.Vocab
+	err  error
+}
+
+// grammarVocab is m's vocabulary laid out for masks over the engine's
+// logits, the stop ids allowed once the value is complete.
+func grammarVocab(m *Model) (*grammar.Vocab, error) {
+	e, _ := grammarVocabs.LoadOrStore(m, &vocabOnce{})
+	vo := e.(*vocabOnce)
+	vo.once.Do(func() { vo.v, vo.err = grammar.NewVocab(m.Tokenizer, m.Engine.Vocab(), m.StopIDs) })
+	return vo.v, vo.err
+}
+
+// schemaError maps a compile error to the request's 400.
+func schemaError(param string, err error) *openai.Error {
+	var ge *grammar.Error
+	if errors.As(err, &ge) {
+		where := param
+		if ge.Path != "" {
+			where = param + ge.Path
+		}
+		if ge.Unsupported() {
+			return openai.UnsupportedSchemaKeyword(where, fmt.Sprintf("constrained decoding cannot enforce %q: %s", ge.Keyword, ge.Message))
+		}
+		return openai.InvalidRequest(where, "invalid schema: "+ge.Message)
+	}
+	return openai.Internal("compiling the grammar: " + err.Error())
+}
+
+// formatConstraint is the constraint of a response_format (nil for text).
+func formatConstraint(m *Model, rf *openai.ResponseFormat) (Constraint, *openai.Error) {
+	if rf == nil || rf.Type == "text" {
+		return nil, nil
+	}
+	v, err := grammarVocab(m)
+	if err != nil {
+		return nil, openai.Internal(err.Error())
+	}
+	var g *grammar.Grammar
+	switch rf.Type {
+	case "json_object":
+		g = grammar.JSONObject(v)
+	case "json_schema":
+		if g, err = grammar.JSONSchema(rf.JSONSchema.Schema, v); err != nil {
+			return nil, schemaError("response_format.json_schema.schema", err)
+		}
+	default:
+		return nil, openai.InvalidRequest("response_format.type", "unknown response format "+rf.Type)
+	}
+	return grammarConstraint{g.NewMatcher()}, nil
+}
+
+// toolConstraint is the constraint of tool_choice "required" (any of defs)
+// or a named function (that one).
+func toolConstraint(m *Model, defs []openai.Tool, choice *openai.ToolChoice) (Constraint, *openai.Error) {
+	var tools []grammar.Tool
+	for _, d := range defs {
+		if choice.Mode == openai.ToolChoiceFunction && d.Function.Name != choice.Name {
+			continue
+		}
+		tools = append(tools, grammar.Tool{Name: d.Function.Name, Parameters: d.Function.Parameters})
+	}
+	v, err := grammarVocab(m)
+	if err != nil {
+		return nil, openai.Internal(err.Error())
+	}
+	g, err := grammar.ToolCall(tools, v)
+	if err != nil {
+		e := schemaError("tools", err)
+		e.Param = strings.Replace(e.Param, "tools/tools/", "tools/", 1)
+		return nil, e
+	}
+	return grammarConstraint{g.NewMatcher()}, nil
+}
