@@ -673,6 +673,10 @@ func (f *frame) stepNumber(c byte) outcome {
 			f.st = nDot
 			return consumed
 		}
+		if c == '.' && q.bounded && q.fracNonZero(f.neg, f.v) {
+			f.st, f.k = nDot, 1 // ends only after a non-zero digit
+			return consumed
+		}
 		if (c == 'e' || c == 'E') && !q.integer && !q.bounded {
 			f.st = nExp
 			return consumed
@@ -680,6 +684,9 @@ func (f *frame) stepNumber(c byte) outcome {
 	case nDot, nFrac:
 		if digit {
 			f.st = nFrac
+			if c != '0' {
+				f.k = 0
+			}
 			return consumed
 		}
 		if (c == 'e' || c == 'E') && f.st == nFrac && !q.bounded {
@@ -708,7 +715,9 @@ func (f *frame) numberDone() bool {
 	switch f.st {
 	case nZero, nInt:
 		return !f.n.num.bounded || f.n.num.okInt(f.neg, f.v)
-	case nFrac, nExpDig:
+	case nFrac:
+		return f.k == 0
+	case nExpDig:
 		return true
 	}
 	return false

@@ -63,6 +63,9 @@ type numRange struct {
 	bounded        bool // no exponent; the integer part is tracked
 	intLo, intHi   [2]float64
 	fracLo, fracHi [2]float64
+	// fracNZ is the magnitude at an exclusive integer bound (-1: none):
+	// after it a fraction is allowed only once a digit of it is non-zero.
+	fracNZ [2]float64
 }
 
 // newNumRange derives the intervals from the schema's bounds (±Inf: none).
@@ -79,16 +82,30 @@ func newNumRange(integer bool, lo float64, loExcl bool, hi float64, hiExcl bool)
 	r.intLo[1], r.intHi[1] = math.Max(-H, 0), -L
 	r.fracLo[0], r.fracHi[0] = math.Max(L, 0), math.Floor(hi)-1
 	r.fracLo[1], r.fracHi[1] = math.Max(-H, 0), math.Floor(-lo)-1
+	r.fracNZ = [2]float64{-1, -1}
+	if loExcl && lo == math.Trunc(lo) && lo >= 0 && lo+1 <= hi {
+		r.fracNZ[0] = lo // (lo, lo+1): lo.0 itself is out
+	}
+	if hiExcl && hi == math.Trunc(hi) && hi <= 0 && hi-1 >= lo {
+		r.fracNZ[1] = -hi // (hi-1, hi): -|hi|.0 itself is out
+	}
 	if integer {
 		r.fracLo, r.fracHi = [2]float64{1, 1}, [2]float64{0, 0}
+		r.fracNZ = [2]float64{-1, -1}
 	}
 	return r
+}
+
+// fracNonZero reports whether a fraction may follow integer part (neg, m)
+// provided one of its digits is non-zero.
+func (r *numRange) fracNonZero(neg bool, m uint64) bool {
+	return r.fracNZ[side(neg)] == float64(m)
 }
 
 // empty reports whether no value is allowed.
 func (r *numRange) empty() bool {
 	for s := range 2 {
-		if r.intLo[s] <= r.intHi[s] || r.fracLo[s] <= r.fracHi[s] {
+		if r.intLo[s] <= r.intHi[s] || r.fracLo[s] <= r.fracHi[s] || r.fracNZ[s] >= 0 {
 			return false
 		}
 	}
@@ -121,13 +138,13 @@ func (r *numRange) okFrac(neg bool, m uint64) bool {
 // of d digits is allowed.
 func (r *numRange) live(neg bool, m uint64, d int) bool {
 	if m == 0 {
-		return r.okInt(neg, 0) || r.okFrac(neg, 0)
+		return r.okInt(neg, 0) || r.okFrac(neg, 0) || r.fracNonZero(neg, 0)
 	}
 	s := side(neg)
 	span := uint64(1)
 	for k := 0; d+k <= maxDigits; k++ {
 		lo, hi := float64(m*span), float64(m*span+span-1)
-		if (lo <= r.intHi[s] && hi >= r.intLo[s]) || (lo <= r.fracHi[s] && hi >= r.fracLo[s]) {
+		if (lo <= r.intHi[s] && hi >= r.intLo[s]) || (lo <= r.fracHi[s] && hi >= r.fracLo[s]) || (lo <= r.fracNZ[s] && r.fracNZ[s] <= hi) {
 			return true
 		}
 		span *= 10
@@ -138,5 +155,5 @@ func (r *numRange) live(neg bool, m uint64, d int) bool {
 // signOK reports whether any value of this sign is allowed.
 func (r *numRange) signOK(neg bool) bool {
 	s := side(neg)
-	return r.intLo[s] <= r.intHi[s] || r.fracLo[s] <= r.fracHi[s]
+	return r.intLo[s] <= r.intHi[s] || r.fracLo[s] <= r.fracHi[s] || r.fracNZ[s] >= 0
 }

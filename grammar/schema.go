@@ -45,12 +45,20 @@ var enforced = map[string]bool{
 	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
 }
 
-// formats are the string formats enforced, by their syntax: a date's day is
-// not checked against its month.
+// Dates: each month's days, February's 29th left out (a grammar cannot
+// know leap years), so every date produced exists.
+const (
+	datePattern = `[0-9]{4}-((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)`
+	timePattern = `([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])`
+)
+
+// formats are the string formats enforced (RFC 3339 full-date,
+// full-time, date-time; RFC 4122 uuid). Each produces only valid strings;
+// leap seconds and February 29th are never produced.
 var formats = map[string]string{
-	"date":      `^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$`,
-	"time":      `^([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`,
-	"date-time": `^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`,
+	"date":      `^` + datePattern + `$`,
+	"time":      `^` + timePattern + `$`,
+	"date-time": `^` + datePattern + `T` + timePattern + `$`,
 	"uuid":      `^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`,
 }
 

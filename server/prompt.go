@@ -13,9 +13,9 @@ import (
 // chatPrompt is a rendered, tokenized conversation and how to read the
 // model's answer to it.
 type chatPrompt struct {
-	text   string
-	ids    []int32
-	parse  output.Options
+	text  string
+	ids   []int32
+	parse output.Options
 	// constraint forces a required or named tool call (nil: none).
 	constraint Constraint
 }
