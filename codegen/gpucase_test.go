@@ -410,6 +410,9 @@ type sampleCase struct {
 	vocab  int
 	logits func(rng *rand.Rand, i int) float32
 	p      kernels.SampleParams
+	// allow, when set, builds the token mask (constrained decoding): id i
+	// may be drawn when allow(rng, i).
+	allow func(rng *rand.Rand, i int) bool
 }
 
 // llmLogits is a model-like row: a normal bulk and a sparse upper tail
@@ -452,30 +455,42 @@ func TestWriteGPUCasesSample(t *testing.T) {
 		return llmLogits(rng, i)
 	}
 	cases := []sampleCase{
-		{"sample_greedy", V, llmLogits, kernels.SampleParams{Seed: 1}},
-		{"sample_greedy_ties", 1000, quantized, kernels.SampleParams{}},
-		{"sample_greedy_limit", V, padded, kernels.SampleParams{VocabLimit: 248077}},
-		{"sample_temp", V, llmLogits, kernels.SampleParams{Temperature: 0.8, Seed: 2, Step: 7}},
-		{"sample_temp_hot", V, llmLogits, kernels.SampleParams{Temperature: 3, Seed: 3, Step: 1 << 31}},
-		{"sample_topk", V, llmLogits, kernels.SampleParams{Temperature: 0.7, TopK: 20, Seed: 4}},
-		{"sample_topk_wide", V, llmLogits, kernels.SampleParams{Temperature: 1, TopK: 30000, Seed: 5}},
-		{"sample_topp", V, llmLogits, kernels.SampleParams{Temperature: 1, TopP: 0.9, Seed: 6}},
-		{"sample_minp", V, llmLogits, kernels.SampleParams{Temperature: 1, MinP: 0.05, Seed: 7}},
-		{"sample_qwen", V, llmLogits, kernels.SampleParams{Temperature: 0.7, TopK: 20, TopP: 0.8, Seed: 8, Step: 3}},
-		{"sample_all", V, llmLogits, kernels.SampleParams{Temperature: 1.3, TopK: 3000, TopP: 0.95, MinP: 0.02, Seed: 1<<64 - 1, Step: 99}},
-		{"sample_limit", V, padded, kernels.SampleParams{Temperature: 1, TopP: 0.9, VocabLimit: 248077, Seed: 9}},
-		{"sample_ties_topk", V, flat, kernels.SampleParams{Temperature: 1, TopK: 5, Seed: 10}},
-		{"sample_ties_topp", V, quantized, kernels.SampleParams{Temperature: 1, TopP: 0.5, TopK: 100000, Seed: 11}},
-		{"sample_nan_inf", V, poisoned, kernels.SampleParams{Temperature: 1, TopK: 50, TopP: 0.99, Seed: 12}},
-		{"sample_small", 37, llmLogits, kernels.SampleParams{Temperature: 1, TopP: 0.9, MinP: 0.01, Seed: 13}},
+		{"sample_greedy", V, llmLogits, kernels.SampleParams{Seed: 1}, nil},
+		{"sample_greedy_ties", 1000, quantized, kernels.SampleParams{}, nil},
+		{"sample_greedy_limit", V, padded, kernels.SampleParams{VocabLimit: 248077}, nil},
+		{"sample_temp", V, llmLogits, kernels.SampleParams{Temperature: 0.8, Seed: 2, Step: 7}, nil},
+		{"sample_temp_hot", V, llmLogits, kernels.SampleParams{Temperature: 3, Seed: 3, Step: 1 << 31}, nil},
+		{"sample_topk", V, llmLogits, kernels.SampleParams{Temperature: 0.7, TopK: 20, Seed: 4}, nil},
+		{"sample_topk_wide", V, llmLogits, kernels.SampleParams{Temperature: 1, TopK: 30000, Seed: 5}, nil},
+		{"sample_topp", V, llmLogits, kernels.SampleParams{Temperature: 1, TopP: 0.9, Seed: 6}, nil},
+		{"sample_minp", V, llmLogits, kernels.SampleParams{Temperature: 1, MinP: 0.05, Seed: 7}, nil},
+		{"sample_qwen", V, llmLogits, kernels.SampleParams{Temperature: 0.7, TopK: 20, TopP: 0.8, Seed: 8, Step: 3}, nil},
+		{"sample_all", V, llmLogits, kernels.SampleParams{Temperature: 1.3, TopK: 3000, TopP: 0.95, MinP: 0.02, Seed: 1<<64 - 1, Step: 99}, nil},
+		{"sample_limit", V, padded, kernels.SampleParams{Temperature: 1, TopP: 0.9, VocabLimit: 248077, Seed: 9}, nil},
+		{"sample_ties_topk", V, flat, kernels.SampleParams{Temperature: 1, TopK: 5, Seed: 10}, nil},
+		{"sample_ties_topp", V, quantized, kernels.SampleParams{Temperature: 1, TopP: 0.5, TopK: 100000, Seed: 11}, nil},
+		{"sample_nan_inf", V, poisoned, kernels.SampleParams{Temperature: 1, TopK: 50, TopP: 0.99, Seed: 12}, nil},
+		{"sample_small", 37, llmLogits, kernels.SampleParams{Temperature: 1, TopP: 0.9, MinP: 0.01, Seed: 13}, nil},
+		// Masks: the draw among the allowed ids only, the logprob unmasked.
+		{"sample_mask_greedy", V, llmLogits, kernels.SampleParams{Seed: 14}, sparse(0.001)},
+		{"sample_mask_qwen", V, llmLogits, kernels.SampleParams{Temperature: 0.7, TopK: 20, TopP: 0.8, Seed: 15, Step: 4}, sparse(0.3)},
+		{"sample_mask_all", V, llmLogits, kernels.SampleParams{Temperature: 1.3, TopK: 3000, TopP: 0.95, MinP: 0.02, Seed: 16}, sparse(0.9)},
+		{"sample_mask_one", V, llmLogits, kernels.SampleParams{Temperature: 1, TopP: 0.9, Seed: 17}, func(_ *rand.Rand, i int) bool { return i == 151645 }},
+		{"sample_mask_limit", V, padded, kernels.SampleParams{Temperature: 1, TopK: 50, VocabLimit: 248077, Seed: 18}, sparse(0.5)},
+		{"sample_mask_small", 37, llmLogits, kernels.SampleParams{Temperature: 1, Seed: 19}, func(_ *rand.Rand, i int) bool { return i%3 == 1 }},
 	}
 	for i, c := range cases {
 		dir := filepath.Join(out, c.name)
 		writeSampleCase(t, dir, c, uint64(i))
-		if entries, err := os.ReadDir(dir); err != nil || len(entries) < 7 {
+		if entries, err := os.ReadDir(dir); err != nil || len(entries) < 8 {
 			t.Errorf("case %s: wrote %d files (%v)", c.name, len(entries), err)
 		}
 	}
+}
+
+// sparse allows each id with probability p.
+func sparse(p float64) func(*rand.Rand, int) bool {
+	return func(rng *rand.Rand, _ int) bool { return rng.Float64() < p }
 }
 
 // writeSampleCase writes one sample case: the logits, the poisoned tokens
@@ -504,7 +519,20 @@ func writeSampleCase(t *testing.T, dir string, c sampleCase, seed uint64) {
 	meta.Params[ir.ParamMinP] = int32(math.Float32bits(p.MinP))
 	meta.Params[ir.ParamTopK] = p.TopK
 	meta.Params[ir.ParamVocabLimit] = p.VocabLimit
-	meta.Args = []caseArg{{File: "logits.in", DType: "f32"}, {File: "tokens.in", DType: "i32", Out: true}, {File: "out.in", DType: "i32", Out: true}}
+	mask := make([]int32, (c.vocab+31)/32)
+	if c.allow != nil {
+		meta.Params[ir.ParamMasked] = 1
+		p.Mask = make([]uint32, len(mask))
+		for i := range c.vocab {
+			if c.allow(rng, i) {
+				p.Mask[i/32] |= 1 << (i % 32)
+			}
+		}
+		for i, w := range p.Mask {
+			mask[i] = int32(w)
+		}
+	}
+	meta.Args = []caseArg{{File: "logits.in", DType: "f32"}, {File: "tokens.in", DType: "i32", Out: true}, {File: "out.in", DType: "i32", Out: true}, {File: "mask.in", DType: "i32"}}
 	tokens, res := []int32{-1, -1}, []int32{-1, -1, -1}
 	i32s := func(v []int32) []byte {
 		var b []byte
@@ -517,7 +545,7 @@ func writeSampleCase(t *testing.T, dir string, c sampleCase, seed uint64) {
 	for _, x := range logits {
 		lb = binary.LittleEndian.AppendUint32(lb, math.Float32bits(x))
 	}
-	files := map[string][]byte{"logits.in": lb, "tokens.in": i32s(tokens), "out.in": i32s(res)}
+	files := map[string][]byte{"logits.in": lb, "tokens.in": i32s(tokens), "out.in": i32s(res), "mask.in": i32s(mask)}
 	kernels.Sample(tokens, res, logits, c.vocab, p)
 	files["tokens.want"], files["out.want"] = i32s(tokens), i32s(res)
 	src, err := Render(plan.SM90, k)

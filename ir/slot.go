@@ -41,6 +41,9 @@ const (
 	ParamN    Slot = 15 // n: logical rows of the launch
 	ParamLast Slot = 16 // last: n - 1, the row the LM head reads
 	ParamRow0 Slot = 17 // row0: first hidden row of the logits pass
+	// ParamMasked (masked, read by sample): 1 when the sample op's mask
+	// operand restricts the draw (constrained decoding), 0 for none.
+	ParamMasked Slot = 18
 	// ParamSlots is the block's size in slots (128 bytes), with room to grow.
 	ParamSlots = 32
 )
@@ -51,7 +54,7 @@ var slotNames = [ParamSlots]string{
 	ParamTemperature: "temperature_bits", ParamTopP: "top_p_bits", ParamMinP: "min_p_bits", ParamTopK: "top_k",
 	ParamFillSeedLo: "fill_seed_lo", ParamFillSeedHi: "fill_seed_hi", ParamFillKeyLo: "fill_key_lo",
 	ParamFillKeyHi: "fill_key_hi", ParamFillLo: "fill_lo", ParamFillScale: "fill_scale",
-	ParamVocabLimit: "vocab_limit", ParamN: "n", ParamLast: "last", ParamRow0: "row0",
+	ParamVocabLimit: "vocab_limit", ParamN: "n", ParamLast: "last", ParamRow0: "row0", ParamMasked: "masked",
 }
 
 // Valid reports whether s is a named slot of the block.

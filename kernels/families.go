@@ -409,21 +409,34 @@ func families() []*ir.Family {
 		// vocabulary limit (as float bits) to out[1]. Greedy when the
 		// temperature is 0, else a Gumbel-max draw restricted by top_k,
 		// top_p and min_p (Sample). The sampling values are the sampling
-		// slots of the parameter block.
+		// slots of the parameter block. When the masked slot is 1, mask
+		// (⌈vocab/32⌉ words) holds the ids that may be drawn.
 		{
 			Kind: ir.Sample,
 			Operands: []ir.OperandSpec{
 				{Name: "logits", DType: ir.F32, Access: ir.Read, Extent: ir.Fixed("vocab")},
 				{Name: "tokens", DType: ir.I32, Access: ir.Write, Extent: ir.Const(1)},
 				{Name: "out", DType: ir.I32, Access: ir.Write, Extent: ir.Const(2)},
+				{Name: "mask", DType: ir.I32, Access: ir.Read, Extent: func(p ir.Params, _ int64) int64 { return int64(p.Int("vocab")+31) / 32 }},
 			},
 			Params: ir.Ints("vocab"),
 			Slots: []ir.Slot{ir.ParamSeedLo, ir.ParamSeedHi, ir.ParamStep, ir.ParamTemperature, ir.ParamTopP,
-				ir.ParamMinP, ir.ParamTopK, ir.ParamVocabLimit},
+				ir.ParamMinP, ir.ParamTopK, ir.ParamVocabLimit, ir.ParamMasked},
 			// One block for the row.
 			Launch: func(_ ir.Params, _ int, c ir.LaunchConfig) ir.LaunchShape { return c.Blocks(1, 1, 1) },
 			Reference: func(a *ir.Args) error {
-				Sample(a.I32("tokens"), a.I32("out"), a.F32("logits"), a.Int("vocab"), SampleParamsOf(a))
+				p := SampleParamsOf(a)
+				if a.Slot(ir.ParamMasked) != 0 {
+					m := a.I32("mask")
+					if len(m) < (a.Int("vocab")+31)/32 {
+						return fmt.Errorf("sample: a mask of %d words for %d logits", len(m), a.Int("vocab"))
+					}
+					p.Mask = make([]uint32, (a.Int("vocab")+31)/32)
+					for i := range p.Mask {
+						p.Mask[i] = uint32(m[i])
+					}
+				}
+				Sample(a.I32("tokens"), a.I32("out"), a.F32("logits"), a.Int("vocab"), p)
 				return nil
 			},
 		},

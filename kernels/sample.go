@@ -35,6 +35,12 @@ import (
 //     of (seed, step, id): Gumbel-max, a sample of softmax(z) over the
 //     kept ids. No state carries from one draw to the next.
 //
+// A token mask (constrained decoding: Mask set, ir.ParamMasked in the
+// block) restricts the draw to the ids whose bit is set (bit i%32 of word
+// i/32): a masked-out id is treated as a NaN logit by everything above —
+// greedy, the cuts, the draw. The logprob is not masked: it is the model's
+// own distribution, as the host sampler reports it.
+//
 // The logprob is log softmax(logits) at the chosen id over the ids below the
 // vocabulary limit (NaN ones left out), at temperature 1 and before any cut,
 // as OpenAI's logprobs: (l_c − M') − log Σ exp(l_i − M'), M' the largest
@@ -48,7 +54,7 @@ import (
 // sorts; both find the same prefix, the one the definitions above name.
 
 // SampleParams are the sampling values of the parameter block
-// (ir.ParamSeedLo … ir.ParamVocabLimit).
+// (ir.ParamSeedLo … ir.ParamVocabLimit, ir.ParamMasked).
 type SampleParams struct {
 	Seed        uint64
 	Step        uint32
@@ -57,6 +63,14 @@ type SampleParams struct {
 	MinP        float32 // a cut when > 0
 	TopK        int32   // a limit when > 0
 	VocabLimit  int32   // ids at or above it are masked when > 0
+	// Mask, when not nil (the block's masked slot is 1), holds the ids
+	// that may be drawn: ⌈vocab/32⌉ words, the sample op's mask operand.
+	Mask []uint32
+}
+
+// MaskAllows reports whether mask (nil: every id) allows id.
+func MaskAllows(mask []uint32, id int) bool {
+	return mask == nil || (id/32 < len(mask) && mask[id/32]>>(uint(id)%32)&1 == 1)
 }
 
 // SampleThreads is the device kernel's block size, the lanes of the
@@ -131,17 +145,35 @@ func SampleToken(logits []float32, p SampleParams) (int32, float32) {
 	if v := int(p.VocabLimit); v > 0 && v < len(row) {
 		row = row[:v]
 	}
-	best := -1
+	// The logprob's maximum is over every id; the draw's over the allowed.
+	top := -1
 	for i, l := range row {
-		if l == l && (best < 0 || l > row[best]) {
+		if l == l && (top < 0 || l > row[top]) {
+			top = i
+		}
+	}
+	draw := row
+	if p.Mask != nil {
+		draw = make([]float32, len(row))
+		for i, l := range row {
+			if MaskAllows(p.Mask, i) {
+				draw[i] = l
+			} else {
+				draw[i] = float32(math.NaN())
+			}
+		}
+	}
+	best := -1
+	for i, l := range draw {
+		if l == l && (best < 0 || l > draw[best]) {
 			best = i
 		}
 	}
 	if best < 0 {
 		return 0, float32(math.NaN())
 	}
-	id := sampleDraw(row, best, p)
-	return int32(id), sampleLogprob(row, row[best], id)
+	id := sampleDraw(draw, best, p)
+	return int32(id), sampleLogprob(row, row[top], id)
 }
 
 // sampleDraw is the chosen id; best is the greedy one.

@@ -271,3 +271,51 @@ func TestSampleKey(t *testing.T) {
 		t.Error("SampleTarget is not ⌈p·z⌉")
 	}
 }
+
+// TestSampleMask: a masked draw picks only allowed ids, whatever the
+// cuts, and reports the unmasked logprob; a mask of every id changes
+// nothing.
+func TestSampleMask(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const V = 5000
+	logits := make([]float32, V)
+	for i := range logits {
+		logits[i] = float32(rng.NormFloat64() * 3)
+	}
+	all := make([]uint32, (V+31)/32)
+	for i := range all {
+		all[i] = ^uint32(0)
+	}
+	some := make([]uint32, len(all))
+	for i := 0; i < V; i += 7 {
+		some[i/32] |= 1 << (i % 32)
+	}
+	for _, p := range []SampleParams{{}, {Temperature: 1, Seed: 1}, {Temperature: 0.7, TopK: 20, TopP: 0.8, Seed: 2}, {Temperature: 1, MinP: 0.1, Seed: 3}} {
+		for step := range 20 {
+			p.Step = uint32(step)
+			free, freeLP := SampleToken(logits, p)
+			p.Mask = all
+			id, lp := SampleToken(logits, p)
+			if id != free || lp != freeLP {
+				t.Errorf("%+v: all-ones mask draws %d (%g), no mask %d (%g)", p, id, lp, free, freeLP)
+			}
+			p.Mask = some
+			id, lp = SampleToken(logits, p)
+			p.Mask = nil
+			if id%7 != 0 {
+				t.Errorf("%+v: drew %d, outside the mask", p, id)
+			}
+			// The logprob is the model's own at the drawn id.
+			_, want := SampleToken(logits, SampleParams{Temperature: 0, VocabLimit: 0})
+			best := 0
+			for i, l := range logits {
+				if l > logits[best] {
+					best = i
+				}
+			}
+			if d := float64(lp - (logits[id] - logits[best]) - want); math.Abs(d) > 1e-5 {
+				t.Errorf("%+v: logprob %g, want %g", p, lp, (logits[id]-logits[best])+want)
+			}
+		}
+	}
+}

@@ -50,10 +50,11 @@ const (
 	PortLogits     Port = "logits"      // f32 logits of the last row, read by the host and by sample
 	PortLogitsRows Port = "logits_rows" // f32 teacher-forced logits of the logits phase's rows
 	PortSampled    Port = "sampled"     // i32 id and logprob bits the sampler leaves for the host
+	PortSampleMask Port = "sample_mask" // u32 words of the ids a constrained draw may pick, read by sample
 )
 
 // Ports lists every port.
-var Ports = []Port{PortTokens, PortHidden, PortLogits, PortLogitsRows, PortSampled}
+var Ports = []Port{PortTokens, PortHidden, PortLogits, PortLogitsRows, PortSampled, PortSampleMask}
 
 // Plan is the whole schedule.
 type Plan struct {

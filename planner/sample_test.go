@@ -36,7 +36,7 @@ func TestSamplePhase(t *testing.T) {
 		for _, a := range l.Args {
 			args = append(args, a.Buffer)
 		}
-		if !slices.Equal(args, []string{"logits", "tokens", "sampled"}) {
+		if !slices.Equal(args, []string{"logits", "tokens", "sampled", "sample_mask"}) {
 			t.Errorf("%s: sample(%v)", target, args)
 		}
 		if target.GPU() && (!slices.Equal(l.Grid, []int{1, 1, 1}) || l.Block[0] != target.Launch().Threads) {

@@ -26,6 +26,7 @@ import (
 //	min_p_bits         float32 bits of min_p (a cut when > 0)
 //	top_k              top_k (a cut when > 0)
 //	vocab_limit        ids at or above it are masked (0: none)
+//	masked             1: the sample_mask input restricts the draw
 
 // DeviceSampling is what the device sampler does: temperature, top_k, top_p,
 // min_p, a seed and the vocabulary limit. Penalties and logit biases need
@@ -39,6 +40,10 @@ type DeviceSampling struct {
 	Seed        uint64
 	// VocabLimit masks ids at or above it (vocabulary padding rows); 0: none.
 	VocabLimit int
+	// Mask restricts the draw to its ids (constrained decoding); nil: none.
+	// It is uploaded to the sample_mask input only for a draw that has one;
+	// the logprob stays the model's own, unmasked.
+	Mask Mask
 }
 
 // Validate checks the values are ones the device sampler takes.
@@ -85,6 +90,10 @@ func (s DeviceSampling) setSlots(b *Params, step int) {
 	b[ir.ParamMinP] = u(math.Float32bits(s.MinP))
 	b[ir.ParamTopK] = int32(s.TopK)
 	b[ir.ParamVocabLimit] = int32(s.VocabLimit)
+	b[ir.ParamMasked] = 0
+	if s.Mask != nil {
+		b[ir.ParamMasked] = 1
+	}
 }
 
 // deviceSampler is the engine's sample phase and what it left on the
@@ -199,6 +208,22 @@ func (e *Engine) sampleReady(s DeviceSampling) error {
 
 // sample runs the sample phase and reads back the id and logprob.
 func (e *Engine) sample(ctx context.Context, s DeviceSampling, step int) (int32, float32, error) {
+	if s.Mask != nil {
+		if want := MaskWords(e.plan.Model.Vocab); len(s.Mask) != want {
+			return 0, 0, fmt.Errorf("a mask of %d words, the vocabulary needs %d", len(s.Mask), want)
+		}
+		buf := e.sampler.phase.in[plan.PortSampleMask]
+		if buf == nil {
+			return 0, 0, errors.New("the plan's sample phase takes no mask (made before constrained decoding); use the host sampler")
+		}
+		raw := make([]byte, 4*len(s.Mask))
+		for i, w := range s.Mask {
+			binary.LittleEndian.PutUint32(raw[4*i:], w)
+		}
+		if err := e.be.Upload(Ref{Mem: buf}, raw); err != nil {
+			return 0, 0, err
+		}
+	}
 	e.sampler.fed = false
 	s.setSlots(&e.block, step)
 	if err := e.run(ctx, e.sampler.phase); err != nil {

@@ -1,6 +1,8 @@
 package runtime_test
 
 import (
+	"github.com/google/go-cmp/cmp"
+
 	"context"
 	"errors"
 	"math"
@@ -254,7 +256,7 @@ func TestDeviceSamplingErrors(t *testing.T) {
 		t.Error("a presence penalty converts to device sampling")
 	}
 	if s, ok := runtime.DeviceSamplingFor(runtime.SamplerConfig{Temperature: 0.7, TopK: 20, TopP: 0.8, RepetitionPenalty: 1, Seed: 3, VocabLimit: 9}); !ok ||
-		s != (runtime.DeviceSampling{Temperature: 0.7, TopK: 20, TopP: 0.8, Seed: 3, VocabLimit: 9}) {
+		!cmp.Equal(s, runtime.DeviceSampling{Temperature: 0.7, TopK: 20, TopP: 0.8, Seed: 3, VocabLimit: 9}) {
 		t.Errorf("DeviceSamplingFor: %+v, %v", s, ok)
 	}
 }

@@ -12,9 +12,10 @@ import "github.com/aimaproject/aimac/runtime"
 // Mask for the tokens allowed next, then the draw among them, then Advance
 // with the token drawn. Stop tokens (<|im_end|>, <|endoftext|>) are tokens
 // like any other: a constraint that allows none of them keeps the answer
-// going until it does (or until max_tokens). A constrained request samples
-// on the host, where the mask is applied to the logits (runtime.Sampler
-// SampleMasked).
+// going until it does (or until max_tokens). The mask reaches the sampler
+// where the logits are: the device sampler's mask operand
+// (runtime.DeviceSampling.Mask), or the host Sampler's SampleMasked when the
+// request samples on the host.
 type Constraint interface {
 	// Mask sets in mask the bits of the tokens allowed next (mask arrives
 	// cleared, runtime.MaskWords(vocab) words over the logits' width) and

@@ -220,7 +220,10 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 		switch {
 		case onDevice:
 			// The first draw is from the prompt's logits; every later one
-			// decodes the token before it on the device first.
+			// decodes the token before it on the device first. The mask,
+			// when there is one, goes to the device with the draw: the
+			// logits never leave it.
+			dev.Mask = allowed
 			var l float32
 			if unfed {
 				tok, l, err = ds.DecodeSampled(ctx, prev, dev, res.completionTokens)
@@ -300,12 +303,13 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 // deviceSampling reports whether the generation samples on the device, and
 // with what: the engine must offer it, and the request must need nothing
 // only the host Sampler does — presence, frequency or repetition penalties,
-// alternatives in the logprobs (top_logprobs), a token constraint's mask.
+// alternatives in the logprobs (top_logprobs). A token constraint's mask
+// goes to the device sampler with each draw.
 // Either way a request is sampled the same whether it streams or not, and a
 // seed reproduces it.
 func deviceSampling(m *Model, p genParams) (DeviceSampler, runtime.DeviceSampling, bool) {
 	ds, ok := m.Engine.(DeviceSampler)
-	if !ok || !ds.CanSample() || p.topLogprobs > 0 || p.constraint != nil {
+	if !ok || !ds.CanSample() || p.topLogprobs > 0 {
 		return nil, runtime.DeviceSampling{}, false
 	}
 	dev, ok := runtime.DeviceSamplingFor(p.sampler)

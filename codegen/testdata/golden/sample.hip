@@ -87,7 +87,10 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // kernels.Sample (kernels/sample.go), whose comment defines every cut. The id
 // goes to tokens[0] (the next decode step's input) and out[0], the logprob's
 // float bits to out[1]. The sampling values come from the parameter block:
-// seed, step, temperature, top_p, min_p, top_k and the vocabulary limit.
+// seed, step, temperature, top_p, min_p, top_k, the vocabulary limit and
+// whether the mask operand (a bitmask of the ids that may be drawn, bit
+// i%32 of word i/32) restricts the draw: a masked-out id is a NaN logit to
+// greedy, the cuts and the draw, never to the logprob (the model's own).
 //   greedy: the first id of the largest non-NaN logit;
 //   else:   z = (l - M)·(1/T), q = floor(exp(z)·2^40) as an exact integer mass;
 //           top_k and top_p cuts are prefixes of the order (logit desc, id asc),
@@ -177,9 +180,12 @@ DEVICE void block_fc(u64& f, unsigned int& c, u64* red64, unsigned int* redc) {
   for (int w = 0; w < WARPS; ++w) { f += red64[w]; c += redc[w]; }
   block_sync();
 }
-// fn(i, x) for this thread's ids below lim, ascending; x is the logit.
+// Whether id i may be drawn: its bit in mask, every id without one.
+DEVICE bool allowed(const unsigned int* mask, int i) { return mask == nullptr || ((mask[i >> 5] >> (i & 31)) & 1u); }
+// fn(i, x) for this thread's ids below lim that mask allows (nullptr: all),
+// ascending; x is the logit.
 template <class F>
-DEVICE void each(const float* logits, int lim, F fn) {
+DEVICE void each(const float* logits, int lim, const unsigned int* mask, F fn) {
   const int groups = (lim + 3) >> 2;
   for (int g = TID_X; g < groups; g += BDIM_X) {
     float v[4];
@@ -191,7 +197,7 @@ DEVICE void each(const float* logits, int lim, F fn) {
       for (int c = 0; c < 4; ++c) v[c] = 4 * g + c < lim ? logits[4 * g + c] : 0.0f;
     }
 #pragma unroll
-    for (int c = 0; c < 4; ++c) if (4 * g + c < lim) fn(4 * g + c, v[c]);
+    for (int c = 0; c < 4; ++c) if (4 * g + c < lim && allowed(mask, 4 * g + c)) fn(4 * g + c, v[c]);
   }
 }
 // What the passes of a draw share: the row, the largest and smallest finite
@@ -199,6 +205,7 @@ DEVICE void each(const float* logits, int lim, F fn) {
 struct Draw {
   const float* logits;
   int lim;
+  const unsigned int* mask;
   float M, mn, invT, lnmin;
   unsigned int tk;
   int jk;
@@ -235,7 +242,7 @@ DEVICE void prefix_mass(const Draw& d, bool by_mass, const Scratch& sh, bool com
     for (unsigned int s = (unsigned int)TID_X; s < nc; s += BDIM_X)
       if (in_prefix(sh.ckey[s], sh.cid[s], a, b)) { f += sh.cq[s]; ++c; }
   } else {
-    each(d.logits, d.lim, [&](int i, float x) {
+    each(d.logits, d.lim, d.mask, [&](int i, float x) {
       const unsigned int key = order_key(x);
       u64 q = 0;
       if (in_prefix(key, i, a, b) && cut_member(d, by_mass, i, x, key, q)) { f += q; ++c; }
@@ -262,7 +269,7 @@ DEVICE void draw_cut(const Draw& d, bool by_mass, const Scratch& sh, u64 W, u64 
       // The members with keys in [lo, hi] to shared memory, in any order.
       if (TID_X == 0) *sh.ccount = 0u;
       block_sync();
-      each(d.logits, d.lim, [&](int i, float x) {
+      each(d.logits, d.lim, d.mask, [&](int i, float x) {
         const unsigned int key = order_key(x);
         u64 q = 0;
         if (key >= lo && key <= hi && cut_member(d, by_mass, i, x, key, q)) {
@@ -303,8 +310,8 @@ DEVICE void draw_cut(const Draw& d, bool by_mass, const Scratch& sh, u64 W, u64 
   }
   j = jh;
 }
-KERNEL void sample_461041c9(const float* logits, int* tokens, int* out, int n, const int* params) {
-  const int seed_lo = params[1]; const int seed_hi = params[2]; const int step = params[3]; const int temperature_bits = params[4]; const int top_p_bits = params[5]; const int min_p_bits = params[6]; const int top_k = params[7]; const int vocab_limit = params[14];
+KERNEL void sample_461041c9(const float* logits, int* tokens, int* out, const int* mask, int n, const int* params) {
+  const int seed_lo = params[1]; const int seed_hi = params[2]; const int step = params[3]; const int temperature_bits = params[4]; const int top_p_bits = params[5]; const int min_p_bits = params[6]; const int top_k = params[7]; const int vocab_limit = params[14]; const int masked = params[18];
   SHARED float redf[WARPS];
   SHARED int redi[WARPS];
   SHARED u64 red64[WARPS];
@@ -315,14 +322,19 @@ KERNEL void sample_461041c9(const float* logits, int* tokens, int* out, int n, c
   SHARED unsigned int ccount;
   if (n < 1) return;
   const int lim = vocab_limit > 0 && vocab_limit < VOCAB ? vocab_limit : VOCAB;
-  // Greedy: the first id of the largest non-NaN logit; and the finite ids.
-  float bv = 0.0f, mn = bits_f32(0x7f800000u);
-  int bi = NO_ID;
+  const unsigned int* msk = masked ? (const unsigned int*)mask : nullptr;
+  // Greedy: the first allowed id of the largest non-NaN logit; the allowed
+  // finite ids; and over every id, the logprob's maximum.
+  float bv = 0.0f, mn = bits_f32(0x7f800000u), av = 0.0f;
+  int bi = NO_ID, ai = NO_ID;
   unsigned int nact = 0u;
-  each(logits, lim, [&](int i, float x) {
+  each(logits, lim, nullptr, [&](int i, float x) {
+    if (x == x && (ai == NO_ID || x > av)) { av = x; ai = i; }
+    if (!allowed(msk, i)) return;
     if (x == x && (bi == NO_ID || x > bv)) { bv = x; bi = i; }
     if (is_finite(x)) { ++nact; mn = __builtin_fminf(mn, x); }
   });
+  block_best(av, ai, redf, redi);
   block_best(bv, bi, redf, redi);
   mn = -block_max(-mn, redf);
   {
@@ -333,10 +345,10 @@ KERNEL void sample_461041c9(const float* logits, int* tokens, int* out, int n, c
     if (TID_X == 0) { tokens[0] = 0; out[0] = 0; out[1] = (int)0x7fc00000u; }
     return;
   }
-  const float M = bv;
-  // The logprob's normalizer: the sum of exp(l - M) over the non-NaN ids.
+  const float M = bv, MA = av;
+  // The logprob's normalizer: the sum of exp(l - MA) over the non-NaN ids.
   float sum = 0.0f;
-  each(logits, lim, [&](int, float x) { if (x == x) sum += fexp(x - M); });
+  each(logits, lim, nullptr, [&](int, float x) { if (x == x) sum += fexp(x - MA); });
   sum = block_sum(sum, redf);
   int chosen = bi;
   const float temp = bits_f32((unsigned int)temperature_bits);
@@ -344,7 +356,7 @@ KERNEL void sample_461041c9(const float* logits, int* tokens, int* out, int n, c
   if (temp > 0.0f && is_finite(M) && is_finite(invT)) {
     const float minp = bits_f32((unsigned int)min_p_bits);
     const float topp = bits_f32((unsigned int)top_p_bits);
-    Draw d = {logits, lim, M, mn, invT, minp > 0.0f ? __builtin_fminf(flog(minp), 0.0f) : bits_f32(0xff800000u), 0u, NO_ID};
+    Draw d = {logits, lim, msk, M, mn, invT, minp > 0.0f ? __builtin_fminf(flog(minp), 0.0f) : bits_f32(0xff800000u), 0u, NO_ID};
     const Scratch sh = {red64, redc, ckey, cid, cq, &ccount};
     // The cuts: prefixes (t, j) of the order; (0, NO_ID) keeps every id.
     unsigned int tp = 0u;
@@ -354,7 +366,7 @@ KERNEL void sample_461041c9(const float* logits, int* tokens, int* out, int n, c
       // Z: the top_k prefix's mass; the members: the ids of it min_p keeps.
       u64 zk = 0, fs = 0;
       unsigned int ck = 0u, cs = 0u;
-      each(logits, lim, [&](int i, float x) {
+      each(logits, lim, msk, [&](int i, float x) {
         if (!is_finite(x) || !in_prefix(order_key(x), i, d.tk, d.jk)) return;
         const float z = mul_rn(x - M, invT);
         const u64 q = mass_of(z);
@@ -375,7 +387,7 @@ KERNEL void sample_461041c9(const float* logits, int* tokens, int* out, int n, c
     const u64 state = sample_mix(sample_mix(seed + SAMPLE_GAMMA) ^ sample_mix(((u64)(unsigned int)step + 1ull) * SAMPLE_GAMMA2));
     float bs = 0.0f;
     int bj = NO_ID;
-    each(logits, lim, [&](int i, float x) {
+    each(logits, lim, msk, [&](int i, float x) {
       if (!is_finite(x)) return;
       const unsigned int key = order_key(x);
       if (!in_prefix(key, i, d.tk, d.jk) || !in_prefix(key, i, tp, jp)) return;
@@ -391,7 +403,7 @@ KERNEL void sample_461041c9(const float* logits, int* tokens, int* out, int n, c
     if (bj != NO_ID) chosen = bj;
   }
   if (TID_X == 0) {
-    const float lp = (logits[chosen] - M) - flog(sum);
+    const float lp = (logits[chosen] - MA) - flog(sum);
     tokens[0] = chosen;
     out[0] = chosen;
     out[1] = (int)f32_bits(lp);
