@@ -151,12 +151,12 @@ func TestToolCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	for s, want := range map[string]bool{
-		"<tool_call>\n<function=get>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>":                             true,
+		"<tool_call>\n<function=get>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>":                                true,
 		"<tool_call>\n<function=get>\n<parameter=n>\n3\n</parameter>\n<parameter=city>\na\nb\n</parameter>\n</function>\n</tool_call>": true,
-		"<tool_call>\n<function=get_all>\n</function>\n</tool_call>":                                                                  true,
-		"<tool_call>\n<function=get>\n</function>\n</tool_call>":                                                                      false, // city is required
-		"<tool_call>\n<function=put>\n</function>\n</tool_call>":                                                                      false,
-		"<tool_call>\n<function=get>\n<parameter=city>\nLondon\n</parameter>\n</function>\n</tool_call>":                            false, // maxLength
+		"<tool_call>\n<function=get_all>\n</function>\n</tool_call>":                                                                   true,
+		"<tool_call>\n<function=get>\n</function>\n</tool_call>":                                                                       false, // city is required
+		"<tool_call>\n<function=put>\n</function>\n</tool_call>":                                                                       false,
+		"<tool_call>\n<function=get>\n<parameter=city>\nLondon\n</parameter>\n</function>\n</tool_call>":                               false, // maxLength
 		"<tool_call>\n<function=get>\n<parameter=city>\nx\n</parameter>\n<parameter=n>\n0\n</parameter>\n</function>\n</tool_call>":    false, // minimum
 		"<tool_call>\n<function=get>\n<parameter=city>\nx\n</parameter>\n<parameter=city>\ny\n</parameter>\n</function>\n</tool_call>": false, // twice
 	} {
