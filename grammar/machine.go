@@ -31,8 +31,9 @@ type exit struct {
 	f frame // the frame, complete there
 }
 
-// maxCache bounds a grammar's cached masks (each ⌈vocab/32⌉ words).
-const maxCache = 1024
+// maxCache bounds a grammar's cached masks (each ⌈vocab/32⌉ words: 19 KiB
+// on a 150k-token vocabulary).
+const maxCache = 512
 
 func newGrammar(root *node, v *Vocab) *Grammar {
 	seq := &node{kind: kSeq, seq: []*node{root}, leadWS: true}

@@ -1,7 +1,6 @@
 package grammar
 
 import (
-	"encoding/json"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -158,6 +157,6 @@ func BenchmarkMaskNested(b *testing.B) {
 	slices.Sort(all)
 	b.ReportMetric(float64(all[len(all)/2].Nanoseconds()), "median-ns/mask")
 	b.ReportMetric(float64(all[len(all)*9/10].Nanoseconds()), "p90-ns/mask")
+	b.ReportMetric(float64(all[len(all)-1].Nanoseconds()), "max-ns/mask")
 	b.ReportMetric(float64(steps)/float64(b.N), "masks/op")
-	_ = json.Valid
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -48,6 +49,46 @@ func grammarVocab(m *Model) (*grammar.Vocab, error) {
 	return vo.v, vo.err
 }
 
+// grammars keeps the last compiled grammars by what they were compiled
+// from, so that a schema a client sends again reuses its compiled automaton
+// and its cached masks (the first mask inside a free string walks the whole
+// vocabulary; later ones hit the cache).
+var grammars = struct {
+	sync.Mutex
+	keys  []string
+	byKey map[string]*grammar.Grammar
+}{byKey: map[string]*grammar.Grammar{}}
+
+// grammarsKept bounds the compiled grammars kept (each up to a few tens of
+// MiB of cached masks on a 150k-token vocabulary).
+const grammarsKept = 8
+
+// compiled returns the grammar for key, compiling it on a miss.
+func compiled(m *Model, key string, compile func() (*grammar.Grammar, error)) (*grammar.Grammar, error) {
+	key = fmt.Sprintf("%p\x00%s", m, key)
+	grammars.Lock()
+	g, ok := grammars.byKey[key]
+	grammars.Unlock()
+	if ok {
+		return g, nil
+	}
+	g, err := compile()
+	if err != nil {
+		return nil, err
+	}
+	grammars.Lock()
+	defer grammars.Unlock()
+	if _, ok := grammars.byKey[key]; !ok {
+		if len(grammars.keys) >= grammarsKept {
+			delete(grammars.byKey, grammars.keys[0])
+			grammars.keys = grammars.keys[1:]
+		}
+		grammars.keys = append(grammars.keys, key)
+		grammars.byKey[key] = g
+	}
+	return g, nil
+}
+
 // schemaError maps a compile error to the request's 400.
 func schemaError(param string, err error) *openai.Error {
 	var ge *grammar.Error
@@ -76,9 +117,10 @@ func formatConstraint(m *Model, rf *openai.ResponseFormat) (Constraint, *openai.
 	var g *grammar.Grammar
 	switch rf.Type {
 	case "json_object":
-		g = grammar.JSONObject(v)
+		g, _ = compiled(m, "json_object", func() (*grammar.Grammar, error) { return grammar.JSONObject(v), nil })
 	case "json_schema":
-		if g, err = grammar.JSONSchema(rf.JSONSchema.Schema, v); err != nil {
+		schema := rf.JSONSchema.Schema
+		if g, err = compiled(m, "schema\x00"+string(schema), func() (*grammar.Grammar, error) { return grammar.JSONSchema(schema, v) }); err != nil {
 			return nil, schemaError("response_format.json_schema.schema", err)
 		}
 	default:
@@ -101,7 +143,11 @@ func toolConstraint(m *Model, defs []openai.Tool, choice *openai.ToolChoice) (Co
 	if err != nil {
 		return nil, openai.Internal(err.Error())
 	}
-	g, err := grammar.ToolCall(tools, v)
+	key, err := json.Marshal(tools)
+	if err != nil {
+		return nil, openai.Internal(err.Error())
+	}
+	g, err := compiled(m, "tools\x00"+string(key), func() (*grammar.Grammar, error) { return grammar.ToolCall(tools, v) })
 	if err != nil {
 		e := schemaError("tools", err)
 		e.Param = strings.Replace(e.Param, "tools/tools/", "tools/", 1)
