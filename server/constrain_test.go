@@ -101,6 +101,24 @@ func TestConstrainedRandomModel(t *testing.T) {
 			})
 		}
 	}
+	t.Run("after the reasoning", func(t *testing.T) {
+		// Thinking on, bounded: the reasoning is free (but may not end the
+		// turn), the answer after it constrained.
+		schema := constrainedSchemas[11]
+		v := compileSchema(t, schema)
+		for seed := range 5 {
+			req := request(seed)
+			req["chat_template_kwargs"] = map[string]any{"enable_thinking": true}
+			req["thinking_budget"] = 16
+			req["response_format"] = map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "s", "schema": json.RawMessage(schema)}}
+			msg, finish := message(post(t, req))
+			content, _ := msg["content"].(string)
+			if reasoning, _ := msg["reasoning_content"].(string); reasoning == "" || finish != "stop" {
+				t.Fatalf("seed %d: finish %q, reasoning %q, content %q", seed, finish, reasoning, content)
+			}
+			validate(t, v, content)
+		}
+	})
 	t.Run("json_object", func(t *testing.T) {
 		for seed := range 5 {
 			req := request(seed)

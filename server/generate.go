@@ -94,8 +94,20 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 		emit = func(genStep) error { return nil }
 	}
 	var mask runtime.Mask // the constraint's, reused at every step
+	// noStop is every token but the stop ids: a constrained answer must
+	// follow the reasoning, so the reasoning may not end the turn.
+	var noStop runtime.Mask
 	if p.constraint != nil {
 		mask = make(runtime.Mask, runtime.MaskWords(m.Engine.Vocab()))
+		noStop = make(runtime.Mask, len(mask))
+		for i := range noStop {
+			noStop[i] = ^uint32(0)
+		}
+		for _, id := range m.StopIDs {
+			if w := int(id) / 32; id >= 0 && w < len(noStop) {
+				noStop[w] &^= 1 << (uint(id) % 32)
+			}
+		}
 	}
 	callDone := false // the one allowed tool call is complete
 	var args string   // the arguments of the call being parsed
@@ -216,6 +228,8 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 			if restricted {
 				allowed = mask
 			}
+		} else if p.constraint != nil {
+			allowed = noStop
 		}
 		switch {
 		case onDevice:

@@ -10,6 +10,7 @@ import (
 	"github.com/aimaproject/aimac/grammar"
 	"github.com/aimaproject/aimac/openai"
 	"github.com/aimaproject/aimac/runtime"
+	"github.com/aimaproject/aimac/tokenizer"
 )
 
 // grammarConstraint is a Constraint from a compiled grammar: a JSON
@@ -45,8 +46,26 @@ type vocabOnce struct {
 func grammarVocab(m *Model) (*grammar.Vocab, error) {
 	e, _ := grammarVocabs.LoadOrStore(m, &vocabOnce{})
 	vo := e.(*vocabOnce)
-	vo.once.Do(func() { vo.v, vo.err = grammar.NewVocab(m.Tokenizer, m.Engine.Vocab(), m.StopIDs) })
+	vo.once.Do(func() { vo.v, vo.err = grammar.NewVocab(textTokens{m.Tokenizer}, m.Engine.Vocab(), m.StopIDs) })
 	return vo.v, vo.err
+}
+
+// textTokens is the tokenizer as the grammar sees it: a control token
+// (an added one) is never text the grammar can place, since the output
+// drops it or reads it as markup — except <tool_call> and </tool_call>,
+// which the tool-call parser reads exactly as their text, so a model may
+// open and close a constrained call with the tokens it was trained on.
+type textTokens struct{ *tokenizer.Tokenizer }
+
+func (t textTokens) Special(id int32) bool {
+	if !t.Added(id) {
+		return false
+	}
+	switch string(t.TokenBytes(id)) {
+	case "<tool_call>", "</tool_call>":
+		return false
+	}
+	return true
 }
 
 // grammars keeps the last compiled grammars by what they were compiled
