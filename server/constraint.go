@@ -11,8 +11,8 @@ import "github.com/aimaproject/aimac/runtime"
 // reasoning has closed when thinking is on — in this order at every step:
 // Mask for the tokens allowed next, then the draw among them, then Advance
 // with the token drawn. While the reasoning of a constrained request runs,
-// its stop tokens are masked: the constrained answer must follow. Stop tokens (<|im_end|>, <|endoftext|>) are tokens
-// like any other: a constraint that allows none of them keeps the answer
+// its stop tokens are masked: the constrained answer must follow. Stop
+// tokens (<|im_end|>, <|endoftext|>) are tokens like any other: a constraint that allows none of them keeps the answer
 // going until it does (or until max_tokens). The mask reaches the sampler
 // where the logits are: the device sampler's mask operand
 // (runtime.DeviceSampling.Mask), or the host Sampler's SampleMasked when the
