@@ -6,7 +6,9 @@ package plan
 // bundles of its own ABI; within one ABI, a bundle built by any release of
 // the compiler runs, whatever its templates rendered.
 //
-// ABI 2 (ABI 1 had a 16-slot block without the step's shape) covers:
+// ABI 3 (ABI 1 had a 16-slot block without the step's shape; ABI 2 had no
+// sample mask: the sample family's mask operand and the masked slot, 18,
+// for constrained decoding) covers:
 //
 //   - the argument order of every entry point: one device pointer per
 //     operand of the kernel's family, in the family's operand order (the
@@ -14,7 +16,7 @@ package plan
 //     `int n` (the launch's logical rows), then `const int* params`;
 //   - the parameter block that params points at: ir.ParamSlots (32) int32
 //     slots with the layout of the ir.Slot constants (floats as IEEE-754
-//     bits; n, last and row0 at 15-17),
+//     bits; n, last and row0 at 15-17, masked at 18),
 //     written by the host before a launch or a graph replay and read by the
 //     kernels at run time;
 //   - the alignment rule: every operand pointer is a multiple of ArgAlign
@@ -24,7 +26,7 @@ package plan
 //
 // Change any of these and KernelABI must change with them (plan's tests pin
 // the parameter block of each ABI).
-const KernelABI = 2
+const KernelABI = 3
 
 // ArgAlign is the byte alignment of every kernel operand pointer (see
 // KernelABI).
