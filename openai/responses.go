@@ -112,6 +112,9 @@ func NewResponse(id, model string, createdAt int64, req *ResponsesRequest) *Resp
 		Tools: append([]ResponsesTool{}, req.Tools...), Metadata: req.Metadata,
 		MaxOutputTokens: req.MaxOutputTokens,
 	}
+	if req.Text != nil && req.Text.Format != nil {
+		r.Text.Format = req.Text.Format
+	}
 	if req.Instructions != "" {
 		s := req.Instructions
 		r.Instructions = &s

@@ -142,14 +142,33 @@ type ReasoningConfig struct {
 	Summary string `json:"summary,omitempty"` // auto, concise, detailed
 }
 
-// TextConfig is the text output option; only the "text" format exists here.
+// TextConfig is the text output option.
 type TextConfig struct {
 	Format *TextFormat `json:"format,omitempty"`
 }
 
-// TextFormat is the text output format.
+// TextFormat is the text output format: text, json_object, or json_schema
+// with its name and schema (the Responses API's flat form of chat's
+// response_format).
 type TextFormat struct {
-	Type string `json:"type"`
+	Type        string          `json:"type"`
+	Name        string          `json:"name,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Schema      json.RawMessage `json:"schema,omitempty"`
+	Strict      *bool           `json:"strict,omitempty"`
+}
+
+// ResponseFormat is the format as chat's response_format, so both
+// endpoints are constrained by one path.
+func (f *TextFormat) ResponseFormat() *ResponseFormat {
+	if f == nil {
+		return nil
+	}
+	rf := &ResponseFormat{Type: f.Type}
+	if f.Type == "json_schema" {
+		rf.JSONSchema = &JSONSchema{Name: f.Name, Description: f.Description, Schema: f.Schema, Strict: f.Strict}
+	}
+	return rf
 }
 
 // responsesUnsupported lists Responses fields this server does not
@@ -412,8 +431,7 @@ func decodeReasoningConfig(n *node, path string) (*ReasoningConfig, *Error) {
 	return c, err
 }
 
-// decodeTextConfig reads the text option; formats other than text are not
-// supported.
+// decodeTextConfig reads the text option.
 func decodeTextConfig(n *node, path string) (*TextConfig, *Error) {
 	if n.kind == kNull {
 		return nil, nil
@@ -430,20 +448,30 @@ func decodeTextConfig(n *node, path string) (*TextConfig, *Error) {
 				return err
 			}
 			switch t {
-			case "text":
-			case "json_object", "json_schema":
-				return Unsupported(join(p, "type"), fmt.Sprintf("Text format '%s' is not supported; only 'text'.", t))
+			case "text", "json_object", "json_schema":
 			case "":
 				return InvalidRequest(join(p, "type"), fmt.Sprintf("'%s' is required.", join(p, "type")))
 			default:
 				return InvalidRequest(join(p, "type"), fmt.Sprintf("Invalid text format '%s'.", t))
 			}
-			c.Format = &TextFormat{Type: t}
+			f := &TextFormat{Type: t}
+			c.Format = f
 			return fields(v, p, func(key string, v *node, p string) *Error {
-				if key == "type" {
-					return nil
+				var err *Error
+				switch {
+				case key == "type":
+				case key == "name" && t == "json_schema":
+					f.Name, err = str(v, p)
+				case key == "description" && t == "json_schema":
+					f.Description, err = str(v, p)
+				case key == "schema" && t == "json_schema":
+					f.Schema, err = object(v, p)
+				case key == "strict" && t == "json_schema":
+					f.Strict, err = optBool(v, p)
+				default:
+					err = unknownParam(p)
 				}
-				return unknownParam(p)
+				return err
 			})
 		case "verbosity":
 			return nullOnly("verbosity control is not supported")(v, p)
@@ -492,8 +520,14 @@ func (r *ResponsesRequest) Validate() *Error {
 	if err := validateThinkingBudget(r.MaxThinkingTokens, "thinking_budget"); err != nil {
 		return err
 	}
-	if r.Text != nil && r.Text.Format != nil && r.Text.Format.Type != "text" {
-		return Unsupported("text.format.type", "Only the 'text' format is supported.")
+	if r.Text != nil && r.Text.Format != nil && r.Text.Format.Type == "json_schema" {
+		f := r.Text.Format
+		if !validName(f.Name) {
+			return InvalidRequest("text.format.name", fmt.Sprintf("Invalid schema name '%s': it must match ^[a-zA-Z0-9_-]{1,64}$.", f.Name))
+		}
+		if f.Schema == nil {
+			return InvalidRequest("text.format.schema", "'text.format.schema' is required.")
+		}
 	}
 	return checkMetadata(r.Metadata, "metadata")
 }

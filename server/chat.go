@@ -46,13 +46,8 @@ func (s *Server) prepareChat(req *openai.ChatRequest) (*generation, *openai.Erro
 		p.topLogprobs = *req.TopLogprobs
 	}
 	p.think = newThinkBudget(m, n, limited)
-	if rf := req.ResponseFormat; rf != nil && rf.Type != "text" {
-		if p.constraint != nil {
-			return nil, openai.InvalidRequest("response_format", "response_format "+rf.Type+" cannot be combined with a required or named tool_choice: the answer is a tool call")
-		}
-		if p.constraint, apiErr = formatConstraint(m, rf); apiErr != nil {
-			return nil, apiErr
-		}
+	if apiErr := p.constrainFormat(m, req.ResponseFormat, "response_format"); apiErr != nil {
+		return nil, apiErr
 	}
 	a := &chatAnswer{ck: openai.ChatChunker{ID: newID("chatcmpl-"), Model: m.ID, Created: time.Now().Unix()},
 		logprobs: req.Logprobs, usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}

@@ -119,6 +119,40 @@ func TestConstrainedRandomModel(t *testing.T) {
 			validate(t, v, content)
 		}
 	})
+	t.Run("responses text.format", func(t *testing.T) {
+		schema := constrainedSchemas[19]
+		v := compileSchema(t, schema)
+		for seed := range 5 {
+			b, _ := json.Marshal(map[string]any{"model": modelID, "input": "Answer in JSON.", "temperature": 1, "seed": seed,
+				"max_output_tokens": 1200, "reasoning": map[string]any{"effort": "none"},
+				"text": map[string]any{"format": map[string]any{"type": "json_schema", "name": "s", "schema": json.RawMessage(schema)}}})
+			res, err := http.Post(ts.URL+"/v1/responses", "application/json", bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out struct {
+				Status string `json:"status"`
+				Output []struct {
+					Type    string `json:"type"`
+					Content []struct {
+						Text string `json:"text"`
+					} `json:"content"`
+				} `json:"output"`
+			}
+			err = json.NewDecoder(res.Body).Decode(&out)
+			res.Body.Close()
+			if err != nil || res.StatusCode != 200 || out.Status != "completed" {
+				t.Fatalf("seed %d: status %d %q, %v", seed, res.StatusCode, out.Status, err)
+			}
+			text := ""
+			for _, o := range out.Output {
+				if o.Type == "message" && len(o.Content) > 0 {
+					text = o.Content[0].Text
+				}
+			}
+			validate(t, v, text)
+		}
+	})
 	t.Run("json_object", func(t *testing.T) {
 		for seed := range 5 {
 			req := request(seed)

@@ -124,8 +124,30 @@ func schemaError(param string, err error) *openai.Error {
 	return openai.Internal("compiling the grammar: " + err.Error())
 }
 
-// formatConstraint is the constraint of a response_format (nil for text).
-func formatConstraint(m *Model, rf *openai.ResponseFormat) (Constraint, *openai.Error) {
+// constrainFormat sets the constraint of a response format (given at
+// param), which a forced tool call excludes.
+func (p *genParams) constrainFormat(m *Model, rf *openai.ResponseFormat, param string) *openai.Error {
+	if rf == nil || rf.Type == "text" {
+		return nil
+	}
+	if p.constraint != nil {
+		return openai.InvalidRequest(param, "a "+rf.Type+" format cannot be combined with a required or named tool_choice: the answer is a tool call")
+	}
+	schemaParam := param + ".schema"
+	if rf.Type == "json_schema" && param == "response_format" {
+		schemaParam = "response_format.json_schema.schema"
+	}
+	c, apiErr := formatConstraint(m, rf, schemaParam)
+	if apiErr != nil {
+		return apiErr
+	}
+	p.constraint = c
+	return nil
+}
+
+// formatConstraint is the constraint of a response_format (nil for text);
+// param is where the request gave it, for errors.
+func formatConstraint(m *Model, rf *openai.ResponseFormat, param string) (Constraint, *openai.Error) {
 	if rf == nil || rf.Type == "text" {
 		return nil, nil
 	}
@@ -140,7 +162,7 @@ func formatConstraint(m *Model, rf *openai.ResponseFormat) (Constraint, *openai.
 	case "json_schema":
 		schema := rf.JSONSchema.Schema
 		if g, err = compiled(m, "schema\x00"+string(schema), func() (*grammar.Grammar, error) { return grammar.JSONSchema(schema, v) }); err != nil {
-			return nil, schemaError("response_format.json_schema.schema", err)
+			return nil, schemaError(param, err)
 		}
 	default:
 		return nil, openai.InvalidRequest("response_format.type", "unknown response format "+rf.Type)

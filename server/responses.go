@@ -58,6 +58,11 @@ func (s *Server) prepareResponse(req *openai.ResponsesRequest) (*generation, *op
 		keepSpecial: req.SkipSpecialTokens != nil && !*req.SkipSpecialTokens}
 	n, limited := req.ThinkingBudget()
 	p.think = newThinkBudget(m, n, limited)
+	if req.Text != nil {
+		if apiErr := p.constrainFormat(m, req.Text.Format.ResponseFormat(), "text.format"); apiErr != nil {
+			return nil, apiErr
+		}
+	}
 	a := &responseAnswer{s: s, m: m, req: req, history: history,
 		b: openai.NewResponseBuilder(openai.NewResponse(newID("resp_"), m.ID, time.Now().Unix(), req))}
 	return &generation{model: m, params: p, stream: req.Stream, answer: a}, nil
