@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/aimaproject/aimac/checkpoint"
+	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/planner"
 	"github.com/aimaproject/aimac/runtime"
@@ -258,5 +259,40 @@ func TestDeviceSamplingErrors(t *testing.T) {
 	if s, ok := runtime.DeviceSamplingFor(runtime.SamplerConfig{Temperature: 0.7, TopK: 20, TopP: 0.8, RepetitionPenalty: 1, Seed: 3, VocabLimit: 9}); !ok ||
 		!cmp.Equal(s, runtime.DeviceSampling{Temperature: 0.7, TopK: 20, TopP: 0.8, Seed: 3, VocabLimit: 9}) {
 		t.Errorf("DeviceSamplingFor: %+v, %v", s, ok)
+	}
+}
+
+// TestDeviceSampleMask: the engine's sample phase with a mask draws what
+// kernels.SampleToken draws with it (an allowed id), reports the unmasked
+// logprob, and a mask of the wrong width is refused.
+func TestDeviceSampleMask(t *testing.T) {
+	e := tinyEngine(t, runtime.NewCPU(), false)
+	ctx := context.Background()
+	logits, err := e.Prefill(ctx, prompt(9, e.Vocab()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mask := make(runtime.Mask, runtime.MaskWords(e.Vocab()))
+	for id := 5; id < e.Vocab(); id += 11 {
+		mask[id/32] |= 1 << (id % 32)
+	}
+	for step, s := range []runtime.DeviceSampling{{}, {Temperature: 1, Seed: 2}, {Temperature: 0.7, TopK: 5, TopP: 0.9, Seed: 3}} {
+		s.Mask = mask
+		got, lp, err := e.SampleLogits(ctx, logits, s, step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, wantLP := kernels.SampleToken(logits, kernels.SampleParams{Temperature: s.Temperature, TopK: int32(s.TopK), TopP: s.TopP,
+			Seed: s.Seed, Step: uint32(step), Mask: mask})
+		if got != want || lp != wantLP || !mask.Has(got) {
+			t.Errorf("%+v: drew %d (%g), want %d (%g) from the mask", s, got, lp, want, wantLP)
+		}
+		s.Mask = nil
+		if _, freeLP := kernels.SampleToken(logits, kernels.SampleParams{}); got == runtime.Argmax(logits) && lp != freeLP {
+			t.Errorf("the logprob of the free argmax changed under a mask: %g, want %g", lp, freeLP)
+		}
+	}
+	if _, _, err := e.SampleLogits(ctx, logits, runtime.DeviceSampling{Mask: mask[:1]}, 0); err == nil {
+		t.Error("a one-word mask is accepted")
 	}
 }
