@@ -196,3 +196,33 @@ func FuzzJSONSchema(f *testing.F) {
 		}
 	})
 }
+
+// FuzzToolCall compiles outside tool parameter schemas: an error or a
+// grammar whose masks agree with Advance, never a panic.
+func FuzzToolCall(f *testing.F) {
+	f.Add("get", `{"type":"object","properties":{"city":{"type":"string","maxLength":5},"n":{"type":"integer"}},"required":["city"]}`,
+		"<tool_call>\n<function=get>\n<parameter=city>\nab\n</parameter>\n</function>\n</tool_call>")
+	f.Add("x", `{}`, "<tool_call>\n<function=x>\n</function>\n</tool_call>")
+	v := byteVocab(f)
+	mask := make([]uint32, v.Words())
+	f.Fuzz(func(t *testing.T, name, params, text string) {
+		g, err := ToolCall([]Tool{{Name: name, Parameters: []byte(params)}}, v)
+		if err != nil {
+			var ge *Error
+			if !errors.As(err, &ge) {
+				t.Fatalf("%T %v", err, err)
+			}
+			return
+		}
+		m := g.NewMatcher()
+		for i := 0; i < len(text) && i < 128; i++ {
+			m.Mask(mask)
+			in := mask[text[i]/32]>>(text[i]%32)&1 == 1
+			if err := m.Advance(int32(text[i])); in != (err == nil) {
+				t.Fatalf("byte %d of %q: mask %v, Advance %v", i, text, in, err)
+			} else if err != nil {
+				return
+			}
+		}
+	})
+}

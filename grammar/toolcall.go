@@ -61,7 +61,9 @@ func toolParams(schema json.RawMessage, path string) (*node, error) {
 	if t := bytes.TrimSpace(schema); len(t) > 0 && string(t) != "null" {
 		c, err := newCompiler(t)
 		if err != nil {
-			err.(*Error).Path = path + err.(*Error).Path
+			if ge, ok := err.(*Error); ok {
+				ge.Path = path + ge.Path
+			}
 			return nil, err
 		}
 		var s map[string]json.RawMessage
@@ -108,7 +110,9 @@ func toolParams(schema json.RawMessage, path string) (*node, error) {
 			}
 			val, err := c.value(props[name], p, 1)
 			if err != nil {
-				err.(*Error).Path = strings.Replace(err.(*Error).Path, "/$defs", path+"/$defs", 1)
+				if ge, ok := err.(*Error); ok && !strings.HasPrefix(ge.Path, path) {
+					ge.Path = path + ge.Path // inside a $defs entry of the parameters
+				}
 				return nil, err
 			}
 			if output.StringValued(props[name]) {
