@@ -169,8 +169,16 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 			res.reasoningTokens++
 		}
 		if !p.keepSpecial && m.Tokenizer.Added(tok) {
-			// A control token is markup or nothing, never text.
-			return add(genStep{events: parser.Control(string(m.Tokenizer.TokenBytes(tok))), logprob: lp})
+			// A control token is markup or nothing, never text. Bytes held
+			// back for an unfinished UTF-8 sequence end at it: they belong
+			// to the text before it (the reasoning, say), not after it.
+			held := dec.Flush()
+			var events []output.Event
+			if held != "" {
+				events = parser.Write(held)
+			}
+			events = append(events, parser.Control(string(m.Tokenizer.TokenBytes(tok)))...)
+			return add(genStep{events: events, text: held, logprob: lp})
 		}
 		piece, err := dec.Add(tok)
 		if err != nil {

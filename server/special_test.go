@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -69,5 +70,58 @@ func TestSpecialTokens(t *testing.T) {
 				t.Errorf("streamed text (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestUnfinishedByteBeforeControl checks that a UTF-8 sequence cut off by a
+// control token ends before it: the reasoning gets its U+FFFD and the
+// answer starts with the answer's own text, streamed and not.
+func TestUnfinishedByteBeforeControl(t *testing.T) {
+	t.Parallel()
+	h := start(t, server.Config{})
+	// Encode would mend the lone byte, so the ids are scripted directly:
+	// "Hm", the byte 0xC5 (a lead byte whose continuation never comes),
+	// then </think> and the answer.
+	lone := int32(-1)
+	for id := range int32(h.f.tok.Size()) {
+		if string(h.f.tok.TokenBytes(id)) == "\xc5" {
+			lone = id
+		}
+	}
+	if lone < 0 {
+		t.Fatal("the tiny vocabulary has no token of the byte 0xC5")
+	}
+	ids := append(h.f.tok.Encode("Hm"), lone)
+	ids = append(ids, h.f.tok.Encode("</think>\n\nYes.")...)
+	script := func() {
+		h.eng.mu.Lock()
+		defer h.eng.mu.Unlock()
+		h.eng.answer, h.eng.loop = slices.Clone(ids), false
+	}
+	body := `{"model":"` + modelID + `","messages":[{"role":"user","content":"x"}]}`
+	script()
+	msg := decode[chatBody](t, h.do(t, http.MethodPost, "/v1/chat/completions", body)).Choices[0].Message
+	if diff := cmp.Diff([2]string{"Hm\uFFFD", "Yes."}, [2]string{msg.ReasoningContent, msg.Content}); diff != "" {
+		t.Errorf("reasoning and answer (-want +got):\n%s", diff)
+	}
+	script()
+	var reasoning, content string
+	for _, e := range h.stream(t, "/v1/chat/completions", strings.TrimSuffix(body, "}")+`,"stream":true}`) {
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					Content          string `json:"content"`
+					ReasoningContent string `json:"reasoning_content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		json.Unmarshal([]byte(e.data), &c)
+		if len(c.Choices) == 1 {
+			reasoning += c.Choices[0].Delta.ReasoningContent
+			content += c.Choices[0].Delta.Content
+		}
+	}
+	if diff := cmp.Diff([2]string{"Hm\uFFFD", "Yes."}, [2]string{reasoning, content}); diff != "" {
+		t.Errorf("streamed reasoning and answer (-want +got):\n%s", diff)
 	}
 }
