@@ -49,6 +49,7 @@ func (s *Server) prepareChat(req *openai.ChatRequest) (*generation, *openai.Erro
 	if apiErr := p.constrainFormat(m, req.ResponseFormat, "response_format"); apiErr != nil {
 		return nil, apiErr
 	}
+	p.leaveRoomForAnswer(m)
 	a := &chatAnswer{ck: openai.ChatChunker{ID: newID("chatcmpl-"), Model: m.ID, Created: time.Now().Unix()},
 		logprobs: req.Logprobs, usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
 	return &generation{model: m, params: p, stream: req.Stream, answer: a}, nil

@@ -119,6 +119,25 @@ func TestConstrainedRandomModel(t *testing.T) {
 			validate(t, v, content)
 		}
 	})
+	t.Run("thinking without a budget", func(t *testing.T) {
+		// Thinking on and no budget: the random model rarely ends its
+		// reasoning by itself, so the server bounds it to leave room for
+		// the constrained answer.
+		schema := `{"type":"object","properties":{"a":{"type":"integer","minimum":0,"maximum":99}},"required":["a"],"additionalProperties":false}`
+		v := compileSchema(t, schema)
+		for seed := range 5 {
+			req := request(seed)
+			req["chat_template_kwargs"] = map[string]any{"enable_thinking": true}
+			req["max_tokens"] = 400
+			req["response_format"] = map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "s", "schema": json.RawMessage(schema)}}
+			msg, finish := message(post(t, req))
+			content, _ := msg["content"].(string)
+			if finish != "stop" {
+				t.Fatalf("seed %d: finish %q, content %q", seed, finish, content)
+			}
+			validate(t, v, content)
+		}
+	})
 	t.Run("responses text.format", func(t *testing.T) {
 		schema := constrainedSchemas[19]
 		v := compileSchema(t, schema)

@@ -63,6 +63,7 @@ func (s *Server) prepareResponse(req *openai.ResponsesRequest) (*generation, *op
 			return nil, apiErr
 		}
 	}
+	p.leaveRoomForAnswer(m)
 	a := &responseAnswer{s: s, m: m, req: req, history: history,
 		b: openai.NewResponseBuilder(openai.NewResponse(newID("resp_"), m.ID, time.Now().Unix(), req))}
 	return &generation{model: m, params: p, stream: req.Stream, answer: a}, nil

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/aimaproject/aimac/chat"
+	"github.com/aimaproject/aimac/openai"
 )
 
 // thinkBudget bounds a generation's reasoning: once it holds n tokens the
@@ -45,4 +46,16 @@ func newThinkBudget(m *Model, n int, limited bool) thinkBudget {
 		return thinkBudget{}
 	}
 	return thinkBudget{limited: true, n: n, close: m.Tokenizer.Encode(reasoningClose(m.Template))}
+}
+
+// leaveRoomForAnswer gives a constrained request that thinks without a
+// budget one — half of its room, at most the medium effort's budget — so the
+// reasoning always ends and the constrained answer has tokens left to be
+// written in; an unbounded reasoning would otherwise spend the whole room
+// and return no answer at all.
+func (p *genParams) leaveRoomForAnswer(m *Model) {
+	if p.constraint == nil || !p.parse.StartInReasoning || p.think.limited {
+		return
+	}
+	p.think = newThinkBudget(m, min(p.maxNew/2, openai.ReasoningBudgets["medium"]), true)
 }
