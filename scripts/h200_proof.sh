@@ -18,8 +18,12 @@
 # Build first, where Go is (no Go toolchain is needed where it runs):
 #   CGO_ENABLED=0 go build -o bin/ ./cmd/...
 #   CGO_ENABLED=0 go test -c -o bin/runtime_cuda.test ./runtime/cuda
-#   go test ./codegen -run WriteGPUCases -gpucases $PWD/bin/gpucases
-# (bin/gpucases may also come as bin/gpucases.txz: tar cJf bin/gpucases.txz -C bin gpucases).
+#   CGO_ENABLED=0 go test -c -o bin/codegen.test ./codegen
+# and step 1 writes the cases where it runs (random inputs, the Go references'
+# outputs, speed cases with hundreds of MB of weights) with that binary:
+#   bin/codegen.test -test.run WriteGPUCases -gpucases DIR   (from codegen/)
+# Cases written beforehand also work: go test ./codegen -run WriteGPUCases
+# -gpucases $PWD/bin/gpucases, or as bin/gpucases.txz (tar cJf bin/gpucases.txz -C bin gpucases).
 # PROOF_STEPS (default 1,2,3,4) runs a subset, e.g. when the cases and the
 # binaries do not fit one upload.
 # Then, from the repository root: scripts/h200_proof.sh [RESULTS_DIR]
@@ -41,6 +45,9 @@ want() { case ",$steps," in *",$1,"*) return 0;; esac; return 1; }
 cases=bin/gpucases
 if want 1 && [ ! -d "$cases" ] && [ -f bin/gpucases.txz ]; then
   cases=$(mktemp -d)/gpucases; tar xJf bin/gpucases.txz -C "$(dirname "$cases")" || exit 1
+elif want 1 && [ ! -d "$cases" ] && [ -x bin/codegen.test ]; then
+  cases=$(mktemp -d)/gpucases
+  (cd codegen && ../bin/codegen.test -test.run WriteGPUCases -gpucases "$cases") >"$dir/gpucases_write.log" 2>&1 || { tail "$dir/gpucases_write.log"; exit 1; }
 fi
 need=()
 want 1 && need+=("$cases")
