@@ -40,6 +40,17 @@ const (
 	AttentionCombine     Kind = "attention_combine"      // merges the splits' partial softmaxes into attention's out
 )
 
+// Weight-streaming variants of the projections for one activation row (the
+// decode step, the LM head of the last row): the same math as MatMul,
+// MatMulAdd, MoEGateUp and MoEDown, launched so that the weights stream at
+// the copy bandwidth (docs/gemv.md).
+const (
+	GEMV          Kind = "gemv"             // MatMul of one row: several output rows per warp, split-K for narrow outputs
+	GEMVAdd       Kind = "gemv_add"         // MatMulAdd of one row: gemv adding into the residual
+	MoEGateUpGEMV Kind = "moe_gate_up_gemv" // MoEGateUp of one token: grid over (row groups, slot)
+	MoEDownGEMV   Kind = "moe_down_gemv"    // MoEDown of one token: every slot's loads in flight at once
+)
+
 // Weight generation: no step's graph uses it; every plan lists one kernel
 // per weight dtype and runtime.SyntheticWeights launches them.
 const (

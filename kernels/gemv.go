@@ -1,0 +1,117 @@
+package kernels
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/aimaproject/aimac/ir"
+)
+
+// gemvFamilies are the weight-streaming variants of the projections for one
+// activation row (docs/gemv.md). Each has the operands and the math of the
+// family it stands in for — its reference is that family's — plus launch
+// parameters the planner chooses per target and shape:
+//
+//   - rows_per_warp: output rows one warp computes, so each lane keeps
+//     rows_per_warp × unroll 16-byte weight loads in flight and reuses every
+//     activation element it loads for all of them;
+//   - unroll: 16-byte chunks per row a lane loads before its FMAs;
+//   - split_k (gemv only): warps of a block that share one group of rows,
+//     each over a slice of K, summed in shared memory (narrow outputs: the
+//     router, the GDN b/a projections, the shared-expert gate).
+//
+// Any K: a lane reads 8 BF16 weights (16 bytes) a load when K % 8 == 0,
+// and one element at a time otherwise.
+func gemvFamilies() []*ir.Family {
+	stream := ir.Ints("rows_per_warp", "unroll")
+	return []*ir.Family{
+		{
+			Kind:     ir.GEMV,
+			Operands: operandsOf(ir.MatMul),
+			Params:   cat(ir.Ints("k", "n", "split_k"), stream),
+			Check: func(p ir.Params) error {
+				if s := p.Int("split_k"); s&(s-1) != 0 || s > GEMVMaxSplitK {
+					return fmt.Errorf("split_k %d: want a power of two up to %d (it divides a block's warps)", s, GEMVMaxSplitK)
+				}
+				return checkStream(p, p.Int("rows_per_warp"))
+			},
+			// Blocks of warps/split_k row groups, rows_per_warp rows each.
+			Launch: func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
+				groups := max(1, c.Warps()/p.Int("split_k"))
+				return c.Blocks(ir.Ceil(p.Int("n"), groups*p.Int("rows_per_warp")), rows, 1)
+			},
+			Reference: func(a *ir.Args) error { return Families[ir.MatMul].Reference(a) },
+		},
+		{
+			Kind:     ir.MoEGateUpGEMV,
+			Operands: operandsOf(ir.MoEGateUp),
+			Params:   cat(ir.Ints("experts", "hidden", "inter", "k"), stream),
+			Check: func(p ir.Params) error {
+				if err := topK(p); err != nil {
+					return err
+				}
+				// A warp streams a gate and an up row for each of its rows.
+				return checkStream(p, 2*p.Int("rows_per_warp"))
+			},
+			// Grid (row groups, slot, token): every block streams rows of one
+			// selected expert.
+			Launch: func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
+				return c.Blocks(ir.Ceil(p.Int("inter"), c.Warps()*p.Int("rows_per_warp")), p.Int("k"), rows)
+			},
+			Reference: func(a *ir.Args) error { return Families[ir.MoEGateUp].Reference(a) },
+		},
+		{
+			Kind:     ir.MoEDownGEMV,
+			Operands: operandsOf(ir.MoEDown),
+			Params:   cat(ir.Ints("experts", "hidden", "inter", "k"), stream),
+			Check: func(p ir.Params) error {
+				if err := topK(p); err != nil {
+					return err
+				}
+				// A warp streams its rows of every slot's expert at once.
+				if p.Int("k") > GEMVMaxSlots {
+					return fmt.Errorf("k %d: moe_down_gemv keeps every slot in flight, at most %d", p.Int("k"), GEMVMaxSlots)
+				}
+				return checkStream(p, p.Int("k")*p.Int("rows_per_warp"))
+			},
+			// Grid (row groups, token): a warp's rows_per_warp output rows
+			// over all k slots.
+			Launch: func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
+				return c.Blocks(ir.Ceil(p.Int("hidden"), c.Warps()*p.Int("rows_per_warp")), rows, 1)
+			},
+			Reference: func(a *ir.Args) error { return Families[ir.MoEDown].Reference(a) },
+		},
+	}
+}
+
+// Bounds of the streaming families' launch parameters: split_k divides
+// the 8 warps of a 256-thread block; a lane holds at most GEMVMaxLoads
+// 16-byte loads (4 registers each) so nothing spills to scratch.
+const (
+	GEMVMaxSplitK = 8
+	GEMVMaxLoads  = 32
+	GEMVMaxSlots  = 8
+)
+
+// checkStream bounds the loads a lane keeps in flight: rows weight rows
+// times unroll chunks.
+func checkStream(p ir.Params, rows int) error {
+	if u := p.Int("unroll"); u > 8 {
+		return fmt.Errorf("unroll %d: want 1 to 8", u)
+	}
+	if rows*p.Int("unroll") > GEMVMaxLoads {
+		return fmt.Errorf("%d rows × unroll %d: a lane would hold more than %d loads", rows, p.Int("unroll"), GEMVMaxLoads)
+	}
+	return nil
+}
+
+// operandsOf are the operands of the family kind, which its streaming
+// variant takes unchanged.
+func operandsOf(kind ir.Kind) []ir.OperandSpec {
+	for _, f := range families() {
+		if f.Kind == kind {
+			return slices.Clone(f.Operands)
+		}
+	}
+	panic("kernels: no family " + string(kind))
+}

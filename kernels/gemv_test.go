@@ -1,0 +1,68 @@
+package kernels_test
+
+import (
+	"testing"
+
+	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
+	"github.com/aimaproject/aimac/plan"
+)
+
+func init() {
+	examples[ir.GEMV] = ir.Params{Ints: map[string]int64{"k": 8, "n": 3, "rows_per_warp": 2, "split_k": 2, "unroll": 4}}
+	examples[ir.MoEGateUpGEMV] = ir.Params{Ints: map[string]int64{"experts": 4, "hidden": 8, "inter": 4, "k": 2, "rows_per_warp": 2, "unroll": 4}}
+	examples[ir.MoEDownGEMV] = ir.Params{Ints: map[string]int64{"experts": 4, "hidden": 8, "inter": 4, "k": 2, "rows_per_warp": 1, "unroll": 2}}
+}
+
+// TestGEMVChecks refuses launch parameters the templates cannot hold:
+// a split that does not divide a block's warps, more loads in flight than
+// a lane's registers keep without scratch, more slots than the down
+// kernel streams at once.
+func TestGEMVChecks(t *testing.T) {
+	p := func(ints map[string]int64) ir.Params { return ir.Params{Ints: ints} }
+	cases := []struct {
+		name string
+		kind ir.Kind
+		p    ir.Params
+		ok   bool
+	}{
+		{"gemv", ir.GEMV, p(map[string]int64{"k": 2048, "n": 8192, "rows_per_warp": 2, "split_k": 1, "unroll": 4}), true},
+		{"split 3", ir.GEMV, p(map[string]int64{"k": 2048, "n": 1, "rows_per_warp": 1, "split_k": 3, "unroll": 4}), false},
+		{"split 16", ir.GEMV, p(map[string]int64{"k": 2048, "n": 1, "rows_per_warp": 1, "split_k": 16, "unroll": 4}), false},
+		{"too many loads", ir.GEMV, p(map[string]int64{"k": 2048, "n": 1, "rows_per_warp": 8, "split_k": 1, "unroll": 8}), false},
+		{"unroll 9", ir.GEMV, p(map[string]int64{"k": 2048, "n": 1, "rows_per_warp": 1, "split_k": 1, "unroll": 9}), false},
+		{"gate_up", ir.MoEGateUpGEMV, p(map[string]int64{"experts": 256, "hidden": 2048, "inter": 512, "k": 8, "rows_per_warp": 2, "unroll": 4}), true},
+		{"gate_up loads", ir.MoEGateUpGEMV, p(map[string]int64{"experts": 256, "hidden": 2048, "inter": 512, "k": 8, "rows_per_warp": 8, "unroll": 4}), false},
+		{"gate_up k > experts", ir.MoEGateUpGEMV, p(map[string]int64{"experts": 4, "hidden": 8, "inter": 4, "k": 5, "rows_per_warp": 1, "unroll": 1}), false},
+		{"down", ir.MoEDownGEMV, p(map[string]int64{"experts": 256, "hidden": 2048, "inter": 512, "k": 8, "rows_per_warp": 1, "unroll": 2}), true},
+		{"down slots", ir.MoEDownGEMV, p(map[string]int64{"experts": 256, "hidden": 2048, "inter": 512, "k": 9, "rows_per_warp": 1, "unroll": 1}), false},
+		{"down loads", ir.MoEDownGEMV, p(map[string]int64{"experts": 256, "hidden": 2048, "inter": 512, "k": 8, "rows_per_warp": 2, "unroll": 4}), false},
+	}
+	for _, c := range cases {
+		err := kernels.Families[c.kind].CheckParams(c.p)
+		if (err == nil) != c.ok {
+			t.Errorf("%s: CheckParams = %v, want ok %v", c.name, err, c.ok)
+		}
+	}
+}
+
+// TestGEMVLaunch covers every output row: the grid times the rows a block
+// computes reaches n (and one block fewer would not), on every GPU target.
+func TestGEMVLaunch(t *testing.T) {
+	f := kernels.Families[ir.GEMV]
+	for _, tg := range plan.GPUTargets() {
+		c := tg.Launch()
+		for _, n := range []int64{1, 7, 32, 33, 256, 8192, 248320} {
+			for _, split := range []int64{1, 2, 8} {
+				for _, rpw := range []int64{1, 2, 4} {
+					p := ir.Params{Ints: map[string]int64{"k": 2048, "n": n, "rows_per_warp": rpw, "split_k": split, "unroll": 4}}
+					s := f.Launch(p, 1, c)
+					per := int64(c.Warps()) / split * rpw
+					if got := int64(s.Grid[0]); got*per < n || (got-1)*per >= n {
+						t.Errorf("%s n=%d split=%d rpw=%d: %d blocks of %d rows", tg, n, split, rpw, got, per)
+					}
+				}
+			}
+		}
+	}
+}
