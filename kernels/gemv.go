@@ -89,7 +89,7 @@ func gemvFamilies() []*ir.Family {
 // 16-byte loads (4 registers each) so nothing spills to scratch.
 const (
 	GEMVMaxSplitK = 8
-	GEMVMaxLoads  = 32
+	GEMVMaxLoads  = 16
 	GEMVMaxSlots  = 8
 )
 

@@ -1,0 +1,123 @@
+package planner
+
+import (
+	"fmt"
+	"maps"
+
+	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
+	"github.com/aimaproject/aimac/plan"
+)
+
+// streamTuning is a GPU target's row for the weight-streaming families
+// (docs/gemv.md): how many warps keep its memory system busy, how many
+// 16-byte chunks per row a lane loads before its FMAs, and how many output
+// rows a warp may take.
+type streamTuning struct {
+	FillWarps      int // compute units × the warps each should have streaming
+	Unroll         int
+	MaxRowsPerWarp int
+}
+
+// streamTable: sm_90 is the H200's 132 SMs at 16 streaming warps each (a
+// quarter of the 64 resident); gfx1151 the Radeon 8060S's 40 CUs at 8.
+var streamTable = map[plan.Target]streamTuning{
+	plan.SM90:    {FillWarps: 132 * 16, Unroll: 4, MaxRowsPerWarp: 4},
+	plan.GFX1151: {FillWarps: 40 * 8, Unroll: 4, MaxRowsPerWarp: 2},
+}
+
+// streamPass runs streamOneRow over every graph.
+func streamPass(c *compilation) error {
+	for _, g := range c.graphs {
+		if err := streamOneRow(g, c.o.Target); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// streamOneRow replaces the projections of one activation row (the decode
+// step, the LM head of the last row) on a GPU target by their
+// weight-streaming variants, with launch parameters from the target's row
+// of streamTable and the op's shape. Other ops, and every op of the CPU
+// target, keep the family they were lowered to.
+func streamOneRow(g *ir.Graph, t plan.Target) error {
+	tune, ok := streamTable[t]
+	if !ok {
+		return nil
+	}
+	warps := t.Launch().Warps()
+	for _, op := range g.Ops {
+		rows := int64(g.Tokens)
+		if op.Rows == nil {
+			rows, _ = op.Params.Rows()
+		}
+		if rows != 1 {
+			continue
+		}
+		p := op.Params.Clone()
+		if p.Ints == nil {
+			p.Ints = map[string]int64{}
+		}
+		switch op.Kind {
+		case ir.MatMul:
+			n, k := p.Int("n"), p.Int("k")
+			rpw := rowsPerWarp(n, 1, tune)
+			split := 1
+			for split < min(warps, kernels.GEMVMaxSplitK) && ir.Ceil(n, rpw)*split < tune.FillWarps &&
+				chunks(k)/(2*split) >= t.Launch().Warp {
+				split *= 2
+			}
+			maps.Copy(p.Ints, map[string]int64{"rows_per_warp": int64(rpw), "split_k": int64(split),
+				"unroll": int64(unroll(chunks(k)/split, t.Launch().Warp, rpw, tune))})
+			op.Kind = ir.GEMV
+		case ir.MoEGateUp:
+			rpw := rowsPerWarp(p.Int("k")*p.Int("inter"), 2, tune)
+			maps.Copy(p.Ints, map[string]int64{"rows_per_warp": int64(rpw),
+				"unroll": int64(unroll(chunks(p.Int("hidden")), t.Launch().Warp, 2*rpw, tune))})
+			op.Kind = ir.MoEGateUpGEMV
+		case ir.MoEDown:
+			slots := p.Int("k")
+			if slots > kernels.GEMVMaxSlots {
+				continue // more slots than the streaming kernel holds in flight
+			}
+			rpw := min(rowsPerWarp(p.Int("hidden"), slots, tune), max(1, kernels.GEMVMaxLoads/slots))
+			maps.Copy(p.Ints, map[string]int64{"rows_per_warp": int64(rpw),
+				"unroll": int64(unroll(chunks(p.Int("inter")), t.Launch().Warp, slots*rpw, tune))})
+			op.Kind = ir.MoEDownGEMV
+		default:
+			continue
+		}
+		op.Params = p
+	}
+	if err := g.Verify(kernels.Families); err != nil {
+		return fmt.Errorf("streaming %s: %w", g.Name, err)
+	}
+	return nil
+}
+
+// rowsPerWarp is the most output rows per warp (each streaming width
+// weight rows) that still leaves FillWarps warps over n rows, and that
+// keeps the loads a lane holds within bounds.
+func rowsPerWarp(n, width int, tune streamTuning) int {
+	rpw := tune.MaxRowsPerWarp
+	for rpw > 1 && (ir.Ceil(n, rpw) < tune.FillWarps || width*rpw > kernels.GEMVMaxLoads) {
+		rpw /= 2
+	}
+	return rpw
+}
+
+// chunks is the number of 16-byte weight chunks of a row of k BF16 values
+// (k itself when rows are not 16-byte aligned and go one element a time).
+func chunks(k int) int {
+	if k%8 != 0 {
+		return k
+	}
+	return k / 8
+}
+
+// unroll is the target's unroll, no more than the chunks a lane has in
+// its slice of a row, and within the loads a lane may hold.
+func unroll(sliceChunks, warp, rows int, tune streamTuning) int {
+	return max(1, min(tune.Unroll, ir.Ceil(sliceChunks, warp), kernels.GEMVMaxLoads/rows))
+}
