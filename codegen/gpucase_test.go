@@ -32,6 +32,9 @@ type caseArg struct {
 	File  string `json:"file"`
 	DType string `json:"dtype"`
 	Out   bool   `json:"out"`
+	// Elements, when set, is the operand's length on the device: a file
+	// holding fewer is zero-extended (a speed case's unread experts).
+	Elements int64 `json:"elements,omitempty"`
 }
 
 // caseMeta is what the device-side runner reads.
@@ -219,9 +222,9 @@ func writeCase(t *testing.T, dir string, c gpuCase, seed uint64) {
 		for j := range logits {
 			logits[j] *= 4
 		}
-	case ir.MoEGateUp, ir.MoEDown:
+	case ir.MoEGateUp, ir.MoEDown, ir.MoEGateUpGEMV, ir.MoEDownGEMV:
 		k := p.Int("k")
-		down := ir.Kind(c.k.Family) == ir.MoEDown
+		down := ir.Kind(c.k.Family) == ir.MoEDown || ir.Kind(c.k.Family) == ir.MoEDownGEMV
 		ids := a.I32("ids")
 		var weights []float32
 		if down {

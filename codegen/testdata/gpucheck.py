@@ -19,7 +19,10 @@ to 1e-5. gpucheck_sm90.json holds the last result on an H200.
 A case whose meta.json gives "time_reps" is then launched that many more times
 between CUDA events: the median microseconds per launch are reported, and with
 "bytes" (what one launch must move) the achieved GB/s. "block" and "shared"
-(dynamic shared memory bytes) default to 256 threads and 0.
+(dynamic shared memory bytes) default to 256 threads and 0. A case with
+"inputs_from" reads its input and want files from that sibling case (an old
+family timed on the new one's bytes); an argument with "elements" longer than
+its file is zero-extended to that length on the device.
 """
 import ctypes, json, os, subprocess, sys
 import torch
@@ -48,10 +51,14 @@ for name in names:
     assert cuda.cuModuleLoadData(ctypes.byref(mod), data) == 0
     fn = ctypes.c_void_p()
     assert cuda.cuModuleGetFunction(ctypes.byref(fn), mod, meta["kernel"].encode()) == 0
+    src = os.path.join(cases, meta["inputs_from"]) if meta.get("inputs_from") else d  # a case timed on another's files
     ts = []
     for a in meta["args"]:
-        raw = bytearray(open(os.path.join(d, a["file"]), "rb").read())
-        ts.append(torch.frombuffer(raw, dtype=DT[a["dtype"]]).clone().cuda())
+        raw = bytearray(open(os.path.join(src, a["file"]), "rb").read())
+        t = torch.frombuffer(raw, dtype=DT[a["dtype"]]).clone()
+        if a.get("elements", 0) > t.numel():  # zero-extended to the operand's length (unread experts)
+            t = torch.cat([t, torch.zeros(a["elements"] - t.numel(), dtype=t.dtype)])
+        ts.append(t.cuda())
     block = torch.tensor(meta["params"], dtype=torch.int32, device="cuda")  # the parameter block
     cargs = [ctypes.c_void_p(t.data_ptr()) for t in ts] + [ctypes.c_int(meta["n"]), ctypes.c_void_p(block.data_ptr())]
     params = (ctypes.c_void_p * len(cargs))(*[ctypes.addressof(c) for c in cargs])
@@ -65,7 +72,7 @@ for name in names:
     worst = 0.0; ok = rc == 0; notes = []
     for a, t in zip(meta["args"], ts):
         if not a["out"]: continue
-        raw = bytearray(open(os.path.join(d, a["file"].replace(".in", ".want")), "rb").read())
+        raw = bytearray(open(os.path.join(src, a["file"].replace(".in", ".want")), "rb").read())
         want = torch.frombuffer(raw, dtype=DT[a["dtype"]]).cuda()
         got = t
         if meta.get("sample"):  # sample: ids exactly; out[1] is the logprob's float bits, to 1e-5

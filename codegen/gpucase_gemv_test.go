@@ -1,0 +1,275 @@
+package codegen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aimaproject/aimac/bf16"
+	"github.com/aimaproject/aimac/hipcc"
+	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
+	"github.com/aimaproject/aimac/plan"
+)
+
+// gemv is a gemv case kernel: the matmul shape and the launch parameters.
+func gemv(k, n, rpw, split, unroll float64) plan.Kernel {
+	return kern("gemv", map[string]float64{"k": k, "n": n, "rows_per_warp": rpw, "split_k": split, "unroll": unroll})
+}
+
+func moeStream(family string, experts, hidden, inter, k, rpw, unroll float64) plan.Kernel {
+	return kern(family, map[string]float64{"experts": experts, "hidden": hidden, "inter": inter, "k": k, "rows_per_warp": rpw, "unroll": unroll})
+}
+
+// TestWriteGPUCasesGEMV writes the correctness cases of the streaming
+// families: odd N and K, N below the rows of a block, K with a remainder
+// past the unrolled passes (and K % 8 ≠ 0, the one-element path), every
+// split, the tiny fixtures' shapes (hidden 64, 16 experts, top-4, inter
+// 32), the real model's narrow outputs, and a second row (the kernels are
+// right for any rows, the planner launches them with one).
+func TestWriteGPUCasesGEMV(t *testing.T) {
+	out := *gpuCases
+	if out == "" {
+		out = t.TempDir()
+	}
+	for i, c := range gemvCases {
+		dir := filepath.Join(out, c.name)
+		writeCase(t, dir, c, uint64(100+i))
+		if entries, err := os.ReadDir(dir); err != nil || len(entries) < 4 {
+			t.Errorf("case %s: wrote %d files (%v)", c.name, len(entries), err)
+		}
+	}
+}
+
+// TestCompileGEMVCases compiles every correctness case's kernel for
+// gfx1151 (the one-element paths, the splits and the odd shapes are in no
+// frozen plan): no scratch, LDS within budget; and to PTX through clang's
+// CUDA front end without a warning.
+func TestCompileGEMVCases(t *testing.T) {
+	c := clang(t)
+	render := func(d Dialect) []hipcc.Source {
+		var srcs []hipcc.Source
+		for _, gc := range gemvCases {
+			k := gc.k
+			k.Name = gc.name
+			s, err := Render(d, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srcs = append(srcs, hipcc.Source{Name: k.Name, Code: s.Code})
+		}
+		return srcs
+	}
+	ptx, err := c.SyntaxCheckCUDA(context.Background(), render(CUDA), hipcc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range ptx {
+		if !bytes.Contains(r.Object, []byte(".entry "+r.Name)) || strings.Contains(r.Log, "warning") {
+			t.Errorf("%s: no .entry in the PTX, or warnings:\n%s", r.Name, r.Log)
+		}
+	}
+	srcs := render(HIP)
+	results, err := c.Compile(context.Background(), hipcc.GFX1151, srcs, hipcc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		if r.Object == nil {
+			t.Errorf("%s: no code object\n%s", r.Name, r.Log)
+			continue
+		}
+		if why := r.Resources.Spills(); why != "" || r.Resources.ScratchBytes != 0 || r.Resources.LDSBytes > maxLDS {
+			t.Errorf("%s: scratch %q (%d bytes), LDS %d", r.Name, why, r.Resources.ScratchBytes, r.Resources.LDSBytes)
+		}
+	}
+}
+
+// gemvCases are the streaming families' correctness cases.
+var gemvCases = []gpuCase{
+	{"gemv_45", gemv(2048, 45, 2, 1, 4), 1, 0},
+	{"gemv_rows2", gemv(2048, 45, 4, 1, 4), 2, 0},
+	{"gemv_odd", gemv(20, 7, 2, 2, 4), 2, 0},
+	{"gemv_krem", gemv(2056, 33, 4, 1, 4), 1, 0},
+	{"gemv_kodd_split", gemv(2051, 5, 1, 8, 1), 1, 0},
+	{"gemv_split_rem", gemv(1000, 19, 2, 4, 2), 1, 0},
+	{"gemv_n1", gemv(2048, 1, 1, 8, 1), 1, 0},
+	{"gemv_n32", gemv(2048, 32, 1, 8, 1), 1, 0},
+	{"gemv_router", gemv(2048, 256, 1, 8, 1), 1, 0},
+	{"gemv_out", gemv(4096, 2048, 1, 2, 4), 1, 0},
+	{"gemv_tiny_qkv", gemv(64, 192, 1, 1, 1), 1, 0},
+	{"gemv_tiny_b", gemv(64, 4, 1, 1, 1), 1, 0},
+	{"gemv_tiny_head", gemv(64, 512, 1, 1, 1), 1, 0},
+	{"gemv_tiny_down", gemv(32, 64, 1, 1, 1), 1, 0},
+	{"moe_gu_gemv", moeStream("moe_gate_up_gemv", 16, 256, 64, 4, 1, 1), 1, 0},
+	{"moe_gu_gemv_wide", moeStream("moe_gate_up_gemv", 8, 2048, 72, 8, 2, 4), 1, 0},
+	{"moe_gu_gemv_rows2", moeStream("moe_gate_up_gemv", 8, 2048, 72, 8, 1, 4), 2, 0},
+	{"moe_gu_gemv_odd", moeStream("moe_gate_up_gemv", 5, 20, 6, 3, 2, 1), 1, 0},
+	{"moe_gu_gemv_tiny", moeStream("moe_gate_up_gemv", 16, 64, 32, 4, 1, 1), 1, 0},
+	{"moe_dn_gemv", moeStream("moe_down_gemv", 16, 256, 64, 4, 1, 1), 1, 0},
+	{"moe_dn_gemv_wide", moeStream("moe_down_gemv", 8, 1024, 512, 8, 1, 2), 1, 0},
+	{"moe_dn_gemv_rows2", moeStream("moe_down_gemv", 8, 1030, 512, 8, 2, 1), 2, 0},
+	{"moe_dn_gemv_odd", moeStream("moe_down_gemv", 5, 13, 10, 3, 2, 1), 1, 0},
+	{"moe_dn_gemv_tiny", moeStream("moe_down_gemv", 16, 64, 32, 4, 1, 2), 1, 0},
+}
+
+// streamCase is a timed case of one decode row: the kernel, what one
+// launch must move, and where its inputs live (a case of the old family
+// shares the new one's files through "inputs_from", so both are timed on
+// the same bytes in one run).
+type streamCase struct {
+	name   string
+	k      plan.Kernel
+	bytes  int64
+	from   string // "": this case writes the inputs
+	note   string
+	stored map[string]int64 // elements of an operand written to its file; the rest is zeros on the device
+}
+
+// streamMeta is caseMeta with the timing fields gpucheck reads.
+type streamMeta struct {
+	caseMeta
+	TimeReps   int    `json:"time_reps"`
+	Bytes      int64  `json:"bytes"`
+	InputsFrom string `json:"inputs_from,omitempty"`
+	Note       string `json:"note"`
+}
+
+// TestWriteGPUCasesGEMVSpeed writes the speed cases of the streaming
+// families beside the families they replace, at the real model's widths:
+// K = 2048 with N = 65536 (256 MB of weights, past the 50 MB L2: the
+// stream of the decode step's projections) and the MoE expert tensors at
+// real size (256 experts) with one token routed to 8 of them. Written only
+// with -gpucases (the inputs are 300 MB).
+func TestWriteGPUCasesGEMVSpeed(t *testing.T) {
+	if *gpuCases == "" {
+		t.Skip("speed cases are written only with -gpucases DIR")
+	}
+	const K, N = 2048, 65536
+	const E, H, I, top = 256, 2048, 512, 8
+	wBytes := int64(N) * K * 2
+	guBytes := int64(top) * 2 * I * H * 2
+	dnBytes := int64(top) * H * I * 2
+	l2 := "the 8 experts' weights (32 MB gate_up, 16 MB down) fit in the 50 MB L2, so repeated launches read them from L2: the full-model bench is the HBM figure"
+	hbm := "256 MB of weights, past the L2: every launch streams them from HBM"
+	moeStored := func(name string, per int64) map[string]int64 { return map[string]int64{name: top * per} }
+	cases := []streamCase{
+		{"speed_gemv_65536", gemv(K, N, 4, 1, 4), wBytes + K*4 + N*4, "", hbm, nil},
+		{"speed_matmul_65536", kern("matmul", map[string]float64{"k": K, "n": N}), wBytes + K*4 + N*4, "speed_gemv_65536", hbm + " (the family gemv replaces)", nil},
+		{"speed_gemv_out", gemv(4096, 2048, 1, 2, 4), 2048*4096*2 + 4096*4 + 2048*4, "", "out_proj / o_proj shape; 16 MB: L2-favoured", nil},
+		{"speed_matmul_out", kern("matmul", map[string]float64{"k": 4096, "n": 2048}), 2048*4096*2 + 4096*4 + 2048*4, "speed_gemv_out", "out_proj / o_proj shape; 16 MB: L2-favoured", nil},
+		{"speed_gemv_router", gemv(K, 256, 1, 8, 1), 256*K*2 + K*4 + 256*4, "", "router shape; 1 MB: latency-bound", nil},
+		{"speed_matmul_router", kern("matmul", map[string]float64{"k": K, "n": 256}), 256*K*2 + K*4 + 256*4, "speed_gemv_router", "router shape; 1 MB: latency-bound", nil},
+		{"speed_gemv_n32", gemv(K, 32, 1, 8, 1), 32*K*2 + K*4 + 32*4, "", "GDN b/a shape: latency-bound", nil},
+		{"speed_matmul_n32", kern("matmul", map[string]float64{"k": K, "n": 32}), 32*K*2 + K*4 + 32*4, "speed_gemv_n32", "GDN b/a shape: latency-bound", nil},
+		{"speed_gemv_n1", gemv(K, 1, 1, 8, 1), K*2 + K*4 + 4, "", "shared-expert gate shape: latency-bound", nil},
+		{"speed_matmul_n1", kern("matmul", map[string]float64{"k": K, "n": 1}), K*2 + K*4 + 4, "speed_gemv_n1", "shared-expert gate shape: latency-bound", nil},
+		{"speed_moe_gu_gemv", moeStream("moe_gate_up_gemv", E, H, I, top, 1, 4), guBytes + H*4 + top*I*4, "", l2, moeStored("gate_up", 2*I*H)},
+		{"speed_moe_gu", kern("moe_gate_up", map[string]float64{"experts": E, "hidden": H, "inter": I, "k": top}), guBytes + H*4 + top*I*4, "speed_moe_gu_gemv", l2, moeStored("gate_up", 2*I*H)},
+		{"speed_moe_dn_gemv", moeStream("moe_down_gemv", E, H, I, top, 1, 2), dnBytes + top*I*4 + H*4, "", l2, moeStored("down", H*I)},
+		{"speed_moe_dn", kern("moe_down", map[string]float64{"experts": E, "hidden": H, "inter": I, "k": top}), dnBytes + top*I*4 + H*4, "speed_moe_dn_gemv", l2, moeStored("down", H*I)},
+	}
+	for i, c := range cases {
+		writeStreamCase(t, filepath.Join(*gpuCases, c.name), c, uint64(200+i))
+	}
+}
+
+// writeStreamCase writes one speed case for a single row: random inputs
+// (the experts' ids a permutation of the first 8, whose weights are the
+// stored part of the tensor), the reference outputs, the rendered kernel
+// and the timing meta. A case with inputs_from writes only its kernel and
+// meta.
+func writeStreamCase(t *testing.T, dir string, c streamCase, seed uint64) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := kernels.Families[ir.Kind(c.k.Family)]
+	if err := f.CheckParams(c.k.Params); err != nil {
+		t.Fatalf("case %s: %v", c.name, err)
+	}
+	var block [ir.ParamSlots]int32
+	meta := streamMeta{caseMeta: caseMeta{Kernel: c.k.Name, Grid: caseGrid(c.k, 1), N: 1, Params: block},
+		TimeReps: 200, Bytes: c.bytes, InputsFrom: c.from, Note: c.note}
+	for _, o := range f.Operands {
+		meta.Args = append(meta.Args, caseArg{File: o.Name + ".in", DType: string(o.DType), Out: o.Access != ir.Read, Elements: o.Extent(c.k.Params, 1)})
+	}
+	if c.from == "" {
+		rng := rand.New(rand.NewPCG(seed, 13))
+		a := &ir.Args{Family: f, Params: c.k.Params, N: 1, Block: &block, Mem: make([][]byte, len(f.Operands))}
+		for i, o := range f.Operands {
+			a.Mem[i] = aligned(o.Extent(c.k.Params, 1) * int64(o.DType.Size()))
+		}
+		for _, o := range f.Operands {
+			stored := o.Extent(c.k.Params, 1)
+			if s, ok := c.stored[o.Name]; ok {
+				stored = s
+			}
+			switch o.DType {
+			case ir.BF16:
+				w := a.BF16(o.Name)[:stored]
+				for j := range w {
+					w[j] = bf16.FromFloat32(float32(rng.NormFloat64() * 0.05))
+				}
+			case ir.I32:
+				ids := a.I32(o.Name)
+				for j, e := range rng.Perm(len(ids)) {
+					ids[j] = int32(e)
+				}
+			case ir.F32:
+				v := a.F32(o.Name)
+				for j := range v {
+					if o.Access == ir.Write {
+						v[j] = 7
+					} else {
+						v[j] = float32(rng.Float64()*2 - 1)
+					}
+				}
+				if o.Name == "weights" {
+					var s float32
+					for _, x := range v {
+						s += x + 1
+					}
+					for j := range v {
+						v[j] = (v[j] + 1) / s
+					}
+				}
+			}
+		}
+		write := func(name string, i int) {
+			b := a.Mem[i]
+			if s, ok := c.stored[f.Operands[i].Name]; ok {
+				b = b[:s*int64(f.Operands[i].DType.Size())]
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, o := range f.Operands {
+			write(o.Name+".in", i)
+		}
+		if err := f.Reference(a); err != nil {
+			t.Fatalf("case %s: reference: %v", c.name, err)
+		}
+		for i, o := range f.Operands {
+			if o.Access != ir.Read {
+				write(o.Name+".want", i)
+			}
+		}
+	}
+	src, err := Render(CUDA, c.k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := json.MarshalIndent(meta, "", " ")
+	if err := os.WriteFile(filepath.Join(dir, "meta.json"), mb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kernel.cu"), []byte(src.Code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
