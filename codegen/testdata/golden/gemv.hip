@@ -93,7 +93,7 @@ DEVICE float dot8q(const float* x, const u32x4 q) {
          b.x * bf16_lo(q.z) + b.y * bf16_hi(q.z) + b.z * bf16_lo(q.w) + b.w * bf16_hi(q.w);
 }
 template <int R, int U>
-DEVICE void gemv_stream(float (&acc)[R], const float* const (&x)[R], const bf16* const (&w)[R], int c0, int c1) {
+DEVICE void gemv_stream(float (&acc)[R], const float* const* x, const bf16* const* w, int c0, int c1) {
   int c = c0 + LANE;
   for (; c + (U - 1) * WARP_SIZE < c1; c += U * WARP_SIZE) {
     u32x4 q[U][R];
@@ -117,7 +117,7 @@ DEVICE void gemv_stream(float (&acc)[R], const float* const (&x)[R], const bf16*
 // gemv_scalar is gemv_stream one element at a time over [e0, e1), for widths that
 // are not a multiple of 8 (the weight rows are then not 16-byte aligned).
 template <int R>
-DEVICE void gemv_scalar(float (&acc)[R], const float* const (&x)[R], const bf16* const (&w)[R], int e0, int e1) {
+DEVICE void gemv_scalar(float (&acc)[R], const float* const* x, const bf16* const* w, int e0, int e1) {
   for (int c = e0 + LANE; c < e1; c += WARP_SIZE) {
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] += x[r][c] * bf16_to_f32(w[r][c]);
