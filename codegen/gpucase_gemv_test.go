@@ -52,12 +52,12 @@ func TestWriteGPUCasesGEMV(t *testing.T) {
 // CUDA front end without a warning.
 func TestCompileGEMVCases(t *testing.T) {
 	c := clang(t)
-	render := func(d Dialect) []hipcc.Source {
+	render := func(tg plan.Target) []hipcc.Source {
 		var srcs []hipcc.Source
 		for _, gc := range gemvCases {
 			k := gc.k
 			k.Name = gc.name
-			s, err := Render(d, k)
+			s, err := Render(tg, k)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,7 +65,7 @@ func TestCompileGEMVCases(t *testing.T) {
 		}
 		return srcs
 	}
-	ptx, err := c.SyntaxCheckCUDA(context.Background(), render(CUDA), hipcc.Options{})
+	ptx, err := c.SyntaxCheckCUDA(context.Background(), render(plan.SM90), hipcc.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestCompileGEMVCases(t *testing.T) {
 			t.Errorf("%s: no .entry in the PTX, or warnings:\n%s", r.Name, r.Log)
 		}
 	}
-	srcs := render(HIP)
+	srcs := render(plan.GFX1151)
 	results, err := c.Compile(context.Background(), hipcc.GFX1151, srcs, hipcc.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -163,6 +163,7 @@ func TestWriteGPUCasesGEMVSpeed(t *testing.T) {
 		{"speed_matmul_65536", kern("matmul", map[string]float64{"k": K, "n": N}), wBytes + K*4 + N*4, "speed_gemv_65536", hbm + " (the family gemv replaces)", nil},
 		{"speed_gemv_out", gemv(4096, 2048, 1, 2, 4), 2048*4096*2 + 4096*4 + 2048*4, "", "out_proj / o_proj shape; 16 MB: L2-favoured", nil},
 		{"speed_matmul_out", kern("matmul", map[string]float64{"k": 4096, "n": 2048}), 2048*4096*2 + 4096*4 + 2048*4, "speed_gemv_out", "out_proj / o_proj shape; 16 MB: L2-favoured", nil},
+		{"speed_gemv_add_out", kern("gemv_add", map[string]float64{"k": 4096, "n": 2048, "rows_per_warp": 1, "split_k": 2, "unroll": 4}), 2048*4096*2 + 4096*4 + 2*2048*4, "", "out_proj / o_proj with the residual add (gemv_add); 16 MB: L2-favoured", nil},
 		{"speed_gemv_router", gemv(K, 256, 1, 8, 1), 256*K*2 + K*4 + 256*4, "", "router shape; 1 MB: latency-bound", nil},
 		{"speed_matmul_router", kern("matmul", map[string]float64{"k": K, "n": 256}), 256*K*2 + K*4 + 256*4, "speed_gemv_router", "router shape; 1 MB: latency-bound", nil},
 		{"speed_gemv_n32", gemv(K, 32, 1, 8, 1), 32*K*2 + K*4 + 32*4, "", "GDN b/a shape: latency-bound", nil},
@@ -261,7 +262,7 @@ func writeStreamCase(t *testing.T, dir string, c streamCase, seed uint64) {
 			}
 		}
 	}
-	src, err := Render(CUDA, c.k)
+	src, err := Render(plan.SM90, c.k)
 	if err != nil {
 		t.Fatal(err)
 	}

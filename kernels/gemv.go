@@ -16,36 +16,20 @@ import (
 //     rows_per_warp × unroll 16-byte weight loads in flight and reuses every
 //     activation element it loads for all of them;
 //   - unroll: 16-byte chunks per row a lane loads before its FMAs;
-//   - split_k (gemv only): warps of a block that share one group of rows,
+//   - split_k (gemv, gemv_add): warps of a block that share one group of rows,
 //     each over a slice of K, summed in shared memory (narrow outputs: the
 //     router, the GDN b/a projections, the shared-expert gate).
 //
 // Any K: a lane reads 8 BF16 weights (16 bytes) a load when K % 8 == 0,
 // and one element at a time otherwise.
 func gemvFamilies() []*ir.Family {
-	stream := ir.Ints("rows_per_warp", "unroll")
 	return []*ir.Family{
-		{
-			Kind:     ir.GEMV,
-			Operands: operandsOf(ir.MatMul),
-			Params:   cat(ir.Ints("k", "n", "split_k"), stream),
-			Check: func(p ir.Params) error {
-				if s := p.Int("split_k"); s&(s-1) != 0 || s > GEMVMaxSplitK {
-					return fmt.Errorf("split_k %d: want a power of two up to %d (it divides a block's warps)", s, GEMVMaxSplitK)
-				}
-				return checkStream(p, p.Int("rows_per_warp"))
-			},
-			// Blocks of warps/split_k row groups, rows_per_warp rows each.
-			Launch: func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
-				groups := max(1, c.Warps()/p.Int("split_k"))
-				return c.Blocks(ir.Ceil(p.Int("n"), groups*p.Int("rows_per_warp")), rows, 1)
-			},
-			Reference: func(a *ir.Args) error { return Families[ir.MatMul].Reference(a) },
-		},
+		gemvFamily(ir.GEMV, ir.MatMul),
+		gemvFamily(ir.GEMVAdd, ir.MatMulAdd),
 		{
 			Kind:     ir.MoEGateUpGEMV,
 			Operands: operandsOf(ir.MoEGateUp),
-			Params:   cat(ir.Ints("experts", "hidden", "inter", "k"), stream),
+			Params:   cat(ir.Ints("experts", "hidden", "inter", "k"), streamParams()),
 			Check: func(p ir.Params) error {
 				if err := topK(p); err != nil {
 					return err
@@ -63,7 +47,7 @@ func gemvFamilies() []*ir.Family {
 		{
 			Kind:     ir.MoEDownGEMV,
 			Operands: operandsOf(ir.MoEDown),
-			Params:   cat(ir.Ints("experts", "hidden", "inter", "k"), stream),
+			Params:   cat(ir.Ints("experts", "hidden", "inter", "k"), streamParams()),
 			Check: func(p ir.Params) error {
 				if err := topK(p); err != nil {
 					return err
@@ -83,6 +67,9 @@ func gemvFamilies() []*ir.Family {
 		},
 	}
 }
+
+// streamParams are the launch parameters every streaming family takes.
+func streamParams() []ir.ParamSpec { return ir.Ints("rows_per_warp", "unroll") }
 
 // Bounds of the streaming families' launch parameters: split_k divides
 // the 8 warps of a 256-thread block; a lane holds at most GEMVMaxLoads
@@ -114,4 +101,29 @@ func operandsOf(kind ir.Kind) []ir.OperandSpec {
 		}
 	}
 	panic("kernels: no family " + string(kind))
+}
+
+// gemvFamily is the streaming variant kind of the matmul family of: its
+// operands and reference, several rows per warp and split-K (gemv.tmpl and
+// gemv_add.tmpl share gemv_stream.tmpl's kernel).
+func gemvFamily(kind, of ir.Kind) *ir.Family {
+	return &ir.Family{
+		Kind:     kind,
+		Operands: operandsOf(of),
+		Params:   cat(ir.Ints("k", "n", "split_k"), streamParams()),
+		Check: func(p ir.Params) error {
+			if s := p.Int("split_k"); s&(s-1) != 0 || s > GEMVMaxSplitK {
+				return fmt.Errorf("split_k %d: want a power of two up to %d (it divides a block's warps)", s, GEMVMaxSplitK)
+			}
+			return checkStream(p, p.Int("rows_per_warp"))
+		},
+		// Blocks of warps/split_k row groups, rows_per_warp rows each.
+		Launch: func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
+			groups := max(1, c.Warps()/p.Int("split_k"))
+			return c.Blocks(ir.Ceil(p.Int("n"), groups*p.Int("rows_per_warp")), rows, 1)
+		},
+		Reference: func(a *ir.Args) error { return Families[of].Reference(a) },
+		// gemv writes y, gemv_add adds into it.
+		TemplateData: func(ir.Params) map[string]any { return map[string]any{"accumulate": kind == ir.GEMVAdd} },
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 func init() {
 	examples[ir.GEMV] = ir.Params{Ints: map[string]int64{"k": 8, "n": 3, "rows_per_warp": 2, "split_k": 2, "unroll": 4}}
+	examples[ir.GEMVAdd] = ir.Params{Ints: map[string]int64{"k": 12, "n": 5, "rows_per_warp": 1, "split_k": 4, "unroll": 1}}
 	examples[ir.MoEGateUpGEMV] = ir.Params{Ints: map[string]int64{"experts": 4, "hidden": 8, "inter": 4, "k": 2, "rows_per_warp": 2, "unroll": 4}}
 	examples[ir.MoEDownGEMV] = ir.Params{Ints: map[string]int64{"experts": 4, "hidden": 8, "inter": 4, "k": 2, "rows_per_warp": 1, "unroll": 2}}
 }

@@ -60,7 +60,7 @@ func streamOneRow(g *ir.Graph, t plan.Target) error {
 			p.Ints = map[string]int64{}
 		}
 		switch op.Kind {
-		case ir.MatMul:
+		case ir.MatMul, ir.MatMulAdd:
 			n, k := p.Int("n"), p.Int("k")
 			rpw := rowsPerWarp(n, 1, tune)
 			split := 1
@@ -70,7 +70,7 @@ func streamOneRow(g *ir.Graph, t plan.Target) error {
 			}
 			maps.Copy(p.Ints, map[string]int64{"rows_per_warp": int64(rpw), "split_k": int64(split),
 				"unroll": int64(unroll(chunks(k)/split, t.Launch().Warp, rpw, tune))})
-			op.Kind = ir.GEMV
+			op.Kind = map[ir.Kind]ir.Kind{ir.MatMul: ir.GEMV, ir.MatMulAdd: ir.GEMVAdd}[op.Kind]
 		case ir.MoEGateUp:
 			rpw := rowsPerWarp(p.Int("k")*p.Int("inter"), 2, tune)
 			maps.Copy(p.Ints, map[string]int64{"rows_per_warp": int64(rpw),

@@ -20,7 +20,7 @@ func TestStreamOneRow(t *testing.T) {
 		got := map[ir.Kind]int{}
 		for _, op := range g.Ops {
 			switch op.Kind {
-			case ir.MatMul, ir.GEMV, ir.MoEGateUp, ir.MoEGateUpGEMV, ir.MoEDown, ir.MoEDownGEMV:
+			case ir.MatMul, ir.GEMV, ir.MatMulAdd, ir.GEMVAdd, ir.MoEGateUp, ir.MoEGateUpGEMV, ir.MoEDown, ir.MoEDownGEMV:
 				got[op.Kind]++
 			}
 		}
@@ -33,18 +33,25 @@ func TestStreamOneRow(t *testing.T) {
 		name   string
 		step   Step
 		target plan.Target
+		fuse   bool
 		want   map[ir.Kind]int
 	}{
-		{"decode sm_90", decode, plan.SM90, map[ir.Kind]int{ir.GEMV: matmuls, ir.MoEGateUpGEMV: 4, ir.MoEDownGEMV: 4}},
-		{"decode gfx1151", decode, plan.GFX1151, map[ir.Kind]int{ir.GEMV: matmuls, ir.MoEGateUpGEMV: 4, ir.MoEDownGEMV: 4}},
-		{"decode cpu", decode, plan.CPU, map[ir.Kind]int{ir.MatMul: matmuls, ir.MoEGateUp: 4, ir.MoEDown: 4}},
+		{"decode sm_90", decode, plan.SM90, false, map[ir.Kind]int{ir.GEMV: matmuls, ir.MoEGateUpGEMV: 4, ir.MoEDownGEMV: 4}},
+		{"decode gfx1151", decode, plan.GFX1151, false, map[ir.Kind]int{ir.GEMV: matmuls, ir.MoEGateUpGEMV: 4, ir.MoEDownGEMV: 4}},
+		{"decode cpu", decode, plan.CPU, false, map[ir.Kind]int{ir.MatMul: matmuls, ir.MoEGateUp: 4, ir.MoEDown: 4}},
+		// The fused output projections (one per layer) stream as gemv_add.
+		{"decode sm_90 fused", decode, plan.SM90, true, map[ir.Kind]int{ir.GEMV: matmuls - 4, ir.GEMVAdd: 4, ir.MoEGateUpGEMV: 4, ir.MoEDownGEMV: 4}},
 		// Only the LM head of the last row is one row in prefill.
-		{"prefill sm_90", prefill, plan.SM90, map[ir.Kind]int{ir.MatMul: matmuls - 1, ir.GEMV: 1, ir.MoEGateUp: 4, ir.MoEDown: 4}},
+		{"prefill sm_90", prefill, plan.SM90, false, map[ir.Kind]int{ir.MatMul: matmuls - 1, ir.GEMV: 1, ir.MoEGateUp: 4, ir.MoEDown: 4}},
 	}
 	for _, tt := range tests {
 		g, err := Lower(m, tt.step)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if tt.fuse {
+			fuseMatMulAdd(g)
+			g.DropUnused()
 		}
 		if err := streamOneRow(g, tt.target); err != nil {
 			t.Fatalf("%s: %v", tt.name, err)

@@ -125,7 +125,7 @@ DEVICE float softplusf(float x) {
   return flog(u) * (e / (u - 1.0f));
 }
 DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
-// gemv_stream (kernels/gemv.tmpl): acc[r] += Σ x[r][8c..8c+8) · w[r][8c..8c+8) over the
+// gemv_stream (kernels/gemv_stream.tmpl): acc[r] += Σ x[r][8c..8c+8) · w[r][8c..8c+8) over the
 // 16-byte chunks c in [c0, c1), lane-strided: each pass a lane issues U loads per row,
 // R × U loads in flight, before any FMA. Rows that share x load it once (the compiler
 // merges equal addresses).
@@ -166,8 +166,8 @@ DEVICE void gemv_scalar(float (&acc)[R], const float* const* x, const bf16* cons
     for (int r = 0; r < R; ++r) acc[r] += x[r][c] * bf16_to_f32(w[r][c]);
   }
 }
-
-// gemv: y[t][j] = Σ_k x[t][k] · W[j][k] (the matmul family's math) streamed for few rows t.
+// gemv_kernel: gemv's and gemv_add's kernel, y[t][j] = (or +=, with .accumulate: gemv_add,
+// matmul_add's math) Σ_k x[t][k] · W[j][k] (matmul's math), streamed for few rows t.
 // Grid: (ceil(N / ROWS), rows). A block has GROUPS = WARPS / KSPLIT row groups of RPW
 // weight rows each; the KSPLIT warps of a group split K into slices and their partial
 // sums meet in shared memory, in slice order.

@@ -125,7 +125,7 @@ DEVICE float softplusf(float x) {
   return flog(u) * (e / (u - 1.0f));
 }
 DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
-// gemv_stream (kernels/gemv.tmpl): acc[r] += Σ x[r][8c..8c+8) · w[r][8c..8c+8) over the
+// gemv_stream (kernels/gemv_stream.tmpl): acc[r] += Σ x[r][8c..8c+8) · w[r][8c..8c+8) over the
 // 16-byte chunks c in [c0, c1), lane-strided: each pass a lane issues U loads per row,
 // R × U loads in flight, before any FMA. Rows that share x load it once (the compiler
 // merges equal addresses).
