@@ -121,7 +121,8 @@ func irCmd() *cobra.Command {
 		Short: "Print the IR graph of one step (prefill:N, decode, logits:N or sample) after a planner pass",
 		Long: `Print the IR graph of one step of the model after any of the planner's
 passes (--passes lists them in order; the default is the last). After
-"fuse" a GPU target's graph shows the fused families, after "configure" each
+"fuse" a GPU target's graph shows the fused families, after "stream" the
+weight-streaming families of its one-row projections, after "configure" each
 op's grid and block, after "schedule" each activation's arena offset and
 live range.`,
 		Args: cobra.NoArgs,
