@@ -135,10 +135,10 @@ constexpr int KSPLIT = 1;
 constexpr int U = 4;
 constexpr int WARPS = BDIM_X / WARP_SIZE;
 static_assert(WARPS % KSPLIT == 0, "split_k divides the warps of a block");
+static_assert(RPW >= 1 && U >= 1, "rows_per_warp and unroll are at least 1");
 constexpr int GROUPS = WARPS / KSPLIT;
 constexpr int ROWS = GROUPS * RPW;
 KERNEL void gemv_0671115d(float* y, const float* x, const bf16* w, int n, const int* params) {
-  SHARED float red[KSPLIT > 1 ? WARPS * RPW : 1];
   const int t = BID_Y;
   if (t >= n) return;
   const int g = WARP / KSPLIT, s = WARP % KSPLIT;
@@ -163,6 +163,7 @@ KERNEL void gemv_0671115d(float* y, const float* x, const bf16* w, int n, const 
 #pragma unroll
   for (int r = 0; r < RPW; ++r) acc[r] = warp_sum(acc[r]);
   if constexpr (KSPLIT > 1) {
+    SHARED float red[WARPS * RPW];  // declared here: nvcc flags an unreferenced one
     if (LANE == 0) {
 #pragma unroll
       for (int r = 0; r < RPW; ++r) red[WARP * RPW + r] = acc[r];
