@@ -193,7 +193,7 @@ func writeStreamCase(t *testing.T, dir string, c streamCase, seed uint64) {
 		t.Fatalf("case %s: %v", c.name, err)
 	}
 	var block [ir.ParamSlots]int32
-	meta := streamMeta{caseMeta: caseMeta{Kernel: c.k.Name, Grid: caseGrid(c.k, 1), N: 1, Params: block},
+	meta := streamMeta{caseMeta: caseMeta{Kernel: c.k.Name, Grid: caseGrid(c.k, 1), Block: caseBlock(), N: 1, Params: block},
 		TimeReps: 200, Bytes: c.bytes, InputsFrom: c.from, Note: c.note}
 	for _, o := range f.Operands {
 		meta.Args = append(meta.Args, caseArg{File: o.Name + ".in", DType: string(o.DType), Out: o.Access != ir.Read, Elements: o.Extent(c.k.Params, 1)})

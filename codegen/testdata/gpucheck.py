@@ -63,7 +63,7 @@ for name in names:
     cargs = [ctypes.c_void_p(t.data_ptr()) for t in ts] + [ctypes.c_int(meta["n"]), ctypes.c_void_p(block.data_ptr())]
     params = (ctypes.c_void_p * len(cargs))(*[ctypes.addressof(c) for c in cargs])
     g = meta["grid"]
-    blk = meta.get("block", [256, 1, 1]); shared = meta.get("shared", 0)
+    blk = meta.get("block") or [256, 1, 1]; shared = meta.get("shared") or 0
     if shared > 48 * 1024:  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         assert cuda.cuFuncSetAttribute(fn, 8, shared) == 0
     launch = lambda: cuda.cuLaunchKernel(fn, g[0], g[1], g[2], blk[0], blk[1], blk[2], shared, None, params, None)

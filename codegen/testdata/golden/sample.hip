@@ -196,8 +196,11 @@ DEVICE void each(const float* logits, int lim, const unsigned int* mask, F fn) {
 #pragma unroll
       for (int c = 0; c < 4; ++c) v[c] = 4 * g + c < lim ? logits[4 * g + c] : 0.0f;
     }
+    // The group's 4 bits of the mask, read once: a load per id kept nvcc
+    // from fitting the kernel in its registers (it spilled).
+    const unsigned int mb = mask == nullptr ? 0xFu : (mask[g >> 3] >> ((g & 7) * 4)) & 0xFu;
 #pragma unroll
-    for (int c = 0; c < 4; ++c) if (4 * g + c < lim && allowed(mask, 4 * g + c)) fn(4 * g + c, v[c]);
+    for (int c = 0; c < 4; ++c) if (4 * g + c < lim && ((mb >> c) & 1u)) fn(4 * g + c, v[c]);
   }
 }
 // What the passes of a draw share: the row, the largest and smallest finite
