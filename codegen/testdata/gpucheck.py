@@ -16,8 +16,9 @@ bit for bit where meta.json says "exact" (the fill_uniform cases), or, where it
 says "sample" (the sampler), ids exactly and the logprob (out[1], float bits)
 to 1e-5. gpucheck_sm90.json holds the last result on an H200.
 
-A case whose meta.json gives "time_reps" is then launched that many more times
-between CUDA events: the median microseconds per launch are reported, and with
+A case whose meta.json gives "time_reps" is then launched that many times back to
+back between two CUDA events, five times over: the median microseconds per
+launch are reported, and with
 "bytes" (what one launch must move) the achieved GB/s. "block" and "shared"
 (dynamic shared memory bytes) default to 256 threads and 0. A case with
 "inputs_from" reads its input and want files from that sibling case (an old
@@ -111,11 +112,17 @@ for name in names:
                 ok = False; i = int(bad.nonzero()[0]); notes.append(f"{a['file']}: {int(bad.sum())} bad, first @{i} got {int(got[i])} want {int(want[i])}")
     timing = {}
     if ok and meta.get("time_reps"):
+        # Back-to-back launches between one pair of events, five times: an
+        # event pair around each launch would time the host's launch call
+        # (10-20 us), not the kernel.
         times = []
-        for _ in range(meta["time_reps"]):
+        for _ in range(5):
             e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record(); launch(); e1.record(); e1.synchronize()
-            times.append(e0.elapsed_time(e1) * 1000)
+            e0.record()
+            for _ in range(meta["time_reps"]):
+                launch()
+            e1.record(); e1.synchronize()
+            times.append(e0.elapsed_time(e1) * 1000 / meta["time_reps"])
         us = sorted(times)[len(times) // 2]
         timing = {"us": round(us, 2)}
         if meta.get("bytes"):
