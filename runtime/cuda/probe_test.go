@@ -1,0 +1,96 @@
+package cuda
+
+import (
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/aimaproject/aimac/runtime"
+)
+
+// probeDriver is a driver whose device reports name and compute capability
+// major.minor; fail names an entry point that returns an error.
+func probeDriver(name string, major int32, fail string) (*driver, *int) {
+	contexts := 0
+	rc := func(call string) int32 {
+		if call == fail {
+			return 101 // CUDA_ERROR_INVALID_DEVICE
+		}
+		return 0
+	}
+	d := &driver{
+		cuGetErrorName:   func(int32, *unsafe.Pointer) int32 { return 0 },
+		cuGetErrorString: func(int32, *unsafe.Pointer) int32 { return 0 },
+		cuDriverGetVersion: func(v *int32) int32 {
+			*v = 12080
+			return rc("cuDriverGetVersion")
+		},
+		cuDeviceGet: func(dev *int32, ordinal int32) int32 { *dev = ordinal; return rc("cuDeviceGet") },
+		cuDeviceGetName: func(b *byte, n int32, dev int32) int32 {
+			copy(unsafe.Slice(b, n), name+"\x00")
+			return rc("cuDeviceGetName")
+		},
+		cuDeviceGetAttribute: func(v *int32, attr int32, dev int32) int32 {
+			switch attr {
+			case attrComputeMajor:
+				*v = major
+			case attrComputeMinor:
+				*v = 0
+			}
+			return rc("cuDeviceGetAttribute")
+		},
+		cuDevicePrimaryCtxRetain: func(ctx *uintptr, dev int32) int32 {
+			if rc("cuDevicePrimaryCtxRetain") != 0 {
+				return 101
+			}
+			contexts++
+			*ctx = 7
+			return 0
+		},
+		cuDevicePrimaryCtxRelease: func(dev int32) int32 { contexts--; return 0 },
+		cuCtxSetCurrent:           func(uintptr) int32 { return rc("cuCtxSetCurrent") },
+		cuMemGetInfo: func(free, total *uint64) int32 {
+			*free, *total = 100<<30, 140<<30
+			return rc("cuMemGetInfo")
+		},
+	}
+	return d, &contexts
+}
+
+func TestProbe(t *testing.T) {
+	d, contexts := probeDriver("NVIDIA H200", 9, "")
+	got, err := d.probe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := runtime.DeviceInfo{API: "CUDA", Name: "NVIDIA H200", Major: 9, Driver: "12.8",
+		FreeBytes: 100 << 30, TotalBytes: 140 << 30, Target: Target}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+	if *contexts != 0 {
+		t.Errorf("%d primary contexts left retained", *contexts)
+	}
+	if s := got.String(); s != "CUDA NVIDIA H200: compute capability 9.0, 100.0 GiB free of 140.0 GiB, driver 12.8, runs sm_90" {
+		t.Errorf("String() = %q", s)
+	}
+
+	// Another architecture is described, with no target.
+	d, _ = probeDriver("NVIDIA A100", 8, "")
+	if got, err := d.probe(); err != nil || got.Target != "" || got.Major != 8 {
+		t.Errorf("A100: %+v, %v", got, err)
+	}
+
+	for _, call := range []string{"cuDriverGetVersion", "cuDeviceGet", "cuDeviceGetName", "cuDeviceGetAttribute", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuMemGetInfo"} {
+		d, contexts := probeDriver("NVIDIA H200", 9, call)
+		_, err := d.probe()
+		if err == nil || !strings.Contains(err.Error(), call) {
+			t.Errorf("%s failing: error %v", call, err)
+		}
+		if *contexts != 0 {
+			t.Errorf("%s failing: %d primary contexts left retained", call, *contexts)
+		}
+	}
+}
