@@ -68,7 +68,7 @@ func Open(o Options) (*Loaded, error) {
 	var m *planner.Model
 	var err error
 	if o.Synthetic {
-		if m, err = configOnly(o.ModelDir); err != nil {
+		if m, err = ConfigModel(o.ModelDir); err != nil {
 			return nil, err
 		}
 	} else {
@@ -101,7 +101,7 @@ func Open(o Options) (*Loaded, error) {
 		}
 	}
 	mem := runtime.MemoryOf(p, o.PrefixCacheBytes)
-	if err := fits(mem, o.MemoryLimit, p.ContextTokens); err != nil {
+	if err := Fits(mem, o.MemoryLimit, p.ContextTokens); err != nil {
 		closeCheckpoint(ck)
 		return nil, err
 	}
@@ -137,10 +137,10 @@ func Open(o Options) (*Loaded, error) {
 	return &Loaded{Engine: e, Checkpoint: ck, Plan: p, TokenizerVocab: vocab, Memory: mem, Backend: be}, nil
 }
 
-// fits refuses a memory plan larger than the limit (the host's available
+// Fits refuses a memory plan larger than the limit (the host's available
 // memory when 0; the CPU backend maps weights from the file, so they are
-// not counted against it).
-func fits(m runtime.Memory, limit int64, contextTokens int) error {
+// not counted against it). Open applies it; doctor reports it.
+func Fits(m runtime.Memory, limit int64, contextTokens int) error {
 	if limit == 0 {
 		limit = runtime.HostAvailable()
 	}
@@ -164,9 +164,9 @@ func (l *Loaded) Close() error {
 	return err
 }
 
-// configOnly describes the model of DIR/config.json with the dtypes Qwen
+// ConfigModel describes the model of DIR/config.json with the dtypes Qwen
 // ships, for synthetic weights.
-func configOnly(dir string) (*planner.Model, error) {
+func ConfigModel(dir string) (*planner.Model, error) {
 	path := filepath.Join(dir, checkpoint.ConfigFile)
 	data, err := os.ReadFile(path)
 	if err != nil {
