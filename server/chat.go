@@ -21,12 +21,7 @@ func (s *Server) prepareChat(req *openai.ChatRequest) (*generation, *openai.Erro
 	if apiErr != nil {
 		return nil, apiErr
 	}
-	messages, apiErr := req.TemplateMessages()
-	if apiErr != nil {
-		return nil, apiErr
-	}
-	prompt, apiErr := s.buildChatPrompt(m, chatInput{messages: messages, tools: req.TemplateTools(), defs: req.Tools,
-		choice: req.ToolChoice, kwargs: req.ChatTemplateKwargs, thinking: req.EnableThinking()})
+	prompt, apiErr := s.chatPromptOf(m, req)
 	if apiErr != nil {
 		return nil, apiErr
 	}
