@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
 
@@ -89,5 +90,36 @@ func TestHelp(t *testing.T) {
 	wantBounded := map[string]bool{"queue-depth": true, "port": true, "max-body-bytes": true, "drain-timeout": true, "time-limit": true, "plain": false}
 	if diff := cmp.Diff(wantBounded, bounded); diff != "" {
 		t.Errorf("Bounded (-want +got)\n%s", diff)
+	}
+}
+
+// TestAudit: the audit finds a flag without a placeholder, an unbounded
+// number, and passes the well-declared ones and the allowed exceptions.
+func TestAudit(t *testing.T) {
+	root := &cobra.Command{Use: "tool"}
+	sub := &cobra.Command{Use: "sub", Run: func(*cobra.Command, []string) {}}
+	root.AddCommand(sub)
+	var n, depth int
+	var seed uint64
+	var dir string
+	var quiet bool
+	var d time.Duration
+	sub.Flags().IntVar(&n, "count", 1, "how many")
+	sub.Flags().StringVar(&dir, "model-dir", "", "made by `aimac plan`")
+	sub.Flags().Uint64Var(&seed, "seed", 1, "random `SEED`")
+	sub.Flags().BoolVar(&quiet, "quiet", false, "say less")
+	Int(sub.Flags(), &depth, "queue-depth", 16, 1, "`N` requests")
+	Duration(root.Flags(), &d, "timeout", time.Second, "a `DURATION`")
+	got := Audit(root, map[string]string{"seed": "any"})
+	want := []string{
+		`tool sub --count: help shows "int" for its value: name a placeholder in backquotes`,
+		`tool sub --count: a int flag without bounds (declare it with cliflag)`,
+		`tool sub --model-dir: help shows "aimac plan" for its value: name a placeholder in backquotes`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+	if depth != 16 || d != time.Second {
+		t.Errorf("the audit changed values: %d, %v", depth, d)
 	}
 }

@@ -43,15 +43,52 @@ func (c Check) String() string {
 	return mark + " " + c.Name + ": " + c.Detail
 }
 
-// GPU is a GPU API and how to describe its device 0.
+// GPU is a GPU API, the target it runs and how to describe its device 0.
 type GPU struct {
-	API   string
-	Probe func() (runtime.DeviceInfo, error)
+	API    string
+	Target string
+	Via    string // what the binary loads to drive it
+	Probe  func() (runtime.DeviceInfo, error)
 }
 
 // GPUs are the drivers this build drives: CUDA for sm_90, HIP for gfx1151.
 func GPUs() []GPU {
-	return []GPU{{API: "CUDA", Probe: cuda.Probe}, {API: "HIP", Probe: hip.Probe}}
+	return []GPU{
+		{API: "CUDA", Target: cuda.Target, Via: "the CUDA driver (libcuda.so.1)", Probe: cuda.Probe},
+		{API: "HIP", Target: hip.Target, Via: "the HIP runtime (" + strings.Join(hip.LibraryNames, ", ") + ")", Probe: hip.Probe},
+	}
+}
+
+// Target is a plan target the binary can drive and whether this machine
+// has what it needs.
+type Target struct {
+	Name      string `json:"name"`
+	Via       string `json:"via"`
+	Available bool   `json:"available"`
+	Detail    string `json:"detail"`
+}
+
+// Targets lists the targets: the CPU always, and each GPU's, available
+// when its driver loads and device 0 runs it (gpus nil: GPUs()).
+func Targets(gpus []GPU) []Target {
+	if gpus == nil {
+		gpus = GPUs()
+	}
+	out := []Target{{Name: "cpu", Via: "built in (the reference kernels)", Available: true, Detail: "always"}}
+	for _, g := range gpus {
+		t := Target{Name: g.Target, Via: g.Via}
+		d, err := g.Probe()
+		switch {
+		case err != nil:
+			t.Detail = err.Error()
+		case d.Target != g.Target:
+			t.Detail = fmt.Sprintf("%s %s (compute capability %d.%d) does not run %s", d.API, d.Name, d.Major, d.Minor, g.Target)
+		default:
+			t.Available, t.Detail = true, d.String()
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 // Options say what to check.

@@ -31,16 +31,17 @@ func tiny(t *testing.T) string {
 
 // noGPU is a machine without GPU drivers.
 var noGPU = []GPU{
-	{API: "CUDA", Probe: func() (runtime.DeviceInfo, error) {
+	{API: "CUDA", Target: "sm_90", Via: "the CUDA driver", Probe: func() (runtime.DeviceInfo, error) {
 		return runtime.DeviceInfo{}, errors.New("cuda: load libcuda.so.1: not found")
 	}},
-	{API: "HIP", Probe: func() (runtime.DeviceInfo, error) {
+	{API: "HIP", Target: "gfx1151", Via: "the HIP runtime", Probe: func() (runtime.DeviceInfo, error) {
 		return runtime.DeviceInfo{}, errors.New("hip: cannot load the HIP runtime library")
 	}},
 }
 
 func device(d runtime.DeviceInfo) GPU {
-	return GPU{API: d.API, Probe: func() (runtime.DeviceInfo, error) { return d, nil }}
+	target := map[string]string{"CUDA": "sm_90", "HIP": "gfx1151"}[d.API]
+	return GPU{API: d.API, Target: target, Via: "the " + d.API + " library", Probe: func() (runtime.DeviceInfo, error) { return d, nil }}
 }
 
 var (
@@ -273,4 +274,25 @@ func TestBundle(t *testing.T) {
 		{"memory", false, "not checked"},
 		{"port", true, ""},
 	})
+}
+
+func TestTargets(t *testing.T) {
+	old := runtime.DeviceInfo{API: "CUDA", Name: "Tesla V100", Major: 7, Driver: "12.8"}
+	got := Targets([]GPU{device(old), device(strix)})
+	want := []Target{
+		{Name: "cpu", Via: "built in (the reference kernels)", Available: true, Detail: "always"},
+		{Name: "sm_90", Via: "the CUDA library", Detail: "CUDA Tesla V100 (compute capability 7.0) does not run sm_90"},
+		{Name: "gfx1151", Via: "the HIP library", Available: true, Detail: strix.String()},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+	got = Targets(noGPU)
+	if len(got) != 3 || got[1].Available || got[1].Detail != "cuda: load libcuda.so.1: not found" || got[2].Available {
+		t.Errorf("no GPU: %+v", got)
+	}
+	// The real drivers: this machine may have none; the CPU is always there.
+	if real := Targets(nil); len(real) != 3 || !real[0].Available || real[1].Name != "sm_90" || real[2].Name != "gfx1151" {
+		t.Errorf("Targets(nil) = %+v", real)
+	}
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -19,6 +18,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aimaproject/aimac/arch"
+	"github.com/aimaproject/aimac/buildinfo"
+	"github.com/aimaproject/aimac/cliflag"
 	"github.com/aimaproject/aimac/loader"
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/runtime"
@@ -65,17 +66,17 @@ an interrupted run keeps what it measured. With --synthetic-weights and no
 	}
 	f.load.registerModel(c)
 	fl := c.Flags()
-	fl.IntSliceVar(&f.prefill, "prefill", []int{1024, 8192}, "prompt lengths to time prefill at (repeatable or comma-separated; 0: none)")
-	fl.IntSliceVar(&f.decodeCtx, "decode-context", []int{1024, 8192}, "context lengths to time decode at (repeatable or comma-separated; 0: none)")
-	fl.IntVar(&f.decodeTokens, "decode-tokens", 64, "timed decode steps at each context")
-	fl.IntVar(&f.decodeWarmup, "decode-warmup", 2, "untimed decode steps before the timed ones")
-	fl.IntVar(&f.repeats, "repeats", 3, "timed prefills of each length")
-	fl.IntVar(&f.warmup, "warmup", 1, "untimed prefills of each length before the timed ones")
-	fl.Uint64Var(&f.seed, "seed", 1, "seed of the random token ids")
-	fl.IntVar(&f.idLimit, "id-limit", 0, "draw ids below this (default: the tokenizer's size, else the vocabulary)")
-	fl.StringVar(&f.jsonOut, "json", "", "write every figure as JSON to this file")
-	fl.DurationVar(&f.timeLimit, "time-limit", 0, "skip measurements that would end past this much time after the start (0: no limit)")
-	fl.StringVar(&f.commit, "commit", "", "source commit to record (default: the binary's build info)")
+	fl.IntSliceVar(&f.prefill, "prefill", []int{1024, 8192}, "prompt `LENGTHS` to time prefill at (repeatable or comma-separated; 0: none)")
+	fl.IntSliceVar(&f.decodeCtx, "decode-context", []int{1024, 8192}, "context `LENGTHS` to time decode at (repeatable or comma-separated; 0: none)")
+	cliflag.Int(fl, &f.decodeTokens, "decode-tokens", 64, 1, "`N` timed decode steps at each context")
+	cliflag.Int(fl, &f.decodeWarmup, "decode-warmup", 2, 0, "`N` untimed decode steps before the timed ones")
+	cliflag.Int(fl, &f.repeats, "repeats", 3, 1, "`N` timed prefills of each length")
+	cliflag.Int(fl, &f.warmup, "warmup", 1, 0, "`N` untimed prefills of each length before the timed ones")
+	fl.Uint64Var(&f.seed, "seed", 1, "`SEED` of the random token ids")
+	cliflag.Int(fl, &f.idLimit, "id-limit", 0, 0, "draw ids below `N` (0: the tokenizer's size, else the vocabulary)")
+	fl.StringVar(&f.jsonOut, "json", "", "write every figure as JSON to this `FILE`")
+	cliflag.DurationOrZero(fl, &f.timeLimit, "time-limit", 0, "skip measurements that would end past this `DURATION` after the start (0: no limit)")
+	fl.StringVar(&f.commit, "commit", "", "source `COMMIT` to record (default: the binary's build info)")
 	return c
 }
 
@@ -288,20 +289,9 @@ func checkContext(need int, what string, capacity int) error {
 func (f *benchFlags) validate() (int, string, error) {
 	f.prefill = slices.DeleteFunc(f.prefill, func(n int) bool { return n == 0 })
 	f.decodeCtx = slices.DeleteFunc(f.decodeCtx, func(n int) bool { return n == 0 })
-	if f.repeats < 1 {
-		return 0, "", fmt.Errorf("--repeats %d: want ≥ 1", f.repeats)
-	}
-	if f.warmup < 0 || f.decodeWarmup < 0 {
-		return 0, "", fmt.Errorf("--warmup and --decode-warmup must be ≥ 0")
-	}
-	if len(f.decodeCtx) > 0 && f.decodeTokens < 1 {
-		return 0, "", fmt.Errorf("--decode-tokens %d: want ≥ 1", f.decodeTokens)
-	}
+	// The counts are bounded by their flags (cliflag); the lists here.
 	if len(f.prefill) == 0 && len(f.decodeCtx) == 0 {
 		return 0, "", fmt.Errorf("nothing to time: give --prefill or --decode-context")
-	}
-	if f.idLimit < 0 {
-		return 0, "", fmt.Errorf("--id-limit %d: want ≥ 0", f.idLimit)
 	}
 	need, what := 0, ""
 	for _, n := range f.prefill {
@@ -645,16 +635,10 @@ func (b *bench) table(out io.Writer) {
 // buildInfo is the binary's source commit (from the VCS stamp of `go
 // build`) unless commit names one.
 func buildInfo(commit string) benchBuild {
-	b := benchBuild{Go: goruntime.Version()}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				b.Commit = s.Value
-			case "vcs.modified":
-				b.Modified = s.Value == "true"
-			}
-		}
+	bi := buildinfo.Read()
+	b := benchBuild{Go: bi.Go, Modified: bi.Modified}
+	if bi.Commit != buildinfo.Unknown {
+		b.Commit = bi.Commit
 	}
 	if c := strings.TrimSpace(commit); c != "" && c != b.Commit {
 		b.Commit, b.Modified = c, false

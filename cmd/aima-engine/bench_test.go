@@ -143,9 +143,9 @@ func TestBenchErrors(t *testing.T) {
 		{[]string{"--model-dir", dir, "--context-tokens", "64", "--prefill", "65", "--decode-context", "0"}, "--prefill 65 needs 65 context tokens but the plan holds 64"},
 		{[]string{"--model-dir", dir, "--context-tokens", "64", "--prefill", "8", "--decode-context", "60", "--decode-tokens", "4"}, "--decode-context 60 with 2+4 steps needs 66 context tokens"},
 		{[]string{"--model-dir", dir, "--plan", planFile, "--prefill", "100", "--decode-context", "0"}, "needs 100 context tokens but the plan holds 64"},
-		{[]string{"--model-dir", dir, "--repeats", "0"}, "--repeats 0"},
+		{[]string{"--model-dir", dir, "--repeats", "0"}, `invalid argument "0" for "--repeats" flag: want ≥ 1`},
 		{[]string{"--model-dir", dir, "--prefill", "-3"}, "--prefill -3"},
-		{[]string{"--model-dir", dir, "--decode-tokens", "0"}, "--decode-tokens 0"},
+		{[]string{"--model-dir", dir, "--decode-tokens", "0"}, `invalid argument "0" for "--decode-tokens" flag: want ≥ 1`},
 		{[]string{"--model-dir", dir, "--prefill", "0", "--decode-context", "0"}, "nothing to time"},
 		{[]string{"--synthetic-weights", "1", "--plan", planFile, "--prefill", "8", "--decode-context", "8", "--decode-tokens", "1"}, "was made for model"},
 	}

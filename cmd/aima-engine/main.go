@@ -20,8 +20,10 @@ import (
 	"golang.org/x/term"
 
 	"github.com/aimaproject/aimac/bundle"
+	"github.com/aimaproject/aimac/cliflag"
 	"github.com/aimaproject/aimac/loader"
 	"github.com/aimaproject/aimac/npy"
+	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/runtime"
 	"github.com/aimaproject/aimac/tokenizer"
 )
@@ -42,11 +44,24 @@ func root() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	probe := &cobra.Command{Use: "probe", Short: "Check the engine from outside: logits and greedy generation"}
-	probe.AddCommand(logitsCmd(), generateCmd(), tokenizeCmd(), benchCmd())
-	c.AddCommand(probe, serveCmd())
+	probe := &cobra.Command{Use: "probe", Short: "Check the engine from outside: logits, greedy generation, tokens, timing, the chat template"}
+	probe.AddCommand(logitsCmd(), generateCmd(), tokenizeCmd(), benchCmd(), chatTemplateCmd())
+	c.AddCommand(probe, serveCmd(), versionCmd(), doctorCmd(), verifyCmd())
+	versionFlag(c)
 	return c
 }
+
+// targetNames are the plan targets, for help and completion.
+func targetNames() []string {
+	var s []string
+	for _, t := range plan.Targets {
+		s = append(s, string(t))
+	}
+	return s
+}
+
+// defaultBuckets are the prefill buckets of a plan made on the spot.
+const defaultBuckets = "64,256,1024"
 
 // loadFlags are the flags every probe shares.
 type loadFlags struct {
@@ -61,18 +76,19 @@ type loadFlags struct {
 // registerModel adds the flags that choose the model and its plan.
 func (f *loadFlags) registerModel(c *cobra.Command) {
 	f.flags = c.Flags()
-	c.Flags().StringVar(&f.o.ModelDir, "model-dir", "", "checkpoint directory")
-	c.Flags().StringVar(&f.o.PlanFile, "plan", "", "plan file made by `aimac plan` (default: plan the model now)")
-	c.Flags().StringVar(&f.bundle, "bundle", "", "engine bundle made by `aimac build`: its plan and compiled kernels, verified (file sums, plan hash, kernel ABI) before loading (instead of --plan)")
-	c.Flags().StringVar(&f.o.Target, "target", "cpu", "target when planning now")
-	c.Flags().StringVar(&f.buckets, "buckets", "64,256,1024", "prefill buckets when planning now")
-	c.Flags().IntVar(&f.o.ContextTokens, "context-tokens", 4096, "context capacity (prompt + output) when planning now")
-	c.Flags().StringVar(&f.synthetic, "synthetic-weights", "", "generate the weights from this seed instead of reading them (only config.json is read)")
+	c.Flags().StringVar(&f.o.ModelDir, "model-dir", "", "checkpoint `DIR`")
+	c.Flags().StringVar(&f.o.PlanFile, "plan", "", "plan `FILE` made by aimac plan (default: plan the model now)")
+	c.Flags().StringVar(&f.bundle, "bundle", "", "engine bundle `DIR` made by aimac build: its plan and compiled kernels, verified (file sums, plan hash, kernel ABI) before loading (instead of --plan)")
+	c.Flags().StringVar(&f.o.Target, "target", "cpu", "`TARGET` when planning now: "+strings.Join(targetNames(), ", "))
+	c.Flags().StringVar(&f.buckets, "buckets", defaultBuckets, "prefill bucket `SIZES` when planning now, comma-separated")
+	cliflag.Int(c.Flags(), &f.o.ContextTokens, "context-tokens", 4096, 1, "context capacity `N` (prompt + output) when planning now")
+	c.Flags().StringVar(&f.synthetic, "synthetic-weights", "", "generate the weights from `SEED` instead of reading them (only config.json is read)")
+	_ = c.RegisterFlagCompletionFunc("target", cobra.FixedCompletions(targetNames(), cobra.ShellCompDirectiveNoFileComp))
 }
 
 func (f *loadFlags) register(c *cobra.Command) {
 	f.registerModel(c)
-	c.Flags().StringVar(&f.tokens, "tokens", "", "prompt token ids, comma-separated (required)")
+	c.Flags().StringVar(&f.tokens, "tokens", "", "prompt token `IDS`, comma-separated (required)")
 }
 
 // parseSynthetic reads --synthetic-weights.
@@ -114,15 +130,26 @@ func (f *loadFlags) openBundle() error {
 }
 
 func (f *loadFlags) parseBuckets() error {
-	f.o.Buckets = nil
-	for _, s := range strings.Split(f.buckets, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
+	var err error
+	f.o.Buckets, err = parseBuckets(f.buckets)
+	return err
+}
+
+// parseBuckets reads --buckets: positive sizes, comma-separated (the
+// planner holds them to its own rules).
+func parseBuckets(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil {
-			return fmt.Errorf("--buckets %q: %q is not an integer", f.buckets, s)
+			return nil, fmt.Errorf("--buckets %q: %q is not an integer", s, f)
 		}
-		f.o.Buckets = append(f.o.Buckets, n)
+		if n < 1 {
+			return nil, fmt.Errorf("--buckets %q: %d is not a positive size", s, n)
+		}
+		out = append(out, n)
 	}
-	return nil
+	return out, nil
 }
 
 // load loads the model; a progress bar of the weights goes to stderr when
@@ -212,7 +239,7 @@ func logitsCmd() *cobra.Command {
 		},
 	}
 	f.register(c)
-	c.Flags().StringVar(&out, "out", "", "output .npy file (required)")
+	c.Flags().StringVar(&out, "out", "", "output .npy `FILE` (required)")
 	return c
 }
 
@@ -225,9 +252,6 @@ func generateCmd() *cobra.Command {
 		Short: "Print the greedy continuation of a prompt as a JSON array of ids",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if maxTokens < 0 {
-				return fmt.Errorf("--max-tokens %d: want ≥ 0", maxTokens)
-			}
 			var stopIDs []int32
 			if stop != "" {
 				var err error
@@ -255,8 +279,8 @@ func generateCmd() *cobra.Command {
 		},
 	}
 	f.register(c)
-	c.Flags().IntVar(&maxTokens, "max-tokens", 16, "tokens to generate")
-	c.Flags().StringVar(&stop, "stop", "", "token ids that end generation, comma-separated (default: none)")
+	cliflag.Int(c.Flags(), &maxTokens, "max-tokens", 16, 0, "`N` tokens to generate")
+	c.Flags().StringVar(&stop, "stop", "", "token `IDS` that end generation, comma-separated (default: none)")
 	return c
 }
 
@@ -284,8 +308,8 @@ func tokenizeCmd() *cobra.Command {
 			return json.NewEncoder(cmd.OutOrStdout()).Encode(ids)
 		},
 	}
-	c.Flags().StringVar(&dir, "model-dir", "", "checkpoint directory holding tokenizer.json")
-	c.Flags().StringVar(&file, "tokenizer", "", "a tokenizer.json file")
-	c.Flags().StringVar(&text, "text", "", "the text to tokenize")
+	c.Flags().StringVar(&dir, "model-dir", "", "checkpoint `DIR` holding tokenizer.json")
+	c.Flags().StringVar(&file, "tokenizer", "", "a tokenizer.json `FILE`")
+	c.Flags().StringVar(&text, "text", "", "the `TEXT` to tokenize")
 	return c
 }

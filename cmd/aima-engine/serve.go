@@ -3,21 +3,26 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/aimaproject/aimac/chat"
+	"github.com/aimaproject/aimac/cliflag"
 	"github.com/aimaproject/aimac/loader"
 	"github.com/aimaproject/aimac/server"
 	"github.com/aimaproject/aimac/server/auth"
+	"github.com/aimaproject/aimac/sums"
 	"github.com/aimaproject/aimac/synth"
 	"github.com/aimaproject/aimac/tokenizer"
 )
@@ -59,25 +64,29 @@ worker has returned, and exits 0.
 	}
 	fl := c.Flags()
 	f.load.registerModel(c)
-	fl.StringVar(&f.host, "host", "127.0.0.1", "address to listen on")
-	fl.IntVar(&f.port, "port", 8000, "port to listen on")
-	fl.StringVar(&f.apiKeyFile, "api-key-file", "", "file holding the API key (must not be group/world-readable)")
+	fl.StringVar(&f.host, "host", "127.0.0.1", "`ADDRESS` to listen on")
+	cliflag.Port(fl, &f.port, "port", 8000, "`PORT` to listen on (0: any free port)")
+	fl.StringVar(&f.apiKeyFile, "api-key-file", "", "`FILE` holding the API key (must not be group/world-readable)")
 	fl.BoolVar(&f.allowUnauth, "allow-unauthenticated", false, "allow a non-loopback address without an API key")
-	fl.StringVar(&f.name, "model-name", "", "model id in the API (default: the model directory's name)")
-	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
+	fl.StringVar(&f.name, "model-name", "", "model `ID` in the API (default: the model directory's name)")
+	fl.StringVar(&f.logFormat, "log-format", "text", "log `FORMAT` on stderr: "+strings.Join(logFormats, " or "))
 	fl.BoolVar(&f.demo, "demo", false, "serve a synthesized tiny model on the CPU backend")
-	fl.IntVar(&f.cfg.QueueDepth, "queue-depth", 16, "requests that may wait for the engine")
-	fl.DurationVar(&f.cfg.QueueTimeout, "queue-timeout", 5*time.Minute, "longest wait in the queue (503 queue_timeout)")
-	fl.DurationVar(&f.cfg.RequestTimeout, "request-timeout", 30*time.Minute, "end-to-end deadline of a request (504)")
-	fl.DurationVar(&f.cfg.DrainTimeout, "drain-timeout", 30*time.Second, "how long shutdown waits for the admitted requests before cancelling them (503 service_shutting_down)")
-	fl.Int64Var(&f.cfg.MaxBodyBytes, "max-body-bytes", 4<<20, "request body limit (413 beyond)")
+	cliflag.Int(fl, &f.cfg.QueueDepth, "queue-depth", 16, 1, "`N` requests that may wait for the engine")
+	cliflag.Duration(fl, &f.cfg.QueueTimeout, "queue-timeout", 5*time.Minute, "longest wait in the queue, a `DURATION` (503 queue_timeout)")
+	cliflag.Duration(fl, &f.cfg.RequestTimeout, "request-timeout", 30*time.Minute, "end-to-end deadline of a request, a `DURATION` (504)")
+	cliflag.Duration(fl, &f.cfg.DrainTimeout, "drain-timeout", 30*time.Second, "how long shutdown waits for the admitted requests before cancelling them, a `DURATION` (503 service_shutting_down)")
+	cliflag.Int64(fl, &f.cfg.MaxBodyBytes, "max-body-bytes", 4<<20, 1, "request body limit in `BYTES` (413 beyond)")
 	fl.BoolVar(&f.cfg.EnableShutdown, "enable-shutdown-endpoint", false, "accept POST /shutdown")
 	fl.BoolVar(&f.thinking, "enable-thinking", true, "think before answering unless a request says otherwise")
-	fl.IntVar(&f.cfg.ResponsesStore, "responses-store", 256, "Responses API objects kept for previous_response_id")
-	fl.IntVar(&f.cfg.PrefixCacheEntries, "prefix-cache-entries", 16, "state snapshots the prefix cache keeps (0 disables it)")
-	fl.Int64Var(&f.cacheMiB, "prefix-cache-mib", 4096, "host memory the prefix cache may hold, MiB (0 disables it)")
+	cliflag.Int(fl, &f.cfg.ResponsesStore, "responses-store", 256, 1, "`N` Responses API objects kept for previous_response_id")
+	cliflag.Int(fl, &f.cfg.PrefixCacheEntries, "prefix-cache-entries", 16, 0, "`N` state snapshots the prefix cache keeps (0 disables it)")
+	cliflag.Int64(fl, &f.cacheMiB, "prefix-cache-mib", 4096, 0, "host memory the prefix cache may hold, in `MiB` (0 disables it)")
+	_ = c.RegisterFlagCompletionFunc("log-format", cobra.FixedCompletions(logFormats, cobra.ShellCompDirectiveNoFileComp))
 	return c
 }
+
+// logFormats are --log-format's values.
+var logFormats = []string{"text", "json"}
 
 func serve(cmd *cobra.Command, f *serveFlags) error {
 	var handler slog.Handler
@@ -132,9 +141,6 @@ func serve(cmd *cobra.Command, f *serveFlags) error {
 	if err := f.load.openBundle(); err != nil {
 		return err
 	}
-	if f.cacheMiB < 0 || f.cfg.PrefixCacheEntries < 0 {
-		return fmt.Errorf("--prefix-cache-mib and --prefix-cache-entries must be ≥ 0")
-	}
 	f.cfg.DisableThinking = !f.thinking
 	if f.demo && !cmd.Flags().Changed("prefix-cache-mib") {
 		f.cacheMiB = 256 // the tiny model's snapshots are small
@@ -153,6 +159,12 @@ func serve(cmd *cobra.Command, f *serveFlags) error {
 	ctx := cmd.Context()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, ln) }()
+
+	if !f.demo && !f.load.o.Synthetic {
+		if _, err := os.Stat(filepath.Join(f.load.o.ModelDir, sums.File)); errors.Is(err, fs.ErrNotExist) {
+			log.Info("no "+sums.File+" in the model directory: `aima-engine verify --model-dir DIR --write-manifest` records the files' sums so that later damage is caught", "dir", f.load.o.ModelDir)
+		}
+	}
 
 	// Deferred first, so it runs last: the listener answers 503 until the
 	// engine below has been freed.
@@ -187,15 +199,7 @@ func serve(cmd *cobra.Command, f *serveFlags) error {
 // and warms the engine up.
 func loadModel(ctx context.Context, f *serveFlags, stderr io.Writer) (*loader.Loaded, *server.Model, error) {
 	dir := f.load.o.ModelDir
-	tok, err := tokenizer.LoadDir(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl, err := chat.Load(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	gen, err := loader.GenerationConfig(dir)
+	tok, tmpl, gen, err := readModelFiles(dir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -227,6 +231,24 @@ func loadModel(ctx context.Context, f *serveFlags, stderr io.Writer) (*loader.Lo
 		return nil, nil, err
 	}
 	return l, m, nil
+}
+
+// readModelFiles reads what serving needs of a model directory besides
+// the weights: the tokenizer, the chat template and the generation config.
+func readModelFiles(dir string) (*tokenizer.Tokenizer, *chat.Template, loader.Generation, error) {
+	tok, err := tokenizer.LoadDir(dir)
+	if err != nil {
+		return nil, nil, loader.Generation{}, err
+	}
+	tmpl, err := chat.Load(dir)
+	if err != nil {
+		return nil, nil, loader.Generation{}, err
+	}
+	gen, err := loader.GenerationConfig(dir)
+	if err != nil {
+		return nil, nil, loader.Generation{}, err
+	}
+	return tok, tmpl, gen, nil
 }
 
 func containsID(ids []int32, id int32) bool {

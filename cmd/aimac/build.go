@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/aimaproject/aimac/bundler"
+	"github.com/aimaproject/aimac/cliflag"
 	"github.com/aimaproject/aimac/hipcc"
 	"github.com/aimaproject/aimac/plan"
 )
@@ -63,11 +65,13 @@ bundle of another kernel ABI (this release speaks kernel ABI ` + fmt.Sprint(plan
 			return nil
 		},
 	}
-	c.Flags().StringVar(&planFile, "plan", "", "plan file made by `aimac plan` (required)")
-	c.Flags().StringVar(&target, "target", "", "target the plan was made for: "+targetList(plan.GPUTargets()))
-	c.Flags().StringVar(&out, "out", "", "bundle directory (missing, empty, or a previous bundle to replace)")
-	c.Flags().StringVar(&flags, "device-flags", "", "extra device-compiler flags (default: $"+hipcc.FlagsEnv+")")
-	c.Flags().StringVar(&cacheDir, "cache-dir", "", "compile cache directory (default: no cache)")
-	c.Flags().IntVar(&workers, "jobs", 0, "parallel compiles (default: one per CPU)")
+	targets := targetNames(plan.GPUTargets())
+	c.Flags().StringVar(&planFile, "plan", "", "plan `FILE` made by aimac plan (required)")
+	c.Flags().StringVar(&target, "target", "", "`TARGET` the plan was made for: "+strings.Join(targets, ", "))
+	c.Flags().StringVar(&out, "out", "", "bundle `DIR` (missing, empty, or a previous bundle to replace)")
+	c.Flags().StringVar(&flags, "device-flags", "", "extra device-compiler `FLAGS` (default: $"+hipcc.FlagsEnv+")")
+	c.Flags().StringVar(&cacheDir, "cache-dir", "", "compile cache `DIR` (default: no cache)")
+	cliflag.Int(c.Flags(), &workers, "jobs", 0, 0, "`N` parallel compiles (0: one per CPU)")
+	completeTarget(c, targets)
 	return c
 }

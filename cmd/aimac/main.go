@@ -14,7 +14,9 @@ import (
 	"golang.org/x/term"
 
 	"github.com/aimaproject/aimac/arch"
+	"github.com/aimaproject/aimac/buildinfo"
 	"github.com/aimaproject/aimac/checkpoint"
+	"github.com/aimaproject/aimac/cliflag"
 	"github.com/aimaproject/aimac/ir"
 	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
@@ -37,7 +39,22 @@ func root() *cobra.Command {
 		SilenceErrors: true,
 	}
 	c.AddCommand(planCmd(), irCmd(), synthCmd(), buildCmd())
+	// --version: the build, and the targets plans can be made for (aimac
+	// drives no device, so nothing is probed).
+	bi := buildinfo.Read()
+	c.Version = bi.Version
+	mod := ""
+	if bi.Modified {
+		mod = " (modified)"
+	}
+	c.SetVersionTemplate(fmt.Sprintf("aimac %s\n  module  %s\n  commit  %s%s\n  go      %s\n  targets %s\n",
+		bi.Version, bi.Module, bi.Commit, mod, bi.Go, targetList(plan.Targets)))
 	return c
+}
+
+// completeTarget completes a --target flag from targets.
+func completeTarget(c *cobra.Command, targets []string) {
+	_ = c.RegisterFlagCompletionFunc("target", cobra.FixedCompletions(targets, cobra.ShellCompDirectiveNoFileComp))
 }
 
 // model returns the model description of dir, or the embedded real config.
@@ -101,14 +118,17 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&dir, "model-dir", "", "checkpoint directory (default: the embedded Qwen3.6-35B-A3B config)")
-	c.Flags().StringVar(&target, "target", string(plan.CPU), "target: "+targetList(plan.Targets))
-	c.Flags().StringVar(&buckets, "buckets", "1024,2048,4096,8192", "prefill bucket sizes, increasing")
-	c.Flags().IntVar(&ctxTokens, "context-tokens", 262144, "context capacity (prompt + output tokens)")
-	c.Flags().StringVar(&kvDType, "kv-dtype", "f32", "KV cache element type: f32, or bf16 on a GPU target (half the bytes, less exact)")
-	c.Flags().StringVar(&fusion, "fusion", "", "the fusion pass: on, off, or empty for the target's default (on for GPU targets)")
-	c.Flags().IntVar(&decodeSplits, "decode-splits", 0, "splits of the decode step's split-KV attention: 0 for the target's (GPU: from its multiprocessors; cpu: none), -1 to keep attention, 1 to 1024 on any target")
-	c.Flags().StringVar(&out, "out", "-", "output file (- for stdout)")
+	c.Flags().StringVar(&dir, "model-dir", "", "checkpoint `DIR` (default: the embedded Qwen3.6-35B-A3B config)")
+	c.Flags().StringVar(&target, "target", string(plan.CPU), "`TARGET`: "+targetList(plan.Targets))
+	c.Flags().StringVar(&buckets, "buckets", "1024,2048,4096,8192", "prefill bucket `SIZES`, increasing, comma-separated")
+	cliflag.Int(c.Flags(), &ctxTokens, "context-tokens", 262144, 1, "context capacity `N` (prompt + output tokens)")
+	c.Flags().StringVar(&kvDType, "kv-dtype", "f32", "KV cache element `DTYPE`: f32, or bf16 on a GPU target (half the bytes, less exact)")
+	c.Flags().StringVar(&fusion, "fusion", "", "the fusion pass `MODE`: on, off, or empty for the target's default (on for GPU targets)")
+	cliflag.IntRange(c.Flags(), &decodeSplits, "decode-splits", 0, -1, 1024, "`N` splits of the decode step's split-KV attention: 0 for the target's (GPU: from its multiprocessors; cpu: none), -1 to keep attention, 1 to 1024 on any target")
+	c.Flags().StringVar(&out, "out", "-", "output `FILE` (- for stdout)")
+	completeTarget(c, targetNames(plan.Targets))
+	_ = c.RegisterFlagCompletionFunc("kv-dtype", cobra.FixedCompletions([]string{"f32", "bf16"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = c.RegisterFlagCompletionFunc("fusion", cobra.FixedCompletions([]string{"on", "off"}, cobra.ShellCompDirectiveNoFileComp))
 	return c
 }
 
@@ -165,12 +185,13 @@ live range.`,
 			return fmt.Errorf("--step %q: no such graph", step)
 		},
 	}
-	c.Flags().StringVar(&dir, "model-dir", "", "checkpoint directory (default: the embedded Qwen3.6-35B-A3B config)")
-	c.Flags().StringVar(&step, "step", "decode", "step to print: prefill:N, decode, logits:N or sample")
-	c.Flags().StringVar(&target, "target", string(plan.CPU), "target: "+targetList(plan.Targets))
-	c.Flags().StringVar(&after, "after", "", "print the graph after this pass (default: after the last; see --passes)")
+	c.Flags().StringVar(&dir, "model-dir", "", "checkpoint `DIR` (default: the embedded Qwen3.6-35B-A3B config)")
+	c.Flags().StringVar(&step, "step", "decode", "`STEP` to print: prefill:N, decode, logits:N or sample")
+	c.Flags().StringVar(&target, "target", string(plan.CPU), "`TARGET`: "+targetList(plan.Targets))
+	c.Flags().StringVar(&after, "after", "", "print the graph after this `PASS` (default: after the last; see --passes)")
 	c.Flags().BoolVar(&list, "passes", false, "list the planner's passes in order and exit")
-	c.Flags().IntVar(&ctxTokens, "context-tokens", 4096, "context capacity")
+	cliflag.Int(c.Flags(), &ctxTokens, "context-tokens", 4096, 1, "context capacity `N`")
+	completeTarget(c, targetNames(plan.Targets))
 	return c
 }
 
@@ -199,18 +220,22 @@ has the real widths (use --layers to keep it on disk).`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&o.Preset, "preset", "tiny", "preset: "+strings.Join(synth.Presets(), ", "))
-	c.Flags().IntVar(&o.Layers, "layers", 0, "number of layers (default: the preset's)")
-	c.Flags().Uint64Var(&o.Seed, "seed", 1, "random seed")
-	c.Flags().StringVar(&o.Out, "out", "", "output directory (must not exist or be empty)")
+	c.Flags().StringVar(&o.Preset, "preset", "tiny", "`PRESET`: "+strings.Join(synth.Presets(), ", "))
+	cliflag.Int(c.Flags(), &o.Layers, "layers", 0, 0, "number of layers `N` (0: the preset's)")
+	c.Flags().Uint64Var(&o.Seed, "seed", 1, "random `SEED`")
+	c.Flags().StringVar(&o.Out, "out", "", "output `DIR` (must not exist or be empty)")
+	_ = c.RegisterFlagCompletionFunc("preset", cobra.FixedCompletions(synth.Presets(), cobra.ShellCompDirectiveNoFileComp))
 	return c
 }
 
 // targetList spells targets for help texts.
-func targetList(ts []plan.Target) string {
+func targetList(ts []plan.Target) string { return strings.Join(targetNames(ts), ", ") }
+
+// targetNames are the targets' names, for help texts and completion.
+func targetNames(ts []plan.Target) []string {
 	s := make([]string, len(ts))
 	for i, t := range ts {
 		s[i] = string(t)
 	}
-	return strings.Join(s, ", ")
+	return s
 }
