@@ -87,7 +87,7 @@ func TestUnitFile(t *testing.T) {
 	for k, want := range map[string]string{
 		"Type": "notify", "DynamicUser": "yes", "NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "yes",
 		"PrivateTmp": "yes", "CapabilityBoundingSet": "", "RestrictAddressFamilies": "AF_INET AF_INET6 AF_UNIX",
-		"DevicePolicy": "closed", "ReadOnlyPaths": "/srv/aima-engine", "EnvironmentFile": "/etc/aima-engine/aima-engine.env",
+		"DevicePolicy": "closed", "SystemCallFilter": "@system-service", "ReadOnlyPaths": "/srv/aima-engine", "EnvironmentFile": "/etc/aima-engine/aima-engine.env",
 	} {
 		if got := one(k); got != want {
 			t.Errorf("%s=%q, want %q", k, got, want)
