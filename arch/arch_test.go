@@ -1,8 +1,10 @@
 package arch
 
 import (
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -115,4 +117,23 @@ func FuzzParseConfig(f *testing.F) {
 		_ = c.Tensors(NestedPrefix)
 		_ = c.RotaryDim()
 	})
+}
+
+// TestParseConfigManyLayers: a huge layer count is refused at once, not
+// after deriving a layer type for each.
+func TestParseConfigManyLayers(t *testing.T) {
+	data := strings.Replace(realText(t), `"num_hidden_layers": 40`, `"num_hidden_layers": 2000000000`, 1)
+	if data == realText(t) {
+		t.Fatal("the real config has no num_hidden_layers 40")
+	}
+	// Without layer_types the types are derived from the count.
+	data = regexp.MustCompile(`"layer_types": \[[^\]]*\],?`).ReplaceAllString(data, "")
+	start := time.Now()
+	_, err := ParseConfig([]byte(data))
+	if err == nil || err.Error() != "text_config.num_hidden_layers: 2000000000 exceeds the supported maximum 1024" {
+		t.Errorf("error %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("took %v", d)
+	}
 }

@@ -175,7 +175,8 @@ func ParseConfig(data []byte) (*Config, error) {
 		if err := json.Unmarshal(raw, &c.LayerTypes); err != nil {
 			r.fail("layer_types", "not a list of strings")
 		}
-	} else if c.NumHiddenLayers > 0 {
+	} else if c.NumHiddenLayers > 0 && c.NumHiddenLayers <= maxHiddenLayers {
+		// (check refuses more layers; deriving a billion would take minutes.)
 		interval := r.optInt("full_attention_interval", 4)
 		if interval <= 0 {
 			r.fail("full_attention_interval", "must be > 0")
@@ -196,11 +197,14 @@ func ParseConfig(data []byte) (*Config, error) {
 	return c, nil
 }
 
+// maxHiddenLayers bounds num_hidden_layers.
+const maxHiddenLayers = 1024
+
 // check validates relations between fields.
 func (c *Config) check(where string) []error {
 	var errs []error
 	fail := func(field, msg string) { errs = append(errs, fmt.Errorf("%s%s: %s", where, field, msg)) }
-	if c.NumHiddenLayers > 0 && len(c.LayerTypes) != c.NumHiddenLayers {
+	if c.NumHiddenLayers > 0 && c.NumHiddenLayers <= maxHiddenLayers && len(c.LayerTypes) != c.NumHiddenLayers {
 		fail("layer_types", fmt.Sprintf("has %d entries, num_hidden_layers is %d", len(c.LayerTypes), c.NumHiddenLayers))
 	}
 	for i, t := range c.LayerTypes {
@@ -222,7 +226,7 @@ func (c *Config) check(where string) []error {
 		name   string
 		v, max int
 	}{
-		{"hidden_size", c.HiddenSize, 1 << 16}, {"num_hidden_layers", c.NumHiddenLayers, 1024},
+		{"hidden_size", c.HiddenSize, 1 << 16}, {"num_hidden_layers", c.NumHiddenLayers, maxHiddenLayers},
 		{"vocab_size", c.VocabSize, 1 << 22}, {"num_attention_heads", c.NumAttentionHeads, 1024},
 		{"num_key_value_heads", c.NumKeyValueHeads, 1024}, {"head_dim", c.HeadDim, 4096},
 		{"linear_num_key_heads", c.LinearNumKeyHeads, 1024}, {"linear_num_value_heads", c.LinearNumValueHeads, 1024},
