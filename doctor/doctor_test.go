@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/aimaproject/aimac/bundle"
+	"github.com/aimaproject/aimac/bundler"
 	"github.com/aimaproject/aimac/checkpoint"
 	"github.com/aimaproject/aimac/hipcc"
 	"github.com/aimaproject/aimac/planner"
@@ -226,7 +226,7 @@ func TestBundle(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "bundle")
-	if _, err := bundle.Build(context.Background(), p, "gfx1151", bundle.Options{Out: dir, Compiler: c}); err != nil {
+	if _, err := bundler.Build(context.Background(), p, "gfx1151", bundler.Options{Out: dir, Compiler: c}); err != nil {
 		t.Fatal(err)
 	}
 
