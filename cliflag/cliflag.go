@@ -80,8 +80,19 @@ func IntRange(fs *pflag.FlagSet, p *int, name string, value, min, max int, usage
 
 // Int64 defines an int64 flag that refuses values below min.
 func Int64(fs *pflag.FlagSet, p *int64, name string, value, min int64, usage string) {
+	Int64Range(fs, p, name, value, min, math.MaxInt64, usage)
+}
+
+// Int64Range defines an int64 flag that refuses values outside [min, max].
+func Int64Range(fs *pflag.FlagSet, p *int64, name string, value, min, max int64, usage string) {
 	*p = value
-	fs.Var(&int64Value{p: p, min: min, max: math.MaxInt64}, name, usage)
+	fs.Var(&int64Value{p: p, min: min, max: max}, name, usage)
+}
+
+// MiB defines a size flag in MiB, at least min, small enough that its
+// bytes fit an int64.
+func MiB(fs *pflag.FlagSet, p *int64, name string, value, min int64, usage string) {
+	Int64Range(fs, p, name, value, min, math.MaxInt64>>20, usage)
 }
 
 // Port defines a TCP port flag: 0 to 65535 (0: any free port).

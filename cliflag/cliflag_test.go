@@ -2,6 +2,7 @@ package cliflag
 
 import (
 	"io"
+	"math"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ type values struct {
 	bytes   int64
 	drain   time.Duration
 	limit   time.Duration
+	mib     int64
 	flagSet *pflag.FlagSet
 }
 
@@ -28,6 +30,7 @@ func newValues() *values {
 	Int64(fs, &v.bytes, "max-body-bytes", 4<<20, 1, "body limit")
 	Duration(fs, &v.drain, "drain-timeout", 30*time.Second, "drain")
 	DurationOrZero(fs, &v.limit, "time-limit", 0, "limit (0: none)")
+	MiB(fs, &v.mib, "cache-mib", 16, 0, "cache")
 	return v
 }
 
@@ -53,6 +56,8 @@ func TestParse(t *testing.T) {
 		{args: []string{"--drain-timeout", "-1s"}, wantErr: `invalid argument "-1s" for "--drain-timeout" flag: want a positive duration`},
 		{args: []string{"--drain-timeout", "0"}, wantErr: `invalid argument "0" for "--drain-timeout" flag: want a positive duration, not 0`},
 		{args: []string{"--drain-timeout", "30"}, wantErr: `invalid argument "30" for "--drain-timeout" flag: not a duration (like 30s, 5m or 1h30m)`},
+		{args: []string{"--cache-mib", "8796093022208"}, wantErr: `invalid argument "8796093022208" for "--cache-mib" flag: want 0 to 8796093022207`},
+		{args: []string{"--cache-mib", "8796093022207"}, check: func(v *values) any { return v.mib << 20 }, want: int64(math.MaxInt64 &^ (1<<20 - 1))},
 		{args: []string{"--time-limit", "-1m"}, wantErr: `invalid argument "-1m" for "--time-limit" flag: want a positive duration`},
 	}
 	for _, tt := range tests {
@@ -83,11 +88,11 @@ func TestHelp(t *testing.T) {
 	got := map[string]string{}
 	bounded := map[string]bool{}
 	v.flagSet.VisitAll(func(f *pflag.Flag) { got[f.Name], bounded[f.Name] = f.DefValue, Bounded(f) })
-	want := map[string]string{"queue-depth": "16", "port": "8000", "max-body-bytes": "4194304", "drain-timeout": "30s", "time-limit": "0s", "plain": "1"}
+	want := map[string]string{"cache-mib": "16", "queue-depth": "16", "port": "8000", "max-body-bytes": "4194304", "drain-timeout": "30s", "time-limit": "0s", "plain": "1"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got)\n%s", diff)
 	}
-	wantBounded := map[string]bool{"queue-depth": true, "port": true, "max-body-bytes": true, "drain-timeout": true, "time-limit": true, "plain": false}
+	wantBounded := map[string]bool{"cache-mib": true, "queue-depth": true, "port": true, "max-body-bytes": true, "drain-timeout": true, "time-limit": true, "plain": false}
 	if diff := cmp.Diff(wantBounded, bounded); diff != "" {
 		t.Errorf("Bounded (-want +got)\n%s", diff)
 	}

@@ -69,7 +69,7 @@ Without --model-dir the memory check plans the embedded Qwen3.6-35B-A3B config.`
 	fl.StringVar(&o.BundleDir, "bundle", "", "engine bundle `DIR` to verify against its manifest and this machine's device")
 	cliflag.Int(fl, &o.ContextTokens, "context-tokens", 4096, 1, "context capacity `N` of the plan the memory check makes (as serve's)")
 	fl.StringVar(&buckets, "buckets", defaultBuckets, "prefill bucket `SIZES` of that plan, comma-separated (as serve's)")
-	cliflag.Int64(fl, &cacheMiB, "prefix-cache-mib", 4096, 0, "prefix cache bound in `MiB` counted in the memory plan (as serve's)")
+	cliflag.MiB(fl, &cacheMiB, "prefix-cache-mib", 4096, 0, "prefix cache bound in `MiB` counted in the memory plan (as serve's)")
 	fl.StringVar(&o.Host, "host", "127.0.0.1", "`ADDRESS` serve would listen on")
 	cliflag.Port(fl, &o.Port, "port", 8000, "`PORT` serve would listen on")
 	fl.BoolVar(&asJSON, "json", false, "print the checks as a JSON array of {check, ok, detail}")

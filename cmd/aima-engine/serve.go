@@ -80,7 +80,7 @@ worker has returned, and exits 0.
 	fl.BoolVar(&f.thinking, "enable-thinking", true, "think before answering unless a request says otherwise")
 	cliflag.Int(fl, &f.cfg.ResponsesStore, "responses-store", 256, 1, "`N` Responses API objects kept for previous_response_id")
 	cliflag.Int(fl, &f.cfg.PrefixCacheEntries, "prefix-cache-entries", 16, 0, "`N` state snapshots the prefix cache keeps (0 disables it)")
-	cliflag.Int64(fl, &f.cacheMiB, "prefix-cache-mib", 4096, 0, "host memory the prefix cache may hold, in `MiB` (0 disables it)")
+	cliflag.MiB(fl, &f.cacheMiB, "prefix-cache-mib", 4096, 0, "host memory the prefix cache may hold, in `MiB` (0 disables it)")
 	_ = c.RegisterFlagCompletionFunc("log-format", cobra.FixedCompletions(logFormats, cobra.ShellCompDirectiveNoFileComp))
 	return c
 }
