@@ -255,7 +255,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"serve", "--max-body-bytes", "0"}, `"--max-body-bytes" flag: want ≥ 1`},
 		{[]string{"serve", "--responses-store", "0"}, `"--responses-store" flag: want ≥ 1`},
 		{[]string{"serve", "--prefix-cache-entries", "-1"}, `"--prefix-cache-entries" flag: want ≥ 0`},
-		{[]string{"serve", "--prefix-cache-mib", "-1"}, `"--prefix-cache-mib" flag: want ≥ 0`},
+		{[]string{"serve", "--prefix-cache-mib", "-1"}, `"--prefix-cache-mib" flag: want 0 to 8796093022207`},
 		{[]string{"serve", "--port", "65536"}, `"--port" flag: want 0 to 65535`},
 		{[]string{"serve", "--context-tokens", "0"}, `"--context-tokens" flag: want ≥ 1`},
 		{[]string{"probe", "generate", "--model-dir", "x", "--tokens", "1", "--buckets", "16,0"}, `--buckets "16,0": 0 is not a positive size`},
