@@ -3,7 +3,6 @@ package cuda
 import (
 	"fmt"
 	goruntime "runtime"
-	"unsafe"
 
 	"github.com/aimaproject/aimac/runtime"
 )
@@ -13,39 +12,33 @@ import (
 // device's primary context, released again). The error says why there is
 // no device to describe (no driver library, no device, a driver error).
 func Probe() (runtime.DeviceInfo, error) {
-	d, err := load()
+	l, err := load()
 	if err != nil {
 		return runtime.DeviceInfo{}, err
 	}
-	return d.probe()
+	return l.describe()
 }
 
-func (d *driver) probe() (runtime.DeviceInfo, error) {
+func (l *library) describe() (runtime.DeviceInfo, error) {
+	p, d := &l.probe, &l.driver
 	info := runtime.DeviceInfo{API: "CUDA"}
 	fail := func(call string, rc int32) (runtime.DeviceInfo, error) {
-		return runtime.DeviceInfo{}, fmt.Errorf("cuda: %s: %s", call, d.errorString(rc))
+		return runtime.DeviceInfo{}, fmt.Errorf("cuda: %s: %s", call, d.ErrorText(rc))
 	}
 	var v int32
-	if rc := d.cuDriverGetVersion(&v); rc != 0 {
+	if rc := p.cuDriverGetVersion(&v); rc != 0 {
 		return fail("cuDriverGetVersion", rc)
 	}
 	info.Driver = fmt.Sprintf("%d.%d", v/1000, v%1000/10)
 	var dev int32
-	if rc := d.cuDeviceGet(&dev, 0); rc != 0 {
+	if rc := p.cuDeviceGet(&dev, 0); rc != 0 {
 		return fail("cuDeviceGet", rc)
 	}
-	var name [256]byte
-	if rc := d.cuDeviceGetName(&name[0], int32(len(name)), dev); rc != 0 {
-		return fail("cuDeviceGetName", rc)
+	name, cc, err := p.Identify(d, dev, attrComputeMajor, attrComputeMinor)
+	if err != nil {
+		return runtime.DeviceInfo{}, err
 	}
-	info.Name = cString(unsafe.Pointer(&name[0]))
-	var cc [2]int32
-	for i, attr := range []int32{attrComputeMajor, attrComputeMinor} {
-		if rc := d.cuDeviceGetAttribute(&cc[i], attr, dev); rc != 0 {
-			return fail("cuDeviceGetAttribute", rc)
-		}
-	}
-	info.Major, info.Minor = int(cc[0]), int(cc[1])
+	info.Name, info.Major, info.Minor = name, int(cc[0]), int(cc[1])
 	if cc[0] == 9 { // NewCUDA's condition: sm_90 code runs on 9.x
 		info.Target = Target
 	}
@@ -53,16 +46,16 @@ func (d *driver) probe() (runtime.DeviceInfo, error) {
 	goruntime.LockOSThread()
 	defer goruntime.UnlockOSThread()
 	var ctx uintptr
-	if rc := d.cuDevicePrimaryCtxRetain(&ctx, dev); rc != 0 {
+	if rc := p.cuDevicePrimaryCtxRetain(&ctx, dev); rc != 0 {
 		return fail("cuDevicePrimaryCtxRetain", rc)
 	}
-	defer d.cuDevicePrimaryCtxRelease(dev)
-	if rc := d.cuCtxSetCurrent(ctx); rc != 0 {
+	defer p.cuDevicePrimaryCtxRelease(dev)
+	if rc := p.cuCtxSetCurrent(ctx); rc != 0 {
 		return fail("cuCtxSetCurrent", rc)
 	}
-	defer d.cuCtxSetCurrent(0)
+	defer p.cuCtxSetCurrent(0)
 	var free, total uint64
-	if rc := d.cuMemGetInfo(&free, &total); rc != 0 {
+	if rc := d.MemGetInfo(&free, &total); rc != 0 {
 		return fail("cuMemGetInfo", rc)
 	}
 	info.FreeBytes, info.TotalBytes = int64(free), int64(total)

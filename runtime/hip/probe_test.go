@@ -29,8 +29,8 @@ func TestProbe(t *testing.T) {
 				FreeBytes: 96 << 30, TotalBytes: 96 << 30}},
 		{name: "no device", dev: "gfx1151", major: 11, minor: 5, count: 0, wantErr: "hip: hipGetDeviceCount: hipErrorNoDevice (100)"},
 		{name: "set device fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipSetDevice", wantErr: "hip: hipSetDevice: hipErrorInvalidDevice (101)"},
-		{name: "name fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipDeviceGetName", wantErr: "hip: hipDeviceGetName: hipErrorInvalidDevice (101)"},
-		{name: "attribute fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipDeviceGetAttribute", wantErr: "hip: hipDeviceGetAttribute: hipErrorInvalidDevice (101)"},
+		{name: "name fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipDeviceGetName", wantErr: "hip: device name: hipErrorInvalidDevice (101)"},
+		{name: "attribute fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipDeviceGetAttribute", wantErr: "hip: compute capability: hipErrorInvalidDevice (101)"},
 		{name: "memory fails", dev: "gfx1151", major: 11, minor: 5, count: 1, fail: "hipMemGetInfo", wantErr: "hip: hipMemGetInfo: hipErrorInvalidDevice (101)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -526,24 +526,6 @@ hipError_t hipDeviceGetAttribute(int *v, int attr, int dev) {
 
 // ---- memory ----
 
-// The fake device's memory: what hipMemGetInfo reports as total, less the
-// live allocations as free.
-#define FAKE_TOTAL_BYTES ((size_t)96 << 30)
-
-hipError_t hipMemGetInfo(size_t *free_, size_t *total) {
-	ENTER_INIT("hipMemGetInfo");
-	if (free_ == NULL || total == NULL) {
-		RETURN(hipErrorInvalidValue);
-	}
-	size_t used = 0;
-	for (int i = 0; i < devmem.n; i++) {
-		used += ((alloc *)devmem.items[i])->size;
-	}
-	*total = FAKE_TOTAL_BYTES;
-	*free_ = used < FAKE_TOTAL_BYTES ? FAKE_TOTAL_BYTES - used : 0;
-	RETURN(hipSuccess);
-}
-
 hipError_t hipMalloc(void **p, size_t size) {
 	ENTER_INIT("hipMalloc");
 	if (p == NULL) {
