@@ -211,7 +211,7 @@ func Run(o Options) []Check {
 			model = planner.FromConfig(arch.RealName, arch.Real())
 		}
 		var err error
-		if p, err = planner.Plan(model, planner.Options{Target: target, Buckets: o.Buckets, ContextTokens: o.ContextTokens}); err != nil {
+		if p, err = planner.Plan(model, planner.Options{Target: plan.Target(target), Buckets: o.Buckets, ContextTokens: o.ContextTokens}); err != nil {
 			add("memory", false, "planning %s for %s: %s", model.Name, target, oneLine(err))
 		}
 	}
@@ -298,9 +298,9 @@ func checkMemory(p *plan.Plan, prefixCache int64, devices []runtime.DeviceInfo, 
 	if p.Target == "cpu" {
 		return true, need + " (weights mapped from the files); " + host
 	}
-	d, ok := runs(devices, p.Target)
+	d, ok := runs(devices, string(p.Target))
 	if !ok {
-		return false, need + "; no device here runs " + p.Target + found(devices)
+		return false, need + "; no device here runs " + string(p.Target) + found(devices)
 	}
 	if m.Total() > d.FreeBytes {
 		return false, fmt.Sprintf("%s; %s has only %s free of %s: lower --context-tokens or the prefix cache size", need, d.Name, h(d.FreeBytes), h(d.TotalBytes))
