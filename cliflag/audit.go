@@ -3,6 +3,7 @@ package cliflag
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -22,7 +23,8 @@ var numeric = map[string]bool{"int": true, "int8": true, "int16": true, "int32":
 // of the two commands: a value flag's help names a placeholder, and a
 // numeric flag is declared through this package (so a value out of range
 // is refused naming it) unless unbounded names it, with the reason. Each
-// bounded flag is also given -1 (or -1s), which must be refused.
+// bounded flag is also given a value below its minimum (-1s for a
+// duration), which must be refused.
 func Audit(root *cobra.Command, unbounded map[string]string) []string {
 	var probs []string
 	var walk func(c *cobra.Command)
@@ -44,10 +46,7 @@ func Audit(root *cobra.Command, unbounded map[string]string) []string {
 				}
 				return
 			}
-			bad := "-1"
-			if f.Value.Type() == "duration" {
-				bad = "-1s"
-			}
+			bad := below(f.Value)
 			before := f.Value.String()
 			err := f.Value.Set(bad)
 			if err == nil {
@@ -66,4 +65,15 @@ func Audit(root *cobra.Command, unbounded map[string]string) []string {
 	}
 	walk(root)
 	return probs
+}
+
+// below is a value under the flag's minimum.
+func below(v pflag.Value) string {
+	switch v := v.(type) {
+	case *intValue:
+		return strconv.FormatInt(int64(v.min)-1, 10)
+	case *int64Value:
+		return strconv.FormatInt(v.min-1, 10)
+	}
+	return "-1s"
 }

@@ -5,8 +5,8 @@ import "github.com/aimaproject/aimac/openai"
 // RenderedChat is a chat-completions request's prompt as the engine would
 // be given it.
 type RenderedChat struct {
-	// Text is the rendered chat template, followed by the opening of a tool
-	// call when tool_choice forces one.
+	// Text is the rendered chat template (a required or named tool call
+	// is then enforced by constrained decoding, not by the prompt).
 	Text string
 	IDs  []int32
 }

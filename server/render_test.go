@@ -11,7 +11,8 @@ import (
 )
 
 // TestRenderChat: RenderChat's prompt is the one the chat endpoint
-// prefills, token for token, with thinking on, off, and a forced tool call;
+// prefills, token for token, with thinking on, off, and a required tool
+// call (constrained, with thinking off);
 // bad requests get the endpoint's errors.
 func TestRenderChat(t *testing.T) {
 	tools := `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]`
@@ -23,7 +24,7 @@ func TestRenderChat(t *testing.T) {
 	}{
 		{"thinking", server.Config{}, `{"model":"test/tiny","messages":[{"role":"user","content":"Hi"}]}`, "<think>\n"},
 		{"no thinking", server.Config{DisableThinking: true}, `{"model":"test/tiny","messages":[{"role":"user","content":"Hi"}]}`, "</think>\n\n"},
-		{"forced tool", server.Config{}, `{"model":"test/tiny","messages":[{"role":"user","content":"Weather?"}],` + tools + `,"tool_choice":"required"}`, "<tool_call>\n<function="},
+		{"forced tool", server.Config{}, `{"model":"test/tiny","messages":[{"role":"user","content":"Weather?"}],` + tools + `,"tool_choice":"required"}`, "<|im_start|>assistant\n<think>\n\n</think>\n\n"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := start(t, tt.cfg)

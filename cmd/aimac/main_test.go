@@ -120,7 +120,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"ir", "--step", "train"}, "want prefill:N"},
 		{[]string{"ir", "--after", "inline"}, `no planner pass "inline"`},
 		{[]string{"plan", "--fusion", "maybe"}, `fusion "maybe": want "on", "off"`},
-		{[]string{"plan", "--decode-splits", "5000"}, `decode splits 5000: want -1 (attention), 0 (the target's) or 1 to 1024`},
+		{[]string{"plan", "--decode-splits", "5000"}, `invalid argument "5000" for "--decode-splits" flag: want -1 to 1024`},
 		{[]string{"ir", "--target", "tpu"}, `target "tpu" is not one of`},
 	}
 	for _, tt := range tests {
