@@ -25,6 +25,14 @@ func Decode(r io.Reader) (*Plan, error) {
 	if len(data) > maxPlanBytes {
 		return nil, fmt.Errorf("plan is larger than %d bytes", maxPlanBytes)
 	}
+	// The format tag first: a plan of another format is named as such, not
+	// as a field this format lacks.
+	var tag struct {
+		Format string `json:"format"`
+	}
+	if err := json.Unmarshal(data, &tag); err == nil && tag.Format != "" && tag.Format != Format {
+		return nil, fmt.Errorf("plan format %q, this program reads %q: plan the model again with this aimac", tag.Format, Format)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var p Plan

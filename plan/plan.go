@@ -20,7 +20,7 @@ import (
 )
 
 // Format is the version tag of the plan file.
-const Format = "aimac-plan/1"
+const Format = "aimac-plan/2"
 
 // PhaseKind says what a phase computes and how the engine runs it.
 type PhaseKind string

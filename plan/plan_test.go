@@ -80,7 +80,7 @@ func TestDecodeRejectsUnknownFields(t *testing.T) {
 
 func FuzzDecode(f *testing.F) {
 	f.Add(tinyPlan(f).Bytes())
-	f.Add([]byte(`{"format":"aimac-plan/1"}`))
+	f.Add([]byte(`{"format":"aimac-plan/2"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := plan.Decode(bytes.NewReader(data))
 		if err != nil {
@@ -91,4 +91,15 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("re-encoded plan fails: %v", err)
 		}
 	})
+}
+
+// TestDecodeOlderFormat checks that a plan of an earlier format is refused
+// by its format tag, with what to do, not by the first field it lacks.
+func TestDecodeOlderFormat(t *testing.T) {
+	old := `{"format":"aimac-plan/1","target":"cpu","kernels":[{"name":"add_1","family":"add","params":{"width":4}}]}`
+	_, err := plan.Decode(strings.NewReader(old))
+	want := `plan format "aimac-plan/1", this program reads "aimac-plan/2": plan the model again with this aimac`
+	if err == nil || err.Error() != want {
+		t.Errorf("Decode of an older plan: %v, want %s", err, want)
+	}
 }
