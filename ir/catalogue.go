@@ -29,7 +29,8 @@ const (
 // Fused kinds: made by the planner's fusion pass from a pattern of the
 // kinds above, whose kernels stay the oracle of the fused one.
 const (
-	MatMulAdd Kind = "matmul_add" // matmul whose output is added into a residual: y += x · Wᵀ
+	MatMulAdd     Kind = "matmul_add"      // matmul whose output is added into a residual: y += x · Wᵀ
+	GDNDecodeStep Kind = "gdn_decode_step" // SPEC §3 steps 2–8 after the projections: conv, gates, l2 norms, delta rule, gated norm
 )
 
 // Split kinds: made by the planner's split_kv pass from one op of the kinds

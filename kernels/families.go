@@ -16,7 +16,7 @@ import (
 var Families = ir.Catalogue{}
 
 func init() {
-	for _, f := range append(families(), gemvFamilies()...) {
+	for _, f := range append(append(families(), gemvFamilies()...), gdnDecodeStep()) {
 		if f.Template == "" {
 			f.Template = string(f.Kind) + ".tmpl"
 		}

@@ -115,8 +115,12 @@ func fusePass(c *compilation) error {
 	if !c.o.fuses() {
 		return nil
 	}
-	for _, g := range c.graphs {
-		if fuseMatMulAdd(g) == 0 {
+	for i, g := range c.graphs {
+		n := fuseMatMulAdd(g)
+		if c.steps[i].Kind == plan.DecodeStep {
+			n += fuseGDNDecode(g, c.o.Target)
+		}
+		if n == 0 {
 			continue
 		}
 		g.DropUnused()
@@ -135,34 +139,8 @@ func fusePass(c *compilation) error {
 // (which the fused kernel updates at the matmul's place) nor does the
 // matmul read X. It returns the number of rewrites.
 func fuseMatMulAdd(g *ir.Graph) int {
-	uses := map[int][]int{} // tensor → ops that use it, in order, once each
-	for i, op := range g.Ops {
-		for _, o := range op.Operands {
-			if u := uses[o.Tensor]; len(u) == 0 || u[len(u)-1] != i {
-				uses[o.Tensor] = append(u, i)
-			}
-		}
-	}
-	// overwrites reports whether op k only writes tensor t.
-	overwrites := func(k, t int) bool {
-		f := kernels.Families[g.Ops[k].Kind]
-		for j, o := range g.Ops[k].Operands {
-			if o.Tensor == t && f.Operands[j].Access != ir.Write {
-				return false
-			}
-		}
-		return true
-	}
-	// next is the first op after i that uses tensor t, or -1.
-	next := func(t, i int) int {
-		for _, k := range uses[t] {
-			if k > i {
-				return k
-			}
-		}
-		return -1
-	}
-	plain := func(o ir.Operand) bool { return o.Offset == 0 && o.Dyn == nil }
+	u := indexUses(g)
+	next := u.next
 	drop := map[int]bool{}
 	n := 0
 	for i, mm := range g.Ops {
@@ -182,7 +160,7 @@ func fuseMatMulAdd(g *ir.Graph) int {
 			add.Operands[1] != m || add.Params.Int("width") != mm.Params.Int("n") {
 			continue
 		}
-		if k := next(m.Tensor, j); k >= 0 && !overwrites(k, m.Tensor) {
+		if !u.deadAfter(m.Tensor, j) {
 			continue
 		}
 		x := add.Operands[0]
@@ -197,6 +175,62 @@ func fuseMatMulAdd(g *ir.Graph) int {
 		drop[j] = true
 		n++
 	}
+	dropOps(g, drop)
+	return n
+}
+
+// uses indexes, for each tensor of a graph, the ops that use it, in order,
+// once each: what a fusion rule asks before it rewrites.
+type uses struct {
+	g  *ir.Graph
+	by map[int][]int
+}
+
+func indexUses(g *ir.Graph) uses {
+	u := uses{g: g, by: map[int][]int{}}
+	for i, op := range g.Ops {
+		for _, o := range op.Operands {
+			if l := u.by[o.Tensor]; len(l) == 0 || l[len(l)-1] != i {
+				u.by[o.Tensor] = append(l, i)
+			}
+		}
+	}
+	return u
+}
+
+// next is the first op after i that uses tensor t, or -1.
+func (u uses) next(t, i int) int {
+	for _, k := range u.by[t] {
+		if k > i {
+			return k
+		}
+	}
+	return -1
+}
+
+// overwrites reports whether op k only writes tensor t.
+func (u uses) overwrites(k, t int) bool {
+	f := kernels.Families[u.g.Ops[k].Kind]
+	for j, o := range u.g.Ops[k].Operands {
+		if o.Tensor == t && f.Operands[j].Access != ir.Write {
+			return false
+		}
+	}
+	return true
+}
+
+// deadAfter reports whether tensor t's value after op i is never read: no
+// later op uses it, or the next one only overwrites it.
+func (u uses) deadAfter(t, i int) bool {
+	k := u.next(t, i)
+	return k < 0 || u.overwrites(k, t)
+}
+
+// plain is an operand at the start of its tensor with no dynamic offset.
+func plain(o ir.Operand) bool { return o.Offset == 0 && o.Dyn == nil }
+
+// dropOps removes the ops marked in drop, keeping the order of the rest.
+func dropOps(g *ir.Graph, drop map[int]bool) {
 	kept := g.Ops[:0]
 	for i, op := range g.Ops {
 		if !drop[i] {
@@ -204,7 +238,6 @@ func fuseMatMulAdd(g *ir.Graph) int {
 		}
 	}
 	g.Ops = kept
-	return n
 }
 
 // configurePass gives every op of a GPU target its launch shape: the

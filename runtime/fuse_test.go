@@ -12,9 +12,10 @@ import (
 )
 
 // TestFusedPlanBitIdentical runs the tiny checkpoint on the CPU with the
-// fusion pass forced on and off: the fused family's composed reference
-// makes every logit of a prefill and the decode steps after it equal bit
-// for bit to the unfused plan's.
+// fusion pass forced on and off (matmul_add, and gdn_decode_step in the
+// decode steps): the fused families' composed references make every logit
+// of a prefill and the decode steps after it equal bit for bit to the
+// unfused plan's.
 func TestFusedPlanBitIdentical(t *testing.T) {
 	ck, err := checkpoint.Open(tiny(t))
 	if err != nil {
@@ -30,18 +31,20 @@ func TestFusedPlanBitIdentical(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fused := 0
+		fused := map[ir.Kind]int{}
 		for _, ph := range p.Phases {
 			for _, l := range ph.Launches {
 				for _, k := range p.Kernels {
-					if k.Name == l.Kernel && ir.Kind(k.Family) == ir.MatMulAdd {
-						fused++
+					if k.Name == l.Kernel && (ir.Kind(k.Family) == ir.MatMulAdd || ir.Kind(k.Family) == ir.GDNDecodeStep) {
+						fused[ir.Kind(k.Family)]++
 					}
 				}
 			}
 		}
-		if (f == planner.FuseOn) != (fused > 0) {
-			t.Fatalf("fusion %q: %d matmul_add launches", f, fused)
+		for _, k := range []ir.Kind{ir.MatMulAdd, ir.GDNDecodeStep} {
+			if (f == planner.FuseOn) != (fused[k] > 0) {
+				t.Fatalf("fusion %q: %d %s launches", f, fused[k], k)
+			}
 		}
 		e, err := runtime.NewEngine(p, runtime.NewCPU(), runtime.CheckpointWeights(ck))
 		if err != nil {
