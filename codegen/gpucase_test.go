@@ -103,7 +103,18 @@ func TestWriteGPUCases(t *testing.T) {
 	for k, v := range gdn {
 		gdnC[k] = v
 	}
+	// The fused GDN decode step at the model's sizes and the tiny fixtures'
+	// (synth's tiny preset and testdata/hf-tiny: 2 key heads, 4 value heads,
+	// head dims 16): state, conv state and output rows against the chain's
+	// references.
+	step := func(hk, hv, dk, dv float64) map[string]float64 {
+		return map[string]float64{"k_heads": hk, "v_heads": hv, "k_dim": dk, "v_dim": dv, "kernel": 4,
+			"l2_eps": 1e-6, "q_scale": 1 / math.Sqrt(dk), "k_scale": 1, "eps": 1e-6}
+	}
 	cases := []gpuCase{
+		{"gdn_decode_step", kern("gdn_decode_step", step(16, 32, 128, 128)), 1, 0},
+		{"gdn_decode_step_rows", kern("gdn_decode_step", step(16, 32, 128, 128)), 2, 0},
+		{"gdn_decode_step_tiny", kern("gdn_decode_step", step(2, 4, 16, 16)), 1, 0},
 		{"embedding", kern("embedding", map[string]float64{"hidden": 2048, "vocab": 100}), 3, 0},
 		{"rmsnorm", kern("rmsnorm", map[string]float64{"width": 2048, "heads": 1, "x_stride": 2048, "y_stride": 2048, "eps": 1e-6, "one_plus": 1}), 3, 0},
 		{"rmsnorm_q", kern("rmsnorm", map[string]float64{"width": 256, "heads": 16, "x_stride": 512, "y_stride": 256, "eps": 1e-6, "one_plus": 1}), 2, 0},
