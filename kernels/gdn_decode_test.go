@@ -121,10 +121,8 @@ func TestGDNDecodeStepFits(t *testing.T) {
 		if err != nil {
 			got = err.Error()
 		}
-		if (tt.want == "") != (got == "") || (tt.want != "" && !contains(got, tt.want)) {
+		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
 			t.Errorf("%v: error %q, want %q", tt.p.Ints, got, tt.want)
 		}
 	}
 }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }
