@@ -339,6 +339,36 @@ func (e *Engine) Decode(ctx context.Context, token int32) ([]float32, error) {
 	return e.step(ctx, e.decode, []int32{token})
 }
 
+// ProfileDecode is Decode run launch by launch, never as a graph replay:
+// each launch i of the decode phase runs through each(i, run), which must
+// call run once (a timer around it). The logits are Decode's.
+func (e *Engine) ProfileDecode(ctx context.Context, token int32, each func(i int, run func() error) error) ([]float32, error) {
+	ctx, end, err := e.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
+	if e.broken {
+		return nil, ErrBroken
+	}
+	if err := e.checkRoom(1); err != nil {
+		return nil, err
+	}
+	if err := e.checkIDs([]int32{token}); err != nil {
+		return nil, err
+	}
+	ph := e.decode
+	return e.stepWith(ph, []int32{token}, func() error {
+		if err := e.be.SetParams(&e.block); err != nil {
+			return err
+		}
+		if err := e.launchEach(ctx, ph, each); err != nil {
+			return err
+		}
+		return e.be.Sync()
+	})
+}
+
 func (e *Engine) checkRoom(n int) error {
 	if e.pos+n > e.plan.ContextTokens {
 		return fmt.Errorf("context full: %d tokens so far + %d exceed the %d-token context", e.pos, n, e.plan.ContextTokens)
@@ -357,6 +387,16 @@ func (e *Engine) checkIDs(tokens []int32) error {
 
 // step runs a prefill or decode phase over tokens at the current position.
 func (e *Engine) step(ctx context.Context, ph *phase, tokens []int32) ([]float32, error) {
+	run := e.run
+	if ph == e.decode && e.graphs {
+		run = e.replay
+	}
+	return e.stepWith(ph, tokens, func() error { return run(ctx, ph) })
+}
+
+// stepWith is step with the phase run by run, after the tokens' upload
+// and the shape's slots.
+func (e *Engine) stepWith(ph *phase, tokens []int32, run func() error) ([]float32, error) {
 	n := len(tokens)
 	ids := make([]byte, 4*n)
 	for i, t := range tokens {
@@ -367,11 +407,7 @@ func (e *Engine) step(ctx context.Context, ph *phase, tokens []int32) ([]float32
 		return nil, err
 	}
 	e.setShape(n)
-	run := e.run
-	if ph == e.decode && e.graphs {
-		run = e.replay
-	}
-	if err := run(ctx, ph); err != nil {
+	if err := run(); err != nil {
 		e.broken = true
 		return nil, err
 	}
@@ -449,7 +485,11 @@ func (e *Engine) replay(ctx context.Context, ph *phase) error {
 
 // launch enqueues a phase's launches: rows and dynamic offsets from the
 // parameter block's slots.
-func (e *Engine) launch(ctx context.Context, ph *phase) error {
+func (e *Engine) launch(ctx context.Context, ph *phase) error { return e.launchEach(ctx, ph, nil) }
+
+// launchEach is launch with each launch i run through each(i, run) when
+// each is not nil.
+func (e *Engine) launchEach(ctx context.Context, ph *phase, each func(i int, run func() error) error) error {
 	refs := make([]Ref, 0, 8)
 	for i := range ph.p.Launches {
 		if ctx.Err() != nil {
@@ -469,7 +509,14 @@ func (e *Engine) launch(ctx context.Context, ph *phase) error {
 			}
 			refs = append(refs, Ref{Mem: a.mem, Offset: off})
 		}
-		if err := e.be.Launch(ph.kernels[i], l, refs, rows, &e.block); err != nil {
+		run := func() error { return e.be.Launch(ph.kernels[i], l, refs, rows, &e.block) }
+		var err error
+		if each != nil {
+			err = each(i, run)
+		} else {
+			err = run()
+		}
+		if err != nil {
 			return fmt.Errorf("phase %s launch %d (%s, layer %d): %w", ph.p.Name, i, l.Kernel, l.Layer, err)
 		}
 	}

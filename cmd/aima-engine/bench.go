@@ -22,6 +22,7 @@ import (
 	"github.com/aimaproject/aimac/cliflag"
 	"github.com/aimaproject/aimac/loader"
 	"github.com/aimaproject/aimac/plan"
+	"github.com/aimaproject/aimac/roofline"
 	"github.com/aimaproject/aimac/runtime"
 )
 
@@ -32,6 +33,9 @@ type benchFlags struct {
 	decodeCtx    []int
 	decodeTokens int
 	decodeWarmup int
+	profileSteps int
+	copyBytes    int64
+	copyRepeats  int
 	repeats      int
 	warmup       int
 	seed         uint64
@@ -54,6 +58,15 @@ token ids (no id repeated within a prompt while the vocabulary allows):
   decode:  for each --decode-context C, a cold prefill of C ids, --decode-warmup
            untimed steps, then --decode-tokens greedy steps (argmax on the host of
            the returned logits, fed back); tok/s of the median step and of the total.
+           Then --profile-steps steps run launch by launch (no graph replay), each
+           launch timed (device events on a GPU, the wall clock on the CPU): the
+           time, bytes and GB/s of every kernel family per step.
+  roofline: the bytes the decode step must move at C (weights its launches
+           read, the k selected experts' slices only, the KV cache of the
+           context, the GDN state read and written; package roofline), over the
+           copy bandwidth measured once per run (--copy-bytes copied device to
+           device, timed with device events; a host copy on the CPU): the
+           step's floor, and the median step's percentage of it.
 
 A context that is also a prefill length decodes after that length's last timed
 prefill. Every call is synchronous (the logits are on the host when it returns),
@@ -70,6 +83,9 @@ an interrupted run keeps what it measured. With --synthetic-weights and no
 	fl.IntSliceVar(&f.decodeCtx, "decode-context", []int{1024, 8192}, "context `LENGTHS` to time decode at (repeatable or comma-separated; 0: none)")
 	cliflag.Int(fl, &f.decodeTokens, "decode-tokens", 64, 1, "`N` timed decode steps at each context")
 	cliflag.Int(fl, &f.decodeWarmup, "decode-warmup", 2, 0, "`N` untimed decode steps before the timed ones")
+	cliflag.Int(fl, &f.profileSteps, "profile-steps", 4, 0, "`N` decode steps timed launch by launch after the timed ones, for the per-family table (0: none)")
+	cliflag.Int64(fl, &f.copyBytes, "copy-bytes", 1<<30, 1, "`BYTES` of the copy that measures the bandwidth (device to device on a GPU)")
+	cliflag.Int(fl, &f.copyRepeats, "copy-repeats", 5, 1, "`N` timed copies (after one untimed); the median counts")
 	cliflag.Int(fl, &f.repeats, "repeats", 3, 1, "`N` timed prefills of each length")
 	cliflag.Int(fl, &f.warmup, "warmup", 1, 0, "`N` untimed prefills of each length before the timed ones")
 	fl.Uint64Var(&f.seed, "seed", 1, "`SEED` of the random token ids")
@@ -97,6 +113,7 @@ type benchReport struct {
 	LoadS         float64        `json:"load_s"`
 	Memory        benchMemory    `json:"memory"`
 	Method        benchMethod    `json:"method"`
+	Copy          *roofline.Copy `json:"copy,omitempty"`
 	Prefill       []benchPrefill `json:"prefill"`
 	Decode        []benchDecode  `json:"decode"`
 	Skipped       []string       `json:"skipped"`
@@ -135,6 +152,8 @@ type benchMethod struct {
 	Warmup       int     `json:"warmup"`
 	DecodeTokens int     `json:"decode_tokens"`
 	DecodeWarmup int     `json:"decode_warmup"`
+	ProfileSteps int     `json:"profile_steps"`
+	Bytes        string  `json:"bytes"`
 	TimeLimitS   float64 `json:"time_limit_s,omitempty"`
 }
 
@@ -164,6 +183,35 @@ type benchDecode struct {
 	TokSStep  float64       `json:"tok_s_median_step"`
 	TokSTotal float64       `json:"tok_s_total"`
 	TokSRange [2]float64    `json:"tok_s_min_max"`
+	// Bytes is what the step must move at context+1 tokens (the first
+	// step's), CopyGBs the run's copy bandwidth; RooflineS is their ratio
+	// and RooflinePct its share of the median step.
+	Bytes       *benchBytes   `json:"bytes,omitempty"`
+	CopyGBs     float64       `json:"copy_gb_s,omitempty"`
+	RooflineS   float64       `json:"roofline_s,omitempty"`
+	RooflineTok float64       `json:"roofline_tok_s,omitempty"`
+	RooflinePct float64       `json:"roofline_pct,omitempty"`
+	Profile     *benchProfile `json:"profile,omitempty"`
+}
+
+// benchBytes is a step's byte model (roofline.Bytes and their total).
+type benchBytes struct {
+	Weights int64 `json:"weights"`
+	KV      int64 `json:"kv"`
+	State   int64 `json:"state"`
+	Total   int64 `json:"total"`
+}
+
+func newBenchBytes(b roofline.Bytes) *benchBytes {
+	return &benchBytes{Weights: b.Weights, KV: b.KV, State: b.State, Total: b.Total()}
+}
+
+// benchProfile is the decode step timed launch by launch, by family.
+type benchProfile struct {
+	Steps    int               `json:"steps"`
+	Timing   string            `json:"timing"`
+	StepUS   float64           `json:"step_us"`
+	Families []roofline.Family `json:"families"`
 }
 
 // benchSummary is a sample's median and spread.
@@ -306,8 +354,8 @@ func (f *benchFlags) validate() (int, string, error) {
 		if c < 1 {
 			return 0, "", fmt.Errorf("--decode-context %d: want ≥ 1", c)
 		}
-		if t := c + f.decodeWarmup + f.decodeTokens; t > need {
-			need, what = t, fmt.Sprintf("--decode-context %d with %d+%d steps", c, f.decodeWarmup, f.decodeTokens)
+		if t := c + f.decodeWarmup + f.decodeTokens + f.profileSteps; t > need {
+			need, what = t, fmt.Sprintf("--decode-context %d with %d+%d+%d steps", c, f.decodeWarmup, f.decodeTokens, f.profileSteps)
 		}
 	}
 	return need, what, nil
@@ -317,6 +365,7 @@ func (f *benchFlags) validate() (int, string, error) {
 type bench struct {
 	f        *benchFlags
 	e        *runtime.Engine
+	be       runtime.Backend
 	rep      *benchReport
 	limit    int
 	deadline time.Time
@@ -393,7 +442,11 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 			Warmup:       f.warmup,
 			DecodeTokens: f.decodeTokens,
 			DecodeWarmup: f.decodeWarmup,
-			TimeLimitS:   f.timeLimit.Seconds(),
+			ProfileSteps: f.profileSteps,
+			Bytes: "per decode step, from the plan (package roofline): weight operands' extents, the routed experts' k of experts slices, " +
+				"the embedding's token rows, the KV cache of the tokens attended (kv_append: the row written), GDN state read + written; " +
+				"roofline = bytes / the copy's bytes read + written per second",
+			TimeLimitS: f.timeLimit.Seconds(),
 		},
 		Prefill: []benchPrefill{},
 		Decode:  []benchDecode{},
@@ -405,7 +458,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	if d, ok := l.Backend.(interface{ Device() string }); ok {
 		rep.Device = d.Device()
 	}
-	b := &bench{f: f, e: l.Engine, rep: rep, limit: limit, start: begin}
+	b := &bench{f: f, e: l.Engine, be: l.Backend, rep: rep, limit: limit, start: begin}
 	if f.timeLimit > 0 {
 		b.deadline = begin.Add(f.timeLimit)
 	}
@@ -415,8 +468,17 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	if err := b.save(); err != nil {
 		return err
 	}
-
-	runErr := b.run(ctx, cmd.ErrOrStderr())
+	var runErr error
+	if len(f.decodeCtx) > 0 {
+		rep.Copy, runErr = roofline.MeasureCopy(l.Backend, f.copyBytes, f.copyRepeats)
+		if runErr == nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "[%.0fs] copy bandwidth: %.1f GB/s (%s of %d bytes)\n", time.Since(begin).Seconds(), rep.Copy.GBs, rep.Copy.Method, rep.Copy.Bytes)
+			rep.Copy.GBs = round(rep.Copy.GBs, 1)
+		}
+	}
+	if runErr == nil {
+		runErr = b.run(ctx, cmd.ErrOrStderr())
+	}
 	rep.Complete = runErr == nil && len(rep.Skipped) == 0
 	if runErr != nil {
 		rep.Error = runErr.Error()
@@ -501,7 +563,7 @@ func (b *bench) run(ctx context.Context, log io.Writer) error {
 			b.skip(fmt.Sprintf("decode at %d: out of time", n))
 			continue
 		}
-		steps := f.decodeWarmup + f.decodeTokens
+		steps := f.decodeWarmup + f.decodeTokens + f.profileSteps
 		if !b.fits(float64(steps) * b.perStep.value()) {
 			b.skip(fmt.Sprintf("decode at %d: out of time", n))
 			continue
@@ -556,7 +618,80 @@ func (b *bench) decode(ctx context.Context, log io.Writer, n int, logits []float
 	d.TokSTotal = round(float64(len(d.StepsS))/d.TotalS, 2)
 	d.TokSRange = [2]float64{round(1/d.Step.Max, 2), round(1/d.Step.Min, 2)}
 	fmt.Fprintf(log, "[%.0fs] decode at %d: %d steps, median %.2f ms\n", time.Since(b.start).Seconds(), n, len(d.StepsS), d.Step.Median*1e3)
+	if err := b.roofline(d, n); err != nil {
+		return err
+	}
+	if err := b.save(); err != nil {
+		return err
+	}
+	if f.profileSteps == 0 {
+		return nil
+	}
+	if err := b.profile(ctx, d, logits); err != nil {
+		return fmt.Errorf("profile: %w", err)
+	}
+	fmt.Fprintf(log, "[%.0fs] decode at %d: %d steps profiled launch by launch, %.0f µs of launches a step\n", time.Since(b.start).Seconds(), n, d.Profile.Steps, d.Profile.StepUS)
 	return b.save()
+}
+
+// roofline sets the byte model of decode at context n (the first step
+// attends to n+1 tokens) and its floor at the run's copy bandwidth.
+func (b *bench) roofline(d *benchDecode, n int) error {
+	s, err := roofline.Decode(b.e.Plan(), n+1)
+	if err != nil {
+		return err
+	}
+	d.Bytes = newBenchBytes(s.Total)
+	if c := b.rep.Copy; c != nil && c.GBs > 0 {
+		d.CopyGBs = c.GBs
+		floor := float64(s.Total.Total()) / (c.GBs * 1e9)
+		d.RooflineS = round(floor, 9)
+		d.RooflineTok = round(1/floor, 1)
+		d.RooflinePct = round(100*floor/d.Step.Median, 1)
+	}
+	return nil
+}
+
+// profile runs --profile-steps greedy steps launch by launch after the
+// timed ones, the logits given, and aggregates their launches' times by
+// family with the byte model at each step's context.
+func (b *bench) profile(ctx context.Context, d *benchDecode, logits []float32) error {
+	timer, how := roofline.TimerFor(b.be)
+	var steps []*roofline.Step
+	var times [][]time.Duration
+	for range b.f.profileSteps {
+		s, err := roofline.Decode(b.e.Plan(), b.e.Position()+1)
+		if err != nil {
+			return err
+		}
+		ts := make([]time.Duration, len(s.Launches))
+		next, err := b.e.ProfileDecode(ctx, argmax(logits), func(i int, run func() error) error {
+			if i >= len(ts) {
+				return fmt.Errorf("launch %d of a %d-launch step", i, len(ts))
+			}
+			t, err := timer(run)
+			ts[i] = t
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		logits = next
+		steps, times = append(steps, s), append(times, ts)
+	}
+	fams, err := roofline.Profile(steps, times)
+	if err != nil {
+		return err
+	}
+	p := &benchProfile{Steps: len(steps), Timing: how, Families: fams}
+	for i := range p.Families {
+		fm := &p.Families[i]
+		p.StepUS += fm.US
+		fm.US, fm.Share, fm.GBs = round(fm.US, 2), round(fm.Share, 4), round(fm.GBs, 1)
+	}
+	p.StepUS = round(p.StepUS, 1)
+	d.Profile = p
+	return nil
 }
 
 // argmax is the greedy choice (the lowest id among equal maxima; NaN never wins).
@@ -621,6 +756,26 @@ func (b *bench) table(out io.Writer) {
 			}
 			fmt.Fprintf(w, "%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", d.Context, d.Step.N,
 				d.Step.Median*1e3, d.Step.Min*1e3, d.Step.Max*1e3, d.TokSStep, d.TokSTotal)
+		}
+		w.Flush()
+	}
+	for _, d := range b.rep.Decode {
+		if d.Bytes == nil {
+			continue
+		}
+		fmt.Fprintf(out, "decode at %d: the step must move %.3f GB (weights %.3f, KV %.3f, state %.3f)", d.Context,
+			float64(d.Bytes.Total)/1e9, float64(d.Bytes.Weights)/1e9, float64(d.Bytes.KV)/1e9, float64(d.Bytes.State)/1e9)
+		if d.CopyGBs > 0 {
+			fmt.Fprintf(out, "; at the copy's %.1f GB/s %.3f ms (%.1f tok/s): %.1f %% of roofline", d.CopyGBs, d.RooflineS*1e3, d.RooflineTok, d.RooflinePct)
+		}
+		fmt.Fprintln(out)
+		if d.Profile == nil {
+			continue
+		}
+		fmt.Fprintf(out, "decode at %d, %d steps launch by launch (%s), %.1f µs of launches a step:\n", d.Context, d.Profile.Steps, d.Profile.Timing, d.Profile.StepUS)
+		fmt.Fprintln(w, "family\tlaunches\tµs/step\tshare %\tMB\tGB/s\t")
+		for _, fm := range d.Profile.Families {
+			fmt.Fprintf(w, "%s\t%d\t%.1f\t%.1f\t%.3f\t%.1f\t\n", fm.Family, fm.Launches, fm.US, 100*fm.Share, float64(fm.Bytes.Total())/1e6, fm.GBs)
 		}
 		w.Flush()
 	}

@@ -1,0 +1,180 @@
+// Package roofline is the bandwidth model of a decode step: the bytes its
+// launches must move, read off the plan (launches × operand extents), the
+// copy bandwidth of the device that bounds them, and the per-family
+// aggregation of a step timed launch by launch (docs/bench.md).
+package roofline
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
+	"github.com/aimaproject/aimac/plan"
+)
+
+// Bytes are the bytes one launch (or a sum of launches) must move between
+// memory and the chip, by the kind of buffer they belong to.
+type Bytes struct {
+	// Weights are the weight bytes read.
+	Weights int64 `json:"weights"`
+	// KV is the KV cache read (attention) and written (the appended row).
+	KV int64 `json:"kv"`
+	// State is the GDN recurrent and conv state, read plus written.
+	State int64 `json:"state"`
+}
+
+// Total is every byte the launch must move.
+func (b Bytes) Total() int64 { return b.Weights + b.KV + b.State }
+
+// Add returns the sum of b and o.
+func (b Bytes) Add(o Bytes) Bytes {
+	return Bytes{Weights: b.Weights + o.Weights, KV: b.KV + o.KV, State: b.State + o.State}
+}
+
+// Launch is one launch's family and the bytes it must move.
+type Launch struct {
+	Family string
+	Bytes  Bytes
+}
+
+// Step is the byte model of a phase at one context length.
+type Step struct {
+	// Context is the number of tokens the step attends to (its own
+	// included): the KV cache it reads.
+	Context  int
+	Launches []Launch
+	Total    Bytes
+}
+
+// Families are the phase's families in order of first launch.
+func (s *Step) Families() []string {
+	var out []string
+	for _, l := range s.Launches {
+		if !slices.Contains(out, l.Family) {
+			out = append(out, l.Family)
+		}
+	}
+	return out
+}
+
+// ByFamily sums the launches' bytes by family.
+func (s *Step) ByFamily() map[string]Bytes {
+	out := map[string]Bytes{}
+	for _, l := range s.Launches {
+		out[l.Family] = out[l.Family].Add(l.Bytes)
+	}
+	return out
+}
+
+// Decode is the byte model of the plan's decode step attending to context
+// tokens (the step's own token included: after a prefill of C tokens the
+// first step attends to C+1).
+func Decode(p *plan.Plan, context int) (*Step, error) {
+	for i := range p.Phases {
+		if p.Phases[i].Kind == plan.DecodeStep {
+			return Phase(p, &p.Phases[i], context)
+		}
+	}
+	return nil, fmt.Errorf("plan has no %s phase", plan.DecodeStep)
+}
+
+// Phase is the byte model of one phase of p with context tokens in the KV
+// cache when it reads it. The bytes of a launch are, for every operand
+// bound to a weight, KV or state buffer, its extent (the family's, for the
+// phase's rows) × its element size — read, written, or both for
+// read-write — with these rules where the extent is a bound, not what a
+// step touches:
+//
+//   - the routed experts' weights (moe_gate_up, moe_down and their gemv
+//     variants): only the k selected experts' slices, k/experts of the
+//     extent per row, at most the whole tensor (batch 1 reads k experts);
+//   - the embedding table: the rows of the step's tokens, not the table;
+//   - the KV cache read by attention (attention, attention_decode_split):
+//     context rows of its capacity rows; kv_append writes the step's rows
+//     and reads none;
+//   - activations, ports and the parameter block count nothing: they are
+//     small and stay in cache, the roofline is the bytes that cannot.
+func Phase(p *plan.Plan, ph *plan.Phase, context int) (*Step, error) {
+	if context < 1 || context > p.ContextTokens {
+		return nil, fmt.Errorf("context %d: want 1 to the plan's %d tokens", context, p.ContextTokens)
+	}
+	roles := map[string]ir.Role{}
+	for _, b := range p.Buffers {
+		roles[b.Name] = b.Role
+	}
+	ks := map[string]*plan.Kernel{}
+	for i := range p.Kernels {
+		ks[p.Kernels[i].Name] = &p.Kernels[i]
+	}
+	s := &Step{Context: context}
+	for i, l := range ph.Launches {
+		k := ks[l.Kernel]
+		if k == nil {
+			return nil, fmt.Errorf("phase %s launch %d: no kernel %s", ph.Name, i, l.Kernel)
+		}
+		f, err := kernels.Families.Family(ir.Kind(k.Family))
+		if err != nil {
+			return nil, fmt.Errorf("phase %s launch %d: %w", ph.Name, i, err)
+		}
+		if len(l.Args) != len(f.Operands) {
+			return nil, fmt.Errorf("phase %s launch %d (%s): %d arguments, family takes %d", ph.Name, i, k.Family, len(l.Args), len(f.Operands))
+		}
+		rows := int64(ph.Tokens)
+		if r, ok := k.Params.Rows(); ok && l.Rows == nil {
+			rows = r
+		}
+		var b Bytes
+		for j, o := range f.Operands {
+			role := roles[l.Args[j].Buffer]
+			if role != ir.Weight && role != ir.KV && role != ir.State {
+				continue
+			}
+			n := operandBytes(f, k.Params, o, rows, int64(context))
+			switch role {
+			case ir.Weight:
+				b.Weights += n
+			case ir.KV:
+				b.KV += n
+			case ir.State:
+				b.State += n
+			}
+		}
+		s.Launches = append(s.Launches, Launch{Family: k.Family, Bytes: b})
+		s.Total = s.Total.Add(b)
+	}
+	return s, nil
+}
+
+// operandBytes applies the rules of Phase to one operand.
+func operandBytes(f *ir.Family, p ir.Params, o ir.OperandSpec, rows, context int64) int64 {
+	size := int64(o.DType.Size())
+	if o.DType == ir.AnyFloat {
+		size = 4
+		if f.AnyFloatIsBF16(p) {
+			size = 2
+		}
+	}
+	ext := o.Extent(p, rows)
+	switch {
+	case routedExperts(f.Kind) && (o.Name == "gate_up" || o.Name == "down"):
+		e, k := int64(p.Int("experts")), int64(p.Int("k"))
+		return min(ext, ext/e*k*rows) * size
+	case f.Kind == ir.Embedding && o.Name == "table":
+		return min(ext, rows*int64(p.Int("hidden"))) * size
+	case o.Name == "k_cache" || o.Name == "v_cache":
+		width := int64(p.Int("width"))
+		if f.Kind == ir.KVAppend {
+			return rows * width * size // written, not read
+		}
+		return min(ext, context*width) * size
+	}
+	if o.Access == ir.ReadWrite {
+		return 2 * ext * size
+	}
+	return ext * size
+}
+
+func routedExperts(k ir.Kind) bool {
+	return k == ir.MoEGateUp || k == ir.MoEDown || k == ir.MoEGateUpGEMV || k == ir.MoEDownGEMV
+}

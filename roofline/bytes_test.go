@@ -1,0 +1,129 @@
+package roofline
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/aimaproject/aimac/arch"
+	"github.com/aimaproject/aimac/plan"
+	"github.com/aimaproject/aimac/planner"
+)
+
+// The tiny model: hidden 64, 4 layers (3 GDN, layer 3 full attention), vocab
+// 300, 2 query heads and 1 KV head of 32, GDN 1 key head and 2 value heads of
+// 16, conv kernel 4, 4 experts (top-2) of 32, a shared expert of 32.
+const tinyConfig = `{"model_type":"qwen3_5_moe","text_config":{"model_type":"qwen3_5_moe_text",
+	"hidden_size":64,"num_hidden_layers":4,"vocab_size":300,"num_attention_heads":2,"num_key_value_heads":1,
+	"head_dim":32,"linear_num_key_heads":1,"linear_num_value_heads":2,"linear_key_head_dim":16,"linear_value_head_dim":16,
+	"linear_conv_kernel_dim":4,"num_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":32,
+	"shared_expert_intermediate_size":32,"rope_parameters":{"rope_theta":10000,"partial_rotary_factor":0.5}}}`
+
+func tinyPlan(t *testing.T) *plan.Plan {
+	t.Helper()
+	c, err := arch.ParseConfig([]byte(tinyConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.Plan(planner.FromConfig("tiny", c), planner.Options{Target: "cpu", Buckets: []int{4}, ContextTokens: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// tinyDecode is the tiny decode step's bytes by family at context tokens,
+// counted by hand from the tensor shapes (bf16 matrices, f32 vectors, f32
+// KV and state).
+func tinyDecode(context int64) map[string]Bytes {
+	const (
+		gdnLayers, attnLayers, layers = 3, 1, 4
+		hidden, vocab                 = 64, 300
+		bf16, f32                     = 2, 4
+	)
+	const (
+		gdnProj  = (64 + 32 + 2 + 2) * hidden * bf16 // in_proj qkv, z, b, a
+		gdnOut   = hidden * 32 * bf16
+		attnProj = (128 + 32 + 32) * hidden * bf16 // q (with its gate), k, v
+		attnOut  = hidden * 64 * bf16
+		// router, shared gate and up, shared-expert gate; shared down
+		mlp = (4+32+32+1)*hidden*bf16 + hidden*32*bf16
+	)
+	return map[string]Bytes{
+		"embedding": {Weights: hidden * bf16}, // one row of the table
+		// input and post-attention norms, the final norm, q and k norms
+		"rmsnorm":   {Weights: (2*layers+1)*hidden*f32 + 2*32*f32},
+		"matmul":    {Weights: gdnLayers*(gdnProj+gdnOut) + attnLayers*(attnProj+attnOut) + layers*mlp + vocab*hidden*bf16},
+		"gdn_gates": {Weights: gdnLayers * 2 * 2 * f32}, // A_log, dt_bias
+		// conv weights read; conv state (3 × 64) read and written
+		"causal_conv1d_silu":    {Weights: gdnLayers * 64 * 4 * f32, State: gdnLayers * 2 * 3 * 64 * f32},
+		"gated_delta_recurrent": {State: gdnLayers * 2 * (2 * 16 * 16) * f32},
+		"gated_rmsnorm":         {Weights: gdnLayers * 16 * f32},
+		// 2 of 4 experts: gate_up [4 64 64], down [4 64 32]
+		"moe_gate_up": {Weights: layers * 2 * 64 * hidden * bf16},
+		"moe_down":    {Weights: layers * 2 * hidden * 32 * bf16},
+		// one K and one V row written; context rows of each read
+		"kv_append":    {KV: attnLayers * 2 * 32 * f32},
+		"attention":    {KV: attnLayers * 2 * context * 32 * f32},
+		"l2norm_heads": {}, "add": {}, "router_topk": {}, "silu_mul": {}, "shared_expert_combine": {},
+		"rope": {}, "attn_output_gate": {},
+	}
+}
+
+func TestDecodeBytes(t *testing.T) {
+	p := tinyPlan(t)
+	for _, ctx := range []int{1, 5, 16} {
+		s, err := Decode(p, ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := tinyDecode(int64(ctx))
+		if d := cmp.Diff(want, s.ByFamily()); d != "" {
+			t.Errorf("context %d: bytes by family (-want +got):\n%s", ctx, d)
+		}
+		var sum Bytes
+		for _, b := range want {
+			sum = sum.Add(b)
+		}
+		if s.Total != sum {
+			t.Errorf("context %d: total %+v, families sum to %+v", ctx, s.Total, sum)
+		}
+		if s.Context != ctx || len(s.Launches) != len(p.Phases[len(p.Buckets)].Launches) {
+			t.Errorf("context %d: step of %d launches at context %d", ctx, len(s.Launches), s.Context)
+		}
+	}
+}
+
+func TestDecodeBytesErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		edit    func(p *plan.Plan) int
+		wantErr string
+	}{
+		{"context 0", func(*plan.Plan) int { return 0 }, "context 0: want 1 to the plan's 16 tokens"},
+		{"past the plan", func(*plan.Plan) int { return 17 }, "context 17: want 1 to the plan's 16 tokens"},
+		{"no decode", func(p *plan.Plan) int {
+			p.Phases = p.Phases[:len(p.Buckets)]
+			return 1
+		}, "plan has no decode phase"},
+		{"unknown kernel", func(p *plan.Plan) int {
+			p.Phases[len(p.Buckets)].Launches[0].Kernel = "nope"
+			return 1
+		}, "launch 0: no kernel nope"},
+		{"arguments", func(p *plan.Plan) int {
+			l := &p.Phases[len(p.Buckets)].Launches[0]
+			l.Args = l.Args[:1]
+			return 1
+		}, "1 arguments, family takes 3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := tinyPlan(t)
+			ctx := tc.edit(q)
+			_, err := Decode(q, ctx)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("error %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}

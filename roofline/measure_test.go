@@ -1,0 +1,88 @@
+package roofline
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/aimaproject/aimac/runtime"
+)
+
+func TestProfile(t *testing.T) {
+	step := func(kv int64) *Step {
+		return &Step{Launches: []Launch{
+			{Family: "matmul", Bytes: Bytes{Weights: 4000}},
+			{Family: "attention", Bytes: Bytes{KV: kv}},
+			{Family: "matmul", Bytes: Bytes{Weights: 2000}},
+			{Family: "add"},
+		}}
+	}
+	us := func(xs ...int) []time.Duration {
+		var out []time.Duration
+		for _, x := range xs {
+			out = append(out, time.Duration(x)*time.Microsecond)
+		}
+		return out
+	}
+	got, err := Profile([]*Step{step(1000), step(3000)}, [][]time.Duration{us(2, 4, 1, 1), us(4, 6, 1, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Means over the two steps: matmul (2+1, 4+1) → 4 µs, attention 5 µs,
+	// add 1 µs, of 10 µs; attention's KV is the mean of 1000 and 3000.
+	want := []Family{
+		{Family: "attention", Launches: 1, US: 5, Share: 0.5, Bytes: Bytes{KV: 2000}, BytesTotal: 2000, GBs: 0.4},
+		{Family: "matmul", Launches: 2, US: 4, Share: 0.4, Bytes: Bytes{Weights: 6000}, BytesTotal: 6000, GBs: 1.5},
+		{Family: "add", Launches: 1, US: 1, Share: 0.1},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("profile (-want +got):\n%s", d)
+	}
+	for _, tc := range []struct {
+		steps   []*Step
+		times   [][]time.Duration
+		wantErr string
+	}{
+		{nil, nil, "0 steps with 0 timings"},
+		{[]*Step{step(1)}, nil, "1 steps with 0 timings"},
+		{[]*Step{step(1)}, [][]time.Duration{us(1, 2)}, "step 0: 2 launch times for 4 launches"},
+	} {
+		if _, err := Profile(tc.steps, tc.times); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("error %v, want %q", err, tc.wantErr)
+		}
+	}
+}
+
+// TestMeasureCopyHost measures the CPU backend's copy: a host copy timed
+// with the wall clock, bytes read + written over the median.
+func TestMeasureCopyHost(t *testing.T) {
+	c, err := MeasureCopy(runtime.NewCPU(), 1<<20, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Method != "host copy, wall clock" || c.Bytes != 1<<20 || len(c.RunsS) != 3 {
+		t.Errorf("copy %+v", c)
+	}
+	if want := 2 * float64(c.Bytes) / c.MedianS / 1e9; c.GBs != want || c.GBs <= 0 {
+		t.Errorf("%.3f GB/s, want %.3f from the median %g s", c.GBs, want, c.MedianS)
+	}
+	for _, bad := range [][2]int64{{0, 1}, {1, 0}} {
+		if _, err := MeasureCopy(runtime.NewCPU(), bad[0], int(bad[1])); err == nil {
+			t.Errorf("copy of %d bytes %d times: no error", bad[0], bad[1])
+		}
+	}
+}
+
+func TestTimerForCPU(t *testing.T) {
+	timer, how := TimerFor(runtime.NewCPU())
+	if how != "wall clock around each launch" {
+		t.Errorf("timing %q", how)
+	}
+	ran := 0
+	d, err := timer(func() error { ran++; time.Sleep(time.Millisecond); return nil })
+	if err != nil || ran != 1 || d < time.Millisecond {
+		t.Errorf("ran %d times, %v, %v", ran, d, err)
+	}
+}
