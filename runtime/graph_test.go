@@ -168,3 +168,65 @@ func TestDecodeGraph(t *testing.T) {
 		t.Error("SetGraphs(false) left graphs on")
 	}
 }
+
+// TestProfileDecode runs decode steps launch by launch through the
+// profile hook on an engine that otherwise replays a graph: the hook sees
+// every launch of the decode phase once, in order; the logits equal
+// Decode's bit for bit; a hook's error fails the step and breaks the engine.
+func TestProfileDecode(t *testing.T) {
+	be := &graphBackend{recorder: &recorder{CPU: runtime.NewCPU()}}
+	e := tinyEngine(t, be, false)
+	plain := tinyEngine(t, runtime.NewCPU(), false)
+	var decode *plan.Phase
+	for i := range e.Plan().Phases {
+		if e.Plan().Phases[i].Kind == plan.DecodeStep {
+			decode = &e.Plan().Phases[i]
+		}
+	}
+	ctx := context.Background()
+	toks := prompt(9, e.Vocab())
+	want, err := plain.Prefill(ctx, toks, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.Prefill(ctx, toks, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := range 4 {
+		var seen []int
+		tok := runtime.Argmax(want)
+		if want, err = plain.Decode(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+		if step%2 == 1 { // profiled steps between replayed ones
+			if got, err = e.Decode(ctx, tok); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			got, err = e.ProfileDecode(ctx, tok, func(i int, run func() error) error {
+				seen = append(seen, i)
+				return run()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(seen) != len(decode.Launches) || !slices.IsSorted(seen) || seen[0] != 0 {
+				t.Fatalf("step %d: the hook saw launches %v of %d", step, seen, len(decode.Launches))
+			}
+		}
+		if !slices.Equal(want, got) {
+			t.Fatalf("step %d: profiled logits differ from Decode's", step)
+		}
+	}
+	if be.captures != 1 || be.replays != 2 {
+		t.Errorf("%d captures and %d replays, want 1 and 2 (profiled steps replay nothing)", be.captures, be.replays)
+	}
+	stop := errors.New("stop")
+	if _, err := e.ProfileDecode(ctx, 1, func(int, func() error) error { return stop }); !errors.Is(err, stop) {
+		t.Errorf("hook's error: %v", err)
+	}
+	if _, err := e.Decode(ctx, 1); !errors.Is(err, runtime.ErrBroken) {
+		t.Errorf("after a failed profiled step: %v, want ErrBroken", err)
+	}
+}

@@ -472,7 +472,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	if len(f.decodeCtx) > 0 {
 		rep.Copy, runErr = roofline.MeasureCopy(l.Backend, f.copyBytes, f.copyRepeats)
 		if runErr == nil {
-			fmt.Fprintf(cmd.ErrOrStderr(), "[%.0fs] copy bandwidth: %.1f GB/s (%s of %d bytes)\n", time.Since(begin).Seconds(), rep.Copy.GBs, rep.Copy.Method, rep.Copy.Bytes)
+			fmt.Fprintf(cmd.ErrOrStderr(), "[%.0fs] copy bandwidth: %.1f GB/s (%d bytes, %s)\n", time.Since(begin).Seconds(), rep.Copy.GBs, rep.Copy.Bytes, rep.Copy.Method)
 			rep.Copy.GBs = round(rep.Copy.GBs, 1)
 		}
 	}
@@ -763,7 +763,7 @@ func (b *bench) table(out io.Writer) {
 		if d.Bytes == nil {
 			continue
 		}
-		fmt.Fprintf(out, "decode at %d: the step must move %.3f GB (weights %.3f, KV %.3f, state %.3f)", d.Context,
+		fmt.Fprintf(out, "decode at %d: the step must move %.4g GB (weights %.4g, KV %.4g, state %.4g)", d.Context,
 			float64(d.Bytes.Total)/1e9, float64(d.Bytes.Weights)/1e9, float64(d.Bytes.KV)/1e9, float64(d.Bytes.State)/1e9)
 		if d.CopyGBs > 0 {
 			fmt.Fprintf(out, "; at the copy's %.1f GB/s %.3f ms (%.1f tok/s): %.1f %% of roofline", d.CopyGBs, d.RooflineS*1e3, d.RooflineTok, d.RooflinePct)

@@ -2,13 +2,18 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/aimaproject/aimac/checkpoint"
+	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/planner"
+	"github.com/aimaproject/aimac/roofline"
 	"github.com/aimaproject/aimac/synth"
 )
 
@@ -42,7 +47,7 @@ func TestBench(t *testing.T) {
 	js := filepath.Join(t.TempDir(), "bench.json")
 	out, err := run("probe", "bench", "--model-dir", dir, "--buckets", "8,32", "--context-tokens", "128",
 		"--prefill", "5", "--prefill", "40", "--decode-context", "12,40", "--decode-tokens", "4",
-		"--repeats", "2", "--json", js)
+		"--repeats", "2", "--copy-bytes", "1048576", "--json", js)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +97,7 @@ func TestBenchTimeLimit(t *testing.T) {
 	dir := tinyModel(t)
 	js := filepath.Join(t.TempDir(), "bench.json")
 	if _, err := run("probe", "bench", "--model-dir", dir, "--buckets", "8", "--context-tokens", "64",
-		"--prefill", "8", "--decode-context", "8", "--decode-tokens", "2", "--time-limit", "1ns", "--json", js); err != nil {
+		"--prefill", "8", "--decode-context", "8", "--decode-tokens", "2", "--time-limit", "1ns", "--copy-bytes", "65536", "--json", js); err != nil {
 		t.Fatal(err)
 	}
 	r := readReport(t, js)
@@ -106,7 +111,7 @@ func TestBenchSynthetic(t *testing.T) {
 	dir := tinyModel(t)
 	js := filepath.Join(t.TempDir(), "bench.json")
 	if _, err := run("probe", "bench", "--model-dir", dir, "--synthetic-weights", "3", "--buckets", "16", "--context-tokens", "64",
-		"--prefill", "10", "--decode-context", "10", "--decode-tokens", "2", "--repeats", "1", "--json", js); err != nil {
+		"--prefill", "10", "--decode-context", "10", "--decode-tokens", "2", "--repeats", "1", "--copy-bytes", "65536", "--json", js); err != nil {
 		t.Fatal(err)
 	}
 	if r := readReport(t, js); r.Weights != "synthetic, seed 3" || !r.Complete {
@@ -141,18 +146,112 @@ func TestBenchErrors(t *testing.T) {
 	}{
 		{[]string{"--prefill", "8"}, "--model-dir is required"},
 		{[]string{"--model-dir", dir, "--context-tokens", "64", "--prefill", "65", "--decode-context", "0"}, "--prefill 65 needs 65 context tokens but the plan holds 64"},
-		{[]string{"--model-dir", dir, "--context-tokens", "64", "--prefill", "8", "--decode-context", "60", "--decode-tokens", "4"}, "--decode-context 60 with 2+4 steps needs 66 context tokens"},
+		{[]string{"--model-dir", dir, "--context-tokens", "64", "--prefill", "8", "--decode-context", "60", "--decode-tokens", "4"}, "--decode-context 60 with 2+4+4 steps needs 70 context tokens"},
 		{[]string{"--model-dir", dir, "--plan", planFile, "--prefill", "100", "--decode-context", "0"}, "needs 100 context tokens but the plan holds 64"},
 		{[]string{"--model-dir", dir, "--repeats", "0"}, `invalid argument "0" for "--repeats" flag: want ≥ 1`},
 		{[]string{"--model-dir", dir, "--prefill", "-3"}, "--prefill -3"},
 		{[]string{"--model-dir", dir, "--decode-tokens", "0"}, `invalid argument "0" for "--decode-tokens" flag: want ≥ 1`},
 		{[]string{"--model-dir", dir, "--prefill", "0", "--decode-context", "0"}, "nothing to time"},
+		{[]string{"--model-dir", dir, "--copy-bytes", "0"}, `invalid argument "0" for "--copy-bytes" flag: want ≥ 1`},
 		{[]string{"--synthetic-weights", "1", "--plan", planFile, "--prefill", "8", "--decode-context", "8", "--decode-tokens", "1"}, "was made for model"},
 	}
 	for _, tt := range tests {
 		_, err := run(append([]string{"probe", "bench"}, tt.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v: error %v, want %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+// TestBenchRoofline: each decode context has the byte model of the plan's
+// decode step, the run's copy bandwidth and the roofline it gives, and a
+// family table whose families are the decode phase's, each launch counted,
+// the bytes adding up to the step's and the shares to one.
+func TestBenchRoofline(t *testing.T) {
+	dir := tinyModel(t)
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := planner.FromCheckpoint("tiny", ck)
+	ck.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{8, 32}, ContextTokens: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	planFile := filepath.Join(t.TempDir(), "plan.json")
+	if err := p.WriteFile(planFile); err != nil {
+		t.Fatal(err)
+	}
+	js := filepath.Join(t.TempDir(), "bench.json")
+	out, err := run("probe", "bench", "--model-dir", dir, "--plan", planFile, "--prefill", "0", "--decode-context", "12,40",
+		"--decode-tokens", "3", "--profile-steps", "2", "--copy-bytes", "1048576", "--copy-repeats", "2", "--json", js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := readReport(t, js)
+	if c := r.Copy; c == nil || c.Bytes != 1<<20 || len(c.RunsS) != 2 || c.GBs <= 0 || c.Method != "host copy, wall clock" {
+		t.Fatalf("copy %+v", r.Copy)
+	}
+	var decode *plan.Phase
+	for i := range p.Phases {
+		if p.Phases[i].Kind == plan.DecodeStep {
+			decode = &p.Phases[i]
+		}
+	}
+	launches := map[string]int{}
+	for _, l := range decode.Launches {
+		for _, k := range p.Kernels {
+			if k.Name == l.Kernel {
+				launches[k.Family]++
+			}
+		}
+	}
+	for _, d := range r.Decode {
+		want, err := roofline.Decode(p, d.Context+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := d.Bytes; got == nil || *got != *newBenchBytes(want.Total) || got.Total != got.Weights+got.KV+got.State || got.KV <= 0 || got.State <= 0 {
+			t.Errorf("decode at %d: bytes %+v, want %+v", d.Context, got, want.Total)
+		}
+		floor := float64(d.Bytes.Total) / (r.Copy.GBs * 1e9)
+		if d.CopyGBs != r.Copy.GBs || math.Abs(d.RooflineS-floor) > 1e-9 || math.Abs(d.RooflinePct-100*floor/d.Step.Median) > 0.05+1e-9 {
+			t.Errorf("decode at %d: copy %v GB/s, roofline %v s (want %v), %v %%", d.Context, d.CopyGBs, d.RooflineS, floor, d.RooflinePct)
+		}
+		pr := d.Profile
+		if pr == nil || pr.Steps != 2 || pr.Timing != "wall clock around each launch" {
+			t.Fatalf("decode at %d: profile %+v", d.Context, pr)
+		}
+		got := map[string]int{}
+		var bytes, share, us float64
+		for _, f := range pr.Families {
+			got[f.Family] = f.Launches
+			bytes += float64(f.BytesTotal)
+			share += f.Share
+			us += f.US
+			if f.BytesTotal != f.Bytes.Total() || f.US < 0 {
+				t.Errorf("decode at %d: family %+v", d.Context, f)
+			}
+		}
+		if diff := cmp.Diff(launches, got); diff != "" {
+			t.Errorf("decode at %d: launches by family (-plan +table):\n%s", d.Context, diff)
+		}
+		// The profiled steps attend to more tokens than the first: only the KV grows.
+		lo, hi := float64(d.Bytes.Total), float64(d.Bytes.Total)+float64(2*(3+2+2))*float64(d.Bytes.KV)/float64(d.Context+1)
+		if bytes < lo || bytes > hi {
+			t.Errorf("decode at %d: families move %.0f bytes, want %.0f to %.0f", d.Context, bytes, lo, hi)
+		}
+		if math.Abs(share-1) > 0.01 || math.Abs(us-pr.StepUS) > 0.1*float64(len(pr.Families)) || pr.StepUS <= 0 {
+			t.Errorf("decode at %d: shares sum to %v, µs to %v of %v", d.Context, share, us, pr.StepUS)
+		}
+	}
+	for _, want := range []string{"decode at 12: the step must move", "% of roofline", "family", "moe_gate_up", "attention"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
 }
