@@ -682,6 +682,11 @@ def cmd_combine(args):
             "ours_tok_s_median_step": od.get("tok_s_median_step"),
             "ours_tok_s_total": od.get("tok_s_total"),
             "ours_steps": len(od.get("steps_s") or []),
+            "ours_bytes": od.get("bytes"),
+            "ours_copy_gb_s": od.get("copy_gb_s"),
+            "ours_roofline_tok_s": od.get("roofline_tok_s"),
+            "ours_roofline_pct": od.get("roofline_pct"),
+            "ours_profile": od.get("profile"),
             "hf": {},
         }
         for name, v in hf_vars.items():
@@ -711,6 +716,7 @@ def cmd_combine(args):
             "load_s": (ours or {}).get("load_s"),
             "memory": (ours or {}).get("memory"),
             "skipped": (ours or {}).get("skipped"),
+            "copy": (ours or {}).get("copy"),
         },
         "hf": {
             "file": os.path.basename(args.hf) if args.hf else None,
@@ -764,6 +770,7 @@ def cmd_combine(args):
             h = r["hf"][n]
             cells += [f"{fmt(h['tok_s_median_step'], 2)} ({fmt(h['tok_s_total'], 2)})", fmt(h["ratio_ours_over_hf"], 2)]
         md.append("| " + " | ".join(cells) + " |")
+    md += roofline_md(rows_d)
     problems = []
     for who in ("ours", "hf"):
         if out[who]["error"]:
@@ -788,6 +795,32 @@ def cmd_combine(args):
         fh.write(text)
     print(text)
     return 0 if not problems else 1
+
+
+def roofline_md(rows_d):
+    """Our decode step against its bandwidth floor, and its time by kernel family."""
+    rows = [r for r in rows_d if r.get("ours_bytes")]
+    if not rows:
+        return []
+    md = ["", "## Decode roofline (ours: bytes the step must move / the copy bandwidth of the same run)", "",
+          "| context | GB a step | copy GB/s | roofline tok/s | ours tok/s | % of roofline |", "|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        gb = r["ours_bytes"]["total"] / 1e9
+        md.append(f"| {r['context']} | {gb:.3f} | {fmt(r['ours_copy_gb_s'])} | {fmt(r['ours_roofline_tok_s'])} | "
+                  f"{fmt(r['ours_tok_s_median_step'], 2)} | {fmt(r['ours_roofline_pct'])} |")
+    for r in rows:
+        p = r.get("ours_profile")
+        if not p:
+            continue
+        md += ["", f"### Decode at {r['context']} by kernel family ({p['steps']} steps launch by launch, {p['timing']}; "
+               f"{p['step_us']:.1f} µs of launches a step)", "",
+               "| family | launches | µs/step | share % | MB | GB/s | % of copy |", "|---|---:|---:|---:|---:|---:|---:|"]
+        copy = r.get("ours_copy_gb_s")
+        for f in p["families"]:
+            pct = fmt(100 * f["gb_s"] / copy) if copy else "—"
+            md.append(f"| {f['family']} | {f['launches']} | {f['us_per_step']:.1f} | {100 * f['share']:.1f} | "
+                      f"{f['bytes_total'] / 1e6:.3f} | {f['gb_s']:.1f} | {pct} |")
+    return md
 
 
 def table_head(first, names):

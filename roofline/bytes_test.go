@@ -1,14 +1,17 @@
 package roofline
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aimaproject/aimac/arch"
+	"github.com/aimaproject/aimac/ir"
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/planner"
+	"github.com/aimaproject/aimac/plans"
 )
 
 // The tiny model: hidden 64, 4 layers (3 GDN, layer 3 full attention), vocab
@@ -125,5 +128,54 @@ func TestDecodeBytesErrors(t *testing.T) {
 				t.Errorf("error %v, want %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestDecodeBytesReal holds the frozen plans of the real model to what a
+// decode step reads by the plan's buffers: every weight once but the routed
+// experts (8 of 256) and the embedding table (one row) — 5.9 GB, the 2.95 B
+// active parameters in bf16 —, its GDN state (30 layers of 32 × 128 × 128 f32
+// and the conv state of 8192 × 3, read and written) and the f32 KV cache of
+// 10 layers × 2 KV heads × 256 at the context, one row written.
+func TestDecodeBytesReal(t *testing.T) {
+	for _, target := range []plan.Target{plan.CPU, plan.SM90, plan.GFX1151} {
+		data, err := plans.Frozen(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := plan.Decode(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var weights int64
+		for _, b := range p.Buffers {
+			switch {
+			case b.Role != ir.Weight:
+			case strings.Contains(b.Name, ".mlp.experts."):
+				weights += b.Bytes / 256 * 8
+			case b.Name == "embed_tokens.weight":
+				weights += 2048 * 2
+			default:
+				weights += b.Bytes
+			}
+		}
+		if weights < 5.89e9 || weights > 5.90e9 {
+			t.Fatalf("%s: %d bytes of weights a token, want 5.89 to 5.90 GB", target, weights)
+		}
+		const kvPerToken = 10 * 2 * 2 * 256 * 4 // k and v, f32
+		for _, ctx := range []int64{1025, 8193} {
+			s, err := Decode(p, int(ctx))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := Bytes{
+				Weights: weights,
+				KV:      ctx*kvPerToken + kvPerToken, // the context read, one row written
+				State:   30*2*32*128*128*4 + 30*2*8192*3*4,
+			}
+			if s.Total != want {
+				t.Errorf("%s at %d: %+v, want %+v", target, ctx, s.Total, want)
+			}
+		}
 	}
 }

@@ -7,11 +7,15 @@
 #      context 9216) and aimac build of its bundle;
 #   2. aima-engine probe bench --bundle ... --synthetic-weights 1 (weights made
 #      on the device): cold prefill of 1024 and 8192 random ids (1 warm-up, 3
-#      timed), greedy decode (64 timed steps) at contexts 1024 and 8192;
+#      timed), greedy decode (64 timed steps) at contexts 1024 and 8192, then
+#      at each context 4 steps launch by launch with device events around each
+#      launch (the per-family table), the bytes the step must move and the
+#      device-to-device copy bandwidth of the same run (the roofline);
 #   3. after the engine has exited (both need ~70 GB), bench/hf_speed.py run:
 #      transformers' Qwen3_5MoeForCausalLM on the same shapes, random bf16
 #      weights made on the GPU, eager then sdpa attention, 16 decode steps;
-#   4. bench/hf_speed.py combine: ours vs HF and the ratio, as a table.
+#   4. bench/hf_speed.py combine: ours vs HF and the ratio, as a table; ours
+#      against the roofline and by kernel family.
 # Each stage has a timeout inside the total budget; a stage that fails or runs
 # out of time still leaves what it measured (both benchmarks rewrite their
 # JSON after every measurement) and the others still run.
@@ -30,7 +34,8 @@
 # 540: the whole run), SPEED_HF_S (default 240: kept for the HF stage while
 # the engine runs), SPEED_BUCKETS (1024,8192), SPEED_CONTEXT (9216),
 # SPEED_LENGTHS (1024,8192: prefill lengths and decode contexts alike),
-# SPEED_DECODE_TOKENS (64, ours), SPEED_HF_DECODE_TOKENS (16), SPEED_REPEATS
+# SPEED_DECODE_TOKENS (64, ours), SPEED_PROFILE_STEPS (4: ours, launch by
+# launch, for the family table), SPEED_HF_DECODE_TOKENS (16), SPEED_REPEATS
 # (3), SPEED_HF_ATTN (eager,sdpa), SPEED_COMMIT (default: git rev-parse HEAD).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,6 +50,7 @@ buckets=${SPEED_BUCKETS:-1024,8192}
 context=${SPEED_CONTEXT:-9216}
 lengths=${SPEED_LENGTHS:-1024,8192}
 decode_tokens=${SPEED_DECODE_TOKENS:-64}
+profile_steps=${SPEED_PROFILE_STEPS:-4}
 hf_decode_tokens=${SPEED_HF_DECODE_TOKENS:-16}
 repeats=${SPEED_REPEATS:-3}
 hf_attn=${SPEED_HF_ATTN:-eager,sdpa}
@@ -103,7 +109,7 @@ if [ $engine_ok = 1 ]; then
   else
     echo "[$(elapsed)s] engine bench (timeout ${engine_s}s)"
     timeout -k 20 "$engine_s" bin/aima-engine probe bench --bundle "$work/bundle" --synthetic-weights 1 \
-      --prefill "$lengths" --decode-context "$lengths" --decode-tokens "$decode_tokens" --repeats "$repeats" \
+      --prefill "$lengths" --decode-context "$lengths" --decode-tokens "$decode_tokens" --profile-steps "$profile_steps" --repeats "$repeats" \
       --id-limit 248077 --commit "$commit" --time-limit "$(( engine_s - 15 ))s" --json "$dir/speed_ours.json" \
       >"$dir/speed_engine.log" 2>&1
     rc=$?
