@@ -3,19 +3,22 @@ package roofline
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
 	"github.com/aimaproject/aimac/runtime"
 )
 
-// Timer runs fn and returns how long its work took.
-type Timer func(fn func() error) (time.Duration, error)
-
 // eventTimer is what a GPU backend offers: fn's work between two events
 // on its stream, in device time (runtime/gpu.Backend.Elapsed).
 type eventTimer interface {
 	Elapsed(fn func() error) (time.Duration, error)
+}
+
+// marker times pieces of work enqueued back to back (runtime/gpu.Backend.Marks).
+type marker interface {
+	Marks(fn func(mark func() error) error) ([]time.Duration, error)
 }
 
 // deviceCopier copies between device buffers in stream order
@@ -24,22 +27,141 @@ type deviceCopier interface {
 	Copy(dst, src runtime.Ref, n int64) error
 }
 
-// TimerFor is the backend's event timer where it has one, else the wall
-// clock around fn followed by a Sync (the CPU backend runs synchronously).
-func TimerFor(be runtime.Backend) (Timer, string) {
-	if t, ok := be.(eventTimer); ok {
-		return t.Elapsed, "device events around each launch"
+// Steps is one step to time: it runs its launches through each(i, run),
+// which must call run once for launch i (Engine.ProfileDecode's hook).
+type Steps func(each func(i int, run func() error) error) error
+
+// Profiler times every launch of a step on a backend. On a GPU the launches
+// are enqueued back to back with an event after each (Marks) behind a head
+// start of device copies, so the host is ahead of the device and each
+// launch's time is the device's alone, launch gap included, as in a replayed
+// step; the head start grows to twice the host's enqueue time of the step
+// before. Elsewhere (the CPU) it is the wall clock around each launch.
+type Profiler struct {
+	be     runtime.Backend
+	marks  marker
+	copier deviceCopier
+	// src and dst are the head start's buffers of n bytes; one copy takes
+	// copyS seconds, heads copies are enqueued before a step.
+	src, dst runtime.Mem
+	n        int64
+	copyS    float64
+	heads    int
+	// Timing says how launches are timed.
+	Timing string
+	// Behind counts the steps whose host enqueue outlasted the head start:
+	// their small launches may include host time.
+	Behind int
+}
+
+// headStartS is the first step's head start, ample for a thousand launches.
+const headStartS = 0.02
+
+// NewProfiler prepares the profiler; c is the copy measured on be (its size
+// and time make the head start on a GPU). Close frees it.
+func NewProfiler(be runtime.Backend, c *Copy) (*Profiler, error) {
+	p := &Profiler{be: be, Timing: "wall clock around each launch"}
+	m, okm := be.(marker)
+	cp, okc := be.(deviceCopier)
+	if !okm || !okc {
+		return p, nil
 	}
-	return func(fn func() error) (time.Duration, error) {
+	if c == nil || c.MedianS <= 0 || c.Bytes < 1 {
+		return nil, errors.New("profile on a GPU: no copy measured for the head start")
+	}
+	src, err := be.Alloc(c.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("allocate the head start (%d bytes): %w", c.Bytes, err)
+	}
+	dst, err := be.Alloc(c.Bytes)
+	if err != nil {
+		be.Free(src)
+		return nil, fmt.Errorf("allocate the head start (%d bytes): %w", c.Bytes, err)
+	}
+	p.marks, p.copier, p.src, p.dst, p.n, p.copyS = m, cp, src, dst, c.Bytes, c.MedianS
+	p.heads = max(1, int(math.Ceil(headStartS/c.MedianS)))
+	p.Timing = "device events between launches enqueued back to back behind a head start"
+	return p, nil
+}
+
+// Close frees the head start's buffers.
+func (p *Profiler) Close() {
+	if p.src != nil {
+		p.be.Free(p.src)
+		p.be.Free(p.dst)
+		p.src, p.dst = nil, nil
+	}
+}
+
+// Step runs step and returns each launch's time, in launch order.
+func (p *Profiler) Step(step Steps) ([]time.Duration, error) {
+	if p.marks == nil {
+		return p.wallStep(step)
+	}
+	var hostStart, hostEnd time.Time
+	launches := 0
+	marks, err := p.marks.Marks(func(mark func() error) error {
+		return step(func(i int, run func() error) error {
+			if i != launches {
+				return fmt.Errorf("launch %d timed after %d launches", i, launches)
+			}
+			if i == 0 {
+				if err := mark(); err != nil {
+					return err
+				}
+				for range p.heads {
+					if err := p.copier.Copy(runtime.Ref{Mem: p.dst}, runtime.Ref{Mem: p.src}, p.n); err != nil {
+						return fmt.Errorf("head start: %w", err)
+					}
+				}
+				if err := mark(); err != nil {
+					return err
+				}
+				hostStart = time.Now()
+			}
+			launches++
+			if err := run(); err != nil {
+				return err
+			}
+			err := mark()
+			hostEnd = time.Now()
+			return err
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if launches == 0 {
+		return nil, nil
+	}
+	if len(marks) != launches+1 {
+		return nil, fmt.Errorf("%d times for %d launches and the head start", len(marks), launches)
+	}
+	host := hostEnd.Sub(hostStart)
+	if marks[0] < host {
+		p.Behind++
+	}
+	p.heads = max(p.heads, int(math.Ceil(2*host.Seconds()/p.copyS)))
+	return marks[1:], nil
+}
+
+func (p *Profiler) wallStep(step Steps) ([]time.Duration, error) {
+	var out []time.Duration
+	err := step(func(i int, run func() error) error {
+		if i != len(out) {
+			return fmt.Errorf("launch %d timed after %d launches", i, len(out))
+		}
 		start := time.Now()
-		if err := fn(); err != nil {
-			return 0, err
+		if err := run(); err != nil {
+			return err
 		}
-		if err := be.Sync(); err != nil {
-			return 0, err
+		if err := p.be.Sync(); err != nil {
+			return err
 		}
-		return time.Since(start), nil
-	}, "wall clock around each launch"
+		out = append(out, time.Since(start))
+		return nil
+	})
+	return out, err
 }
 
 // Copy is a measured copy bandwidth.

@@ -75,14 +75,31 @@ func TestMeasureCopyHost(t *testing.T) {
 	}
 }
 
-func TestTimerForCPU(t *testing.T) {
-	timer, how := TimerFor(runtime.NewCPU())
-	if how != "wall clock around each launch" {
-		t.Errorf("timing %q", how)
+// TestProfilerCPU: on the CPU each launch is timed with the wall clock,
+// in order; a step that skips a launch is refused.
+func TestProfilerCPU(t *testing.T) {
+	p, err := NewProfiler(runtime.NewCPU(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.Timing != "wall clock around each launch" {
+		t.Errorf("timing %q", p.Timing)
 	}
 	ran := 0
-	d, err := timer(func() error { ran++; time.Sleep(time.Millisecond); return nil })
-	if err != nil || ran != 1 || d < time.Millisecond {
-		t.Errorf("ran %d times, %v, %v", ran, d, err)
+	ts, err := p.Step(func(each func(int, func() error) error) error {
+		for i := range 3 {
+			if err := each(i, func() error { ran++; time.Sleep(time.Duration(i) * time.Millisecond); return nil }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil || ran != 3 || len(ts) != 3 || ts[2] < 2*time.Millisecond || ts[1] < time.Millisecond {
+		t.Errorf("ran %d launches, times %v, %v", ran, ts, err)
+	}
+	_, err = p.Step(func(each func(int, func() error) error) error { return each(1, func() error { return nil }) })
+	if err == nil || !strings.Contains(err.Error(), "launch 1 timed after 0 launches") {
+		t.Errorf("skipped launch: %v", err)
 	}
 }

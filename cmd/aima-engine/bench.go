@@ -208,10 +208,14 @@ func newBenchBytes(b roofline.Bytes) *benchBytes {
 
 // benchProfile is the decode step timed launch by launch, by family.
 type benchProfile struct {
-	Steps    int               `json:"steps"`
-	Timing   string            `json:"timing"`
-	StepUS   float64           `json:"step_us"`
-	Families []roofline.Family `json:"families"`
+	Steps  int    `json:"steps"`
+	Timing string `json:"timing"`
+	// HostBehind counts the steps whose launches the host enqueued slower
+	// than the head start lasted (GPU): small launches may then include
+	// host time.
+	HostBehind int               `json:"host_behind_steps"`
+	StepUS     float64           `json:"step_us"`
+	Families   []roofline.Family `json:"families"`
 }
 
 // benchSummary is a sample's median and spread.
@@ -656,7 +660,11 @@ func (b *bench) roofline(d *benchDecode, n int) error {
 // timed ones, the logits given, and aggregates their launches' times by
 // family with the byte model at each step's context.
 func (b *bench) profile(ctx context.Context, d *benchDecode, logits []float32) error {
-	timer, how := roofline.TimerFor(b.be)
+	prof, err := roofline.NewProfiler(b.be, b.rep.Copy)
+	if err != nil {
+		return err
+	}
+	defer prof.Close()
 	var steps []*roofline.Step
 	var times [][]time.Duration
 	for range b.f.profileSteps {
@@ -664,26 +672,21 @@ func (b *bench) profile(ctx context.Context, d *benchDecode, logits []float32) e
 		if err != nil {
 			return err
 		}
-		ts := make([]time.Duration, len(s.Launches))
-		next, err := b.e.ProfileDecode(ctx, argmax(logits), func(i int, run func() error) error {
-			if i >= len(ts) {
-				return fmt.Errorf("launch %d of a %d-launch step", i, len(ts))
-			}
-			t, err := timer(run)
-			ts[i] = t
+		ts, err := prof.Step(func(each func(i int, run func() error) error) error {
+			next, err := b.e.ProfileDecode(ctx, argmax(logits), each)
+			logits = next
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		logits = next
 		steps, times = append(steps, s), append(times, ts)
 	}
 	fams, err := roofline.Profile(steps, times)
 	if err != nil {
 		return err
 	}
-	p := &benchProfile{Steps: len(steps), Timing: how, Families: fams}
+	p := &benchProfile{Steps: len(steps), Timing: prof.Timing, HostBehind: prof.Behind, Families: fams}
 	for i := range p.Families {
 		fm := &p.Families[i]
 		p.StepUS += fm.US
@@ -773,6 +776,9 @@ func (b *bench) table(out io.Writer) {
 			continue
 		}
 		fmt.Fprintf(out, "decode at %d, %d steps launch by launch (%s), %.1f µs of launches a step:\n", d.Context, d.Profile.Steps, d.Profile.Timing, d.Profile.StepUS)
+		if d.Profile.HostBehind > 0 {
+			fmt.Fprintf(out, "  (%d of the steps: the host enqueued slower than the head start lasted; small launches may include host time)\n", d.Profile.HostBehind)
+		}
 		fmt.Fprintln(w, "family\tlaunches\tµs/step\tshare %\tMB\tGB/s\t")
 		for _, fm := range d.Profile.Families {
 			fmt.Fprintf(w, "%s\t%d\t%.1f\t%.1f\t%.3f\t%.1f\t\n", fm.Family, fm.Launches, fm.US, 100*fm.Share, float64(fm.Bytes.Total())/1e6, fm.GBs)

@@ -160,3 +160,62 @@ func (b *Backend) Elapsed(fn func() error) (time.Duration, error) {
 	}
 	return time.Duration(float64(ms) * float64(time.Millisecond)), nil
 }
+
+// Marks runs fn, which enqueues work and calls mark between the pieces it
+// wants timed, and returns the device time between each mark and the next
+// (one fewer than the marks). Nothing waits between marks: the pieces run
+// back to back as the stream gets them, so the times are the device's own
+// only while the host stays ahead of it (enqueue long work before the first
+// piece for that). fn may synchronize; Marks waits for the last mark.
+func (b *Backend) Marks(fn func(mark func() error) error) ([]time.Duration, error) {
+	d := b.d
+	var events []uintptr
+	defer func() {
+		unlock := b.enter()
+		if !b.closed {
+			for _, ev := range events {
+				d.EventDestroy(ev)
+			}
+		}
+		unlock()
+	}()
+	mark := func() error {
+		unlock := b.enter()
+		defer unlock()
+		if err := b.ready(true); err != nil {
+			return err
+		}
+		var ev uintptr
+		if rc := d.EventCreate(&ev, eventBlockingSync); rc != 0 {
+			return b.fail("create a timing event", rc)
+		}
+		events = append(events, ev)
+		if rc := d.EventRecord(ev, b.stream); rc != 0 {
+			return b.fail("record a timing event", rc)
+		}
+		return nil
+	}
+	if err := fn(mark); err != nil {
+		return nil, err
+	}
+	unlock := b.enter()
+	defer unlock()
+	if err := b.ready(true); err != nil {
+		return nil, err
+	}
+	if len(events) == 0 {
+		return nil, nil
+	}
+	if rc := d.EventSynchronize(events[len(events)-1]); rc != 0 {
+		return nil, b.async("wait for a timing event", rc)
+	}
+	out := make([]time.Duration, len(events)-1)
+	for i := range out {
+		var ms float32
+		if rc := d.EventElapsedTime(&ms, events[i], events[i+1]); rc != 0 {
+			return nil, b.fail("elapsed time", rc)
+		}
+		out[i] = time.Duration(float64(ms) * float64(time.Millisecond))
+	}
+	return out, nil
+}

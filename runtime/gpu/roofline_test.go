@@ -1,16 +1,20 @@
 package gpu
 
 import (
+	"errors"
+	"math"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aimaproject/aimac/roofline"
+	"github.com/aimaproject/aimac/runtime"
 )
 
 // TestRoofline runs roofline's measurements on the GPU backend: the copy
 // bandwidth is repeats+1 device-to-device copies, each between its own pair
-// of events, on buffers it frees again; the launch timer is Elapsed.
+// of events, on buffers it frees again; the profiler enqueues its head
+// start, then a launch and a mark at a time, and frees everything.
 func TestRoofline(t *testing.T) {
 	for _, dialect := range dialects {
 		t.Run(dialect, func(t *testing.T) {
@@ -32,17 +36,80 @@ func TestRoofline(t *testing.T) {
 			if d := cmp.Diff(live, f.live()); d != "" {
 				t.Errorf("live objects after the copy (-before +after):\n%s", d)
 			}
-			timer, how := roofline.TimerFor(b)
-			if how != "device events around each launch" {
-				t.Errorf("timing %q", how)
+			// A step of three launches behind the head start: one copy per
+			// 20 ms of the measured copy's time, then a mark after each.
+			var args [][]runtime.Ref
+			for i := range ks {
+				args = append(args, operands(t, b, &ks[i]))
 			}
-			args := operands(t, b, &ks[0])
-			if d, err := timer(func() error { return b.Launch(&ks[0], &ls[0], args, 1, nil) }); err != nil || d < 0 {
-				t.Errorf("launch timed %v, %v", d, err)
+			live = f.live()
+			p, err := roofline.NewProfiler(b, c)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if n := len(f.launches()); n != 1 {
-				t.Errorf("%d launches, want 1", n)
+			if p.Timing != "device events between launches enqueued back to back behind a head start" {
+				t.Errorf("timing %q", p.Timing)
+			}
+			f.mu.Lock()
+			before := f.calls["MemcpyDtoDAsync"]
+			f.mu.Unlock()
+			ts, err := p.Step(func(each func(int, func() error) error) error {
+				for i := range ls {
+					if err := each(i, func() error { return b.Launch(&ks[i], &ls[i], args[i], 1, nil) }); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil || len(ts) != len(ls) {
+				t.Fatalf("times %v, %v", ts, err)
+			}
+			heads := int(math.Ceil(0.02 / c.MedianS))
+			f.mu.Lock()
+			started := f.calls["MemcpyDtoDAsync"] - before
+			f.mu.Unlock()
+			if started != heads {
+				t.Errorf("%d copies of head start, want %d", started, heads)
+			}
+			if n := len(f.launches()); n != len(ls) {
+				t.Errorf("%d launches, want %d", n, len(ls))
+			}
+			p.Close()
+			if d := cmp.Diff(live, f.live()); d != "" {
+				t.Errorf("live objects after the profile (-before +after):\n%s", d)
 			}
 		})
+	}
+}
+
+// TestMarks: n marks give n-1 times; fn's error is returned; the events go
+// in every case.
+func TestMarks(t *testing.T) {
+	b, f, _, _ := loaded(t, "cuda")
+	live := f.live()
+	ts, err := b.Marks(func(mark func() error) error {
+		for range 3 {
+			if err := mark(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil || len(ts) != 2 || ts[0] < 0 || ts[1] < 0 {
+		t.Errorf("times %v, %v", ts, err)
+	}
+	if ts, err := b.Marks(func(func() error) error { return nil }); err != nil || len(ts) != 0 {
+		t.Errorf("no marks: %v, %v", ts, err)
+	}
+	stop := errors.New("stop")
+	if _, err := b.Marks(func(mark func() error) error { mark(); return stop }); !errors.Is(err, stop) {
+		t.Errorf("fn's error: %v", err)
+	}
+	f.failNext("EventRecord", 1, 700)
+	if _, err := b.Marks(func(mark func() error) error { return mark() }); err == nil {
+		t.Error("a failed record: no error")
+	}
+	if d := cmp.Diff(live, f.live()); d != "" {
+		t.Errorf("live objects (-before +after):\n%s", d)
 	}
 }
