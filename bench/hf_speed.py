@@ -820,6 +820,9 @@ def roofline_md(rows_d):
             pct = fmt(100 * f["gb_s"] / copy) if copy else "—"
             md.append(f"| {f['family']} | {f['launches']} | {f['us_per_step']:.1f} | {100 * f['share']:.1f} | "
                       f"{f['bytes_total'] / 1e6:.3f} | {f['gb_s']:.1f} | {pct} |")
+        if p.get("host_behind_steps"):
+            md += ["", f"The host fell behind the device in {p['host_behind_steps']} of {p['steps']} profiled steps: "
+                   "these times include the host's gaps between launches and overstate the kernels."]
     return md
 
 
