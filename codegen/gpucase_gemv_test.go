@@ -144,14 +144,17 @@ type streamMeta struct {
 // families beside the families they replace, at the real model's widths:
 // K = 2048 with N = 65536 (256 MB of weights, past the 50 MB L2: the
 // stream of the decode step's projections) and the MoE expert tensors at
-// real size (256 experts) with one token routed to 8 of them. Written only
-// with -gpucases (the inputs are 300 MB).
+// real size (256 experts) with one token routed to 8 of them. Without
+// -gpucases the same cases are written to a temporary directory at a
+// sixty-fourth of N and a sixteenth of the experts (the real inputs are
+// 300 MB), so the writer and its references run in every test run.
 func TestWriteGPUCasesGEMVSpeed(t *testing.T) {
-	if *gpuCases == "" {
-		t.Skip("speed cases are written only with -gpucases DIR")
+	out, N, E := *gpuCases, 65536.0, 256.0
+	if out == "" {
+		out, N, E = t.TempDir(), 1024, 16
 	}
-	const K, N = 2048, 65536
-	const E, H, I, top = 256, 2048, 512, 8
+	const K = 2048
+	const H, I, top = 2048, 512, 8
 	wBytes := int64(N) * K * 2
 	guBytes := int64(top) * 2 * I * H * 2
 	dnBytes := int64(top) * H * I * 2
@@ -159,8 +162,8 @@ func TestWriteGPUCasesGEMVSpeed(t *testing.T) {
 	hbm := "256 MB of weights, past the L2: every launch streams them from HBM"
 	moeStored := func(name string, per int64) map[string]int64 { return map[string]int64{name: top * per} }
 	cases := []streamCase{
-		{"speed_gemv_65536", gemv(K, N, 4, 1, 4), wBytes + K*4 + N*4, "", hbm, nil},
-		{"speed_matmul_65536", kern("matmul", map[string]float64{"k": K, "n": N}), wBytes + K*4 + N*4, "speed_gemv_65536", hbm + " (the family gemv replaces)", nil},
+		{"speed_gemv_65536", gemv(K, N, 4, 1, 4), wBytes + K*4 + int64(N)*4, "", hbm, nil},
+		{"speed_matmul_65536", kern("matmul", map[string]float64{"k": K, "n": N}), wBytes + K*4 + int64(N)*4, "speed_gemv_65536", hbm + " (the family gemv replaces)", nil},
 		{"speed_gemv_out", gemv(4096, 2048, 1, 2, 4), 2048*4096*2 + 4096*4 + 2048*4, "", "out_proj / o_proj shape; 16 MB: L2-favoured", nil},
 		{"speed_matmul_out", kern("matmul", map[string]float64{"k": 4096, "n": 2048}), 2048*4096*2 + 4096*4 + 2048*4, "speed_gemv_out", "out_proj / o_proj shape; 16 MB: L2-favoured", nil},
 		{"speed_gemv_router", gemv(K, 256, 1, 8, 1), 256*K*2 + K*4 + 256*4, "", "router shape; 1 MB: latency-bound", nil},
@@ -175,7 +178,7 @@ func TestWriteGPUCasesGEMVSpeed(t *testing.T) {
 		{"speed_moe_dn", kern("moe_down", map[string]float64{"experts": E, "hidden": H, "inter": I, "k": top}), dnBytes + top*I*4 + H*4, "speed_moe_dn_gemv", l2, moeStored("down", H*I)},
 	}
 	for i, c := range cases {
-		writeStreamCase(t, filepath.Join(*gpuCases, c.name), c, uint64(200+i))
+		writeStreamCase(t, filepath.Join(out, c.name), c, uint64(200+i))
 	}
 }
 

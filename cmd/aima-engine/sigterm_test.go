@@ -14,22 +14,24 @@ import (
 )
 
 // sigtermChild is set in the environment of the process
-// TestServeSIGTERM starts: it runs aima-engine's main with the arguments
-// after "--" instead of a test.
+// TestServeSIGTERM starts: TestMain then runs aima-engine's main with the
+// arguments after "--" instead of the tests.
 const sigtermChild = "AIMA_ENGINE_SIGTERM_CHILD"
 
-// TestServeSIGTERMChild is the aima-engine process of TestServeSIGTERM.
-func TestServeSIGTERMChild(t *testing.T) {
-	if os.Getenv(sigtermChild) == "" {
-		t.Skip("runs only as TestServeSIGTERM's child process")
-	}
-	for i, a := range os.Args {
-		if a == "--" {
-			os.Args = append([]string{"aima-engine"}, os.Args[i+1:]...)
-			break
+// TestMain runs the package's tests, or, in TestServeSIGTERM's child
+// process, aima-engine itself.
+func TestMain(m *testing.M) {
+	if os.Getenv(sigtermChild) != "" {
+		for i, a := range os.Args {
+			if a == "--" {
+				os.Args = append([]string{"aima-engine"}, os.Args[i+1:]...)
+				break
+			}
 		}
+		main()
+		os.Exit(0)
 	}
-	main()
+	os.Exit(m.Run())
 }
 
 // TestServeSIGTERM is the shutdown as an operator meets it: `serve --demo
@@ -37,12 +39,9 @@ func TestServeSIGTERMChild(t *testing.T) {
 // queued), then SIGTERM. The process must exit 0 every time, having ended
 // every stream properly, and leave no temporary directory behind.
 func TestServeSIGTERM(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the demo server three times")
-	}
 	for range 3 {
 		tmp := t.TempDir()
-		cmd := exec.Command(os.Args[0], "-test.run=^TestServeSIGTERMChild$", "--",
+		cmd := exec.Command(os.Args[0], "--",
 			"serve", "--demo", "--port", "0", "--drain-timeout", "1s", "--buckets", "16,64", "--context-tokens", "2048")
 		cmd.Env = append(os.Environ(), sigtermChild+"=1", "TMPDIR="+tmp)
 		stdout, err := cmd.StdoutPipe()
