@@ -13,7 +13,8 @@ import (
 // TestFlags: every value flag shows a placeholder, every numeric one is
 // bounded and refuses what is out of range naming the flag.
 func TestFlags(t *testing.T) {
-	for _, p := range cliflag.Audit(root(), map[string]string{"seed": "every uint64 is a seed"}) {
+	for _, p := range cliflag.Audit(root(), map[string]string{"seed": "every uint64 is a seed",
+		"context": "each length is checked against the plan's capacity", "bandwidth": "any positive rate, checked before use"}) {
 		t.Error(p)
 	}
 	for _, tt := range []struct {

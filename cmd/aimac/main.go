@@ -38,7 +38,7 @@ func root() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	c.AddCommand(planCmd(), irCmd(), synthCmd(), buildCmd())
+	c.AddCommand(planCmd(), irCmd(), rooflineCmd(), synthCmd(), buildCmd())
 	// --version: the build, and the targets plans can be made for (aimac
 	// drives no device, so nothing is probed).
 	bi := buildinfo.Read()

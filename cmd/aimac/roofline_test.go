@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aimaproject/aimac/plan"
+	"github.com/aimaproject/aimac/plans"
+	"github.com/aimaproject/aimac/roofline"
+)
+
+// TestRoofline: the table's total and tok/s are the byte model's bytes
+// over the bandwidth given, for a frozen plan read from a file.
+func TestRoofline(t *testing.T) {
+	raw, err := plans.Frozen(plan.SM90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "plan.json")
+	if err := os.WriteFile(f, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := run("roofline", "--plan", f, "--context", "1024,8192", "--bandwidth", "256,4000", "--families")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ctx := range []int{1024, 8192} {
+		s, err := roofline.Decode(p, ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total := float64(s.Total.Total())
+		for _, bw := range []float64{256, 4000} {
+			want := fmt.Sprintf("%.3f  %4.0f  %.2f  %.1f", total/1e9, bw, total/(bw*1e9)*1e3, bw*1e9/total)
+			if !strings.Contains(strings.Join(strings.Fields(out), "  "), strings.Join(strings.Fields(want), "  ")) {
+				t.Errorf("context %d at %v GB/s: no row ending %q in\n%s", ctx, bw, want, out)
+			}
+		}
+	}
+	if !strings.Contains(out, "by family at context 1024") || !strings.Contains(out, "moe_gate_up") {
+		t.Errorf("--families printed no family table:\n%s", out)
+	}
+}
+
+func TestRooflineErrors(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"roofline", "--bandwidth", "0"}, "--bandwidth 0: want a positive rate"},
+		{[]string{"roofline", "--bandwidth", "x"}, `invalid argument "x" for "--bandwidth"`},
+		{[]string{"roofline", "--context", "0"}, "--context 0: want 1 to the plan's"},
+		{[]string{"roofline", "--context-tokens", "4096", "--context", "8192"}, "--context 8192: want 1 to the plan's 4096"},
+		{[]string{"roofline", "--target", "cpu", "--context-tokens", "4096", "--context", "1024"}, "target cpu has no nominal bandwidth: give --bandwidth"},
+		{[]string{"roofline", "--plan", "/nonexistent/plan.json"}, "plan.json"},
+	} {
+		_, _, err := run(tt.args...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: error %v, want %q", tt.args, err, tt.want)
+		}
+	}
+}
