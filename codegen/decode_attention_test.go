@@ -28,6 +28,29 @@ func splitKernel(hq, hkv, d, capacity, splits, align int, bf16KV bool) plan.Kern
 		"kv_bf16": kv, "splits": float64(splits), "split_align": float64(align), "block_heads": float64(kernels.BlockHeads(hq/hkv, d))})
 }
 
+// streamKernel is the attention_decode_stream kernel of the same shape.
+func streamKernel(hq, hkv, d, capacity, splits, align int, bf16KV bool) plan.Kernel {
+	k := splitKernel(hq, hkv, d, capacity, splits, align, bf16KV)
+	k.Family, k.Name = "attention_decode_stream", "attention_decode_stream_case"
+	return k
+}
+
+func combineGateKernel(hq, d, splits int) plan.Kernel {
+	return kern("attention_combine_gate", map[string]float64{"q_heads": float64(hq), "head_dim": float64(d), "splits": float64(splits)})
+}
+
+// qkNormKernel is a qk_norm_rope_append kernel with the model's eps, theta
+// and 1+w norms.
+func qkNormKernel(hq, hkv, d, rot, capacity int, bf16KV bool) plan.Kernel {
+	kv := 0.0
+	if bf16KV {
+		kv = 1
+	}
+	return kern("qk_norm_rope_append", map[string]float64{"q_heads": float64(hq), "kv_heads": float64(hkv), "head_dim": float64(d),
+		"rot_dim": float64(rot), "capacity": float64(capacity), "width": float64(hkv * d), "eps": 1e-6, "theta": 1e7,
+		"one_plus": 1, "kv_bf16": kv})
+}
+
 func combineKernel(hq, d, splits int) plan.Kernel {
 	return kern("attention_combine", map[string]float64{"q_heads": float64(hq), "head_dim": float64(d), "splits": float64(splits)})
 }
@@ -55,6 +78,27 @@ func decodeAttentionCases() []gpuCase {
 			gpuCase{"dsplit_group3" + sfx, splitKernel(6, 2, 64, 80, 9, 1, bf), 2, 41},
 			gpuCase{"dsplit_mha" + sfx, splitKernel(2, 2, 128, 64, 4, 8, bf), 1, 63},
 			gpuCase{"dsplit_wide" + sfx, splitKernel(4, 1, 512, 50, 3, 1, bf), 1, 37},
+			// The streamed split: the same edges, sm_90's 66 splits, a context
+			// longer than a ring (several steps per warp), the tiny fixtures.
+			gpuCase{"dstream_pos0" + sfx, streamKernel(16, 2, 256, 300, 66, 32, bf), 1, 0},
+			gpuCase{"dstream_short" + sfx, streamKernel(16, 2, 256, 300, 66, 32, bf), 1, 20},
+			gpuCase{"dstream_mid" + sfx, streamKernel(16, 2, 256, 300, 7, 32, bf), 1, 150},
+			gpuCase{"dstream_full" + sfx, streamKernel(16, 2, 256, 300, 132, 1, bf), 1, 299},
+			gpuCase{"dstream_long" + sfx, streamKernel(16, 2, 256, 2100, 3, 32, bf), 1, 2099},
+			gpuCase{"dstream_rows" + sfx, streamKernel(16, 2, 256, 300, 5, 4, bf), 3, 200},
+			gpuCase{"dstream_tiny" + sfx, streamKernel(4, 2, 32, 96, 66, 32, bf), 1, 70},
+			gpuCase{"dstream_tiny_rows" + sfx, streamKernel(4, 2, 32, 96, 3, 1, bf), 2, 93},
+			gpuCase{"dstream_group3" + sfx, streamKernel(6, 2, 64, 80, 9, 1, bf), 2, 41},
+			gpuCase{"dstream_mha" + sfx, streamKernel(2, 2, 128, 64, 4, 8, bf), 1, 63},
+			gpuCase{"dstream_wide" + sfx, streamKernel(4, 1, 512, 50, 3, 1, bf), 1, 37},
+			// q/k norm + RoPE + KV append: the real heads (first and a far
+			// position, prefill rows), the tiny fixtures' (rotary 8 of 32),
+			// full rotary on odd head counts, the last cache position.
+			gpuCase{"qknorm_pos0" + sfx, qkNormKernel(16, 2, 256, 64, 300, bf), 1, 0},
+			gpuCase{"qknorm_far" + sfx, qkNormKernel(16, 2, 256, 64, 1200, bf), 1, 1199},
+			gpuCase{"qknorm_rows" + sfx, qkNormKernel(16, 2, 256, 64, 300, bf), 3, 150},
+			gpuCase{"qknorm_tiny" + sfx, qkNormKernel(4, 2, 32, 8, 96, bf), 2, 70},
+			gpuCase{"qknorm_odd" + sfx, qkNormKernel(3, 1, 96, 96, 40, bf), 2, 37},
 		)
 	}
 	return append(cs,
@@ -63,6 +107,10 @@ func decodeAttentionCases() []gpuCase {
 		gpuCase{"dcombine_tiny", combineKernel(4, 32, 132), 2, 0},
 		gpuCase{"dcombine_d64", combineKernel(6, 64, 9), 2, 0},
 		gpuCase{"dcombine_one", combineKernel(2, 128, 1), 1, 0},
+		gpuCase{"dcombgate", combineGateKernel(16, 256, 66), 1, 0},
+		gpuCase{"dcombgate_rows", combineGateKernel(16, 256, 7), 3, 0},
+		gpuCase{"dcombgate_tiny", combineGateKernel(4, 32, 66), 2, 0},
+		gpuCase{"dcombgate_d64", combineGateKernel(6, 64, 9), 2, 0},
 	)
 }
 
@@ -89,24 +137,46 @@ func fillPartials(rng *rand.Rand, partial []float32, d, splits int) {
 	}
 }
 
-// decodeSpeed is one speed case at the real model's heads: the split at a
-// context of ctx positions (pos = ctx − 1) with sm_90's 132 splits, or the
-// combine of its partials.
+// decodeSpeed is one speed case at the real model's heads (16 query, 2 KV,
+// 256 dims): a split kernel (family) at a context of ctx positions (pos =
+// ctx − 1) with splits splits, or (combine) the combine of its partials.
 type decodeSpeed struct {
 	name   string
+	family string // attention_decode_split, attention_decode_stream, attention_combine_gate, qk_norm_rope_append
 	ctx    int
 	bf16   bool
+	splits int
 	reps   int
-	isComb bool
+}
+
+// speedPeriod is the positions a speed case's KV files hold: the caches on
+// the device repeat them (caseArg.Repeat), so a 128K context travels as 1 MB
+// per cache while the kernel reads all 128 MB.
+const speedPeriod = 1024
+
+// decodeSpeeds are the split pair's speed cases: the streamed split at 1K,
+// 8K, 32K and 128K with bf16 KV (sm_90's 66 splits) and 32K with f32, the
+// old split (132 splits) at 32K and 128K beside it, the fused combine +
+// gate of 66 splits and the fused q/k norm + RoPE + append at decode.
+var decodeSpeeds = []decodeSpeed{
+	{"dstream_speed_1k_bf16", "attention_decode_stream", 1024, true, 66, 200},
+	{"dstream_speed_8k_bf16", "attention_decode_stream", 8192, true, 66, 200},
+	{"dstream_speed_32k_bf16", "attention_decode_stream", 32768, true, 66, 100},
+	{"dstream_speed_128k_bf16", "attention_decode_stream", 131072, true, 66, 50},
+	{"dstream_speed_32k_f32", "attention_decode_stream", 32768, false, 66, 100},
+	{"dsplit_speed_32k_bf16", "attention_decode_split", 32768, true, 132, 100},
+	{"dsplit_speed_128k_bf16", "attention_decode_split", 131072, true, 132, 50},
+	{"dcombgate_speed", "attention_combine_gate", 32768, false, 66, 200},
+	{"qknorm_speed_bf16", "qk_norm_rope_append", 32768, true, 0, 200},
 }
 
 // TestWriteGPUCasesDecodeAttention writes the split pair's correctness
-// cases and, with -gpucases, its speed cases (the KV of 32K f32 positions
-// is 128 MB; without -gpucases they are not written). A speed case's
+// cases and, with -gpucases, its speed cases (decodeSpeeds). A speed case's
 // bytes are what one launch must move: the split reads K and V of every
 // position (2 × ctx × kv_heads × head_dim × element size) and q, and writes
 // the records of the splits that got positions; the combine reads those
-// records and writes out.
+// records and the gates and writes out; the q/k norm reads qg, k, v and
+// writes q and one cache row.
 func TestWriteGPUCasesDecodeAttention(t *testing.T) {
 	out := *gpuCases
 	if out == "" {
@@ -118,39 +188,48 @@ func TestWriteGPUCasesDecodeAttention(t *testing.T) {
 	if *gpuCases == "" {
 		return
 	}
-	const hq, hkv, d, splits = 16, 2, 256, 132
-	speeds := []decodeSpeed{
-		{"dsplit_speed_1k_bf16", 1024, true, 200, false},
-		{"dsplit_speed_8k_bf16", 8192, true, 200, false},
-		{"dsplit_speed_32k_bf16", 32768, true, 100, false},
-		{"dsplit_speed_32k_f32", 32768, false, 100, false},
-		{"dcombine_speed_32k", 32768, false, 200, true},
-	}
-	for i, sp := range speeds {
+	const hq, hkv, d = 16, 2, 256
+	for i, sp := range decodeSpeeds {
 		es := 4
 		if sp.bf16 {
 			es = 2
 		}
 		active := 0
-		for s := range splits {
-			if lo, hi := kernels.SplitRange(sp.ctx, splits, 32, s); lo < hi {
+		for s := range sp.splits {
+			if lo, hi := kernels.SplitRange(sp.ctx, sp.splits, 32, s); lo < hi {
 				active++
 			}
 		}
 		records := int64(hq * active * kernels.PartialStride(d) * 4)
-		c := gpuCase{sp.name, splitKernel(hq, hkv, d, sp.ctx, splits, 32, sp.bf16), 1, sp.ctx - 1}
-		bytes := 2*int64(sp.ctx)*hkv*d*int64(es) + hq*d*4 + records
-		note := fmt.Sprintf("split of a %d-position context, %s KV", sp.ctx, map[bool]string{false: "f32", true: "bf16"}[sp.bf16])
-		if kv := 2 * sp.ctx * hkv * d * es; kv < 50<<20 {
-			note += fmt.Sprintf("; its %d MB of KV fit in the 50 MB L2, so repeated launches measure L2, not HBM", kv>>20)
-		}
-		if sp.isComb {
-			c = gpuCase{sp.name, combineKernel(hq, d, splits), 1, 0}
-			bytes = records + hq*d*4
-			note = "combine of 132 splits' records (in L2 right after the split in a real step)"
+		kv := 2 * int64(sp.ctx) * hkv * d * int64(es)
+		var c gpuCase
+		var bytes int64
+		var note string
+		period := speedPeriod
+		switch sp.family {
+		case "attention_combine_gate":
+			c = gpuCase{sp.name, combineGateKernel(hq, d, sp.splits), 1, 0}
+			bytes = records + 3*hq*d*4
+			note = fmt.Sprintf("combine + gate of %d splits' records (in L2 right after the split in a real step)", sp.splits)
+			period = 0
+		case "qk_norm_rope_append":
+			c = gpuCase{sp.name, qkNormKernel(hq, hkv, d, 64, 64, sp.bf16), 1, 63}
+			bytes = (2*hq*d+2*hkv*d+hq*d)*4 + 2*hkv*d*int64(es)
+			note = "q/k norm + RoPE + KV append of one decode row: latency, not bandwidth (18 blocks)"
+			period = 0
+		default:
+			k := splitKernel(hq, hkv, d, sp.ctx, sp.splits, 32, sp.bf16)
+			k.Family, k.Name = sp.family, sp.family+"_case"
+			c = gpuCase{sp.name, k, 1, sp.ctx - 1}
+			bytes = kv + hq*d*4 + records
+			note = fmt.Sprintf("%s of a %d-position context, %s KV, %d splits (the caches repeat every %d positions)",
+				sp.family, sp.ctx, map[bool]string{false: "f32", true: "bf16"}[sp.bf16], sp.splits, speedPeriod)
+			if kv < 50<<20 {
+				note += fmt.Sprintf("; its %d MB of KV fit in the 50 MB L2, so repeated launches measure L2, not HBM", kv>>20)
+			}
 		}
 		dir := filepath.Join(out, sp.name)
-		writeCase(t, dir, c, uint64(2000+i))
+		writeCaseTiled(t, dir, c, uint64(2000+i), period)
 		path := filepath.Join(dir, "meta.json")
 		b, err := os.ReadFile(path)
 		if err != nil {

@@ -33,8 +33,10 @@ type caseArg struct {
 	DType string `json:"dtype"`
 	Out   bool   `json:"out"`
 	// Elements, when set, is the operand's length on the device: a file
-	// holding fewer is zero-extended (a speed case's unread experts).
+	// holding fewer is zero-extended (a speed case's unread experts), or
+	// with Repeat tiled (a long KV cache from one period of positions).
 	Elements int64 `json:"elements,omitempty"`
+	Repeat   bool  `json:"repeat,omitempty"`
 }
 
 // caseMeta is what the device-side runner reads.
@@ -159,6 +161,15 @@ func TestWriteGPUCases(t *testing.T) {
 // the files. A bf16 KV kernel's reference runs the f32 variant on values
 // rounded to bf16; its caches are written as bf16.
 func writeCase(t *testing.T, dir string, c gpuCase, seed uint64) {
+	writeCaseTiled(t, dir, c, seed, 0)
+}
+
+// writeCaseTiled is writeCase with the read-only KV caches (the AnyFloat
+// operands) repeating every period positions when period > 0: their files
+// hold one period and meta.json says to tile them to the cache's length,
+// so a long-context speed case stays small on disk while the device reads
+// every byte of a full cache. The reference runs on the tiled caches.
+func writeCaseTiled(t *testing.T, dir string, c gpuCase, seed uint64, period int) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -202,6 +213,9 @@ func writeCase(t *testing.T, dir string, c gpuCase, seed uint64) {
 			}
 		}
 	}
+	tiled := func(o ir.OperandSpec) bool {
+		return period > 0 && o.DType == ir.AnyFloat && o.Access == ir.Read
+	}
 	p := c.k.Params
 	switch ir.Kind(c.k.Family) {
 	case ir.Embedding:
@@ -217,7 +231,7 @@ func writeCase(t *testing.T, dir string, c gpuCase, seed uint64) {
 			beta[j] = float32(rng.Float64())
 			g[j] = float32(-rng.Float64() * 0.3)
 		}
-	case ir.Attention, ir.KVAppend, ir.AttentionDecodeSplit:
+	case ir.Attention, ir.KVAppend, ir.AttentionDecodeSplit, ir.AttentionDecodeStream, ir.QKNormRoPEAppend:
 		for _, name := range []string{"k_cache", "v_cache"} {
 			v := a.F32(name)
 			for j := range v {
@@ -258,17 +272,36 @@ func writeCase(t *testing.T, dir string, c gpuCase, seed uint64) {
 			}
 		}
 		ids[k-1] = -1 // an id outside the experts contributes nothing
-	case ir.AttentionCombine:
+	case ir.AttentionCombine, ir.AttentionCombineGate:
 		fillPartials(rng, a.F32("partial"), p.Int("head_dim"), p.Int("splits"))
+	}
+	var periodElems int
+	for _, o := range f.Operands {
+		if !tiled(o) {
+			continue
+		}
+		v := a.F32(o.Name)
+		periodElems = period * p.Int("width")
+		if periodElems <= 0 || periodElems > len(v) {
+			t.Fatalf("case %s: a period of %d positions does not tile %s", c.name, period, o.Name)
+		}
+		for j := periodElems; j < len(v); j++ {
+			v[j] = v[j-periodElems]
+		}
 	}
 	meta := caseMeta{Kernel: c.k.Name, Grid: caseGrid(c.k, c.n), Block: caseBlock(), N: c.n, Params: block}
 	// save writes operand i as the kernel takes it (AnyFloat as bf16 for a
 	// bf16 KV kernel).
 	save := func(name string, i int) {
 		b := a.Mem[i]
+		vals := a.F32
+		if tiled(f.Operands[i]) {
+			vals = func(name string) []float32 { return a.F32(name)[:periodElems] }
+			b = b[:4*periodElems]
+		}
 		if kvBF16 && f.Operands[i].DType == ir.AnyFloat {
 			b = nil
-			for _, v := range a.F32(f.Operands[i].Name) {
+			for _, v := range vals(f.Operands[i].Name) {
 				b = binary.LittleEndian.AppendUint16(b, bf16.FromFloat32(v))
 			}
 		}
@@ -284,7 +317,11 @@ func writeCase(t *testing.T, dir string, c gpuCase, seed uint64) {
 		case o.DType == ir.AnyFloat:
 			dt = string(ir.F32)
 		}
-		meta.Args = append(meta.Args, caseArg{File: o.Name + ".in", DType: dt, Out: o.Access != ir.Read})
+		arg := caseArg{File: o.Name + ".in", DType: dt, Out: o.Access != ir.Read}
+		if tiled(o) {
+			arg.Elements, arg.Repeat = o.Extent(refParams, phys), true
+		}
+		meta.Args = append(meta.Args, arg)
 		save(o.Name+".in", i)
 	}
 	if err := f.Reference(a); err != nil {

@@ -29,8 +29,9 @@ const (
 // Fused kinds: made by the planner's fusion pass from a pattern of the
 // kinds above, whose kernels stay the oracle of the fused one.
 const (
-	MatMulAdd     Kind = "matmul_add"      // matmul whose output is added into a residual: y += x · Wᵀ
-	GDNDecodeStep Kind = "gdn_decode_step" // SPEC §3 steps 2–8 after the projections: conv, gates, l2 norms, delta rule, gated norm
+	MatMulAdd        Kind = "matmul_add"          // matmul whose output is added into a residual: y += x · Wᵀ
+	GDNDecodeStep    Kind = "gdn_decode_step"     // SPEC §3 steps 2–8 after the projections: conv, gates, l2 norms, delta rule, gated norm
+	QKNormRoPEAppend Kind = "qk_norm_rope_append" // SPEC §2.3 steps 2–4: q and k head norms, RoPE of both, k and v into the KV cache
 )
 
 // Split kinds: made by the planner's split_kv pass from one op of the kinds
@@ -39,6 +40,11 @@ const (
 const (
 	AttentionDecodeSplit Kind = "attention_decode_split" // SPEC §2.3 step 5 over one split of the context
 	AttentionCombine     Kind = "attention_combine"      // merges the splits' partial softmaxes into attention's out
+	// The same split with the K/V rows streamed through a shared-memory ring
+	// (asynchronous copies where the target has them), and the combine with
+	// the output gate applied (SPEC §2.3 step 6).
+	AttentionDecodeStream Kind = "attention_decode_stream"
+	AttentionCombineGate  Kind = "attention_combine_gate"
 )
 
 // Weight-streaming variants of the projections for one activation row (the

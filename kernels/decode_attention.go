@@ -169,8 +169,67 @@ func partialExtent(p ir.Params, rows int64) int64 {
 }
 
 func attentionDecodeSplit() *ir.Family {
+	return splitFamily(ir.AttentionDecodeSplit, nil)
+}
+
+// attentionDecodeStream is attention_decode_split streamed through a
+// shared-memory ring (attention_decode_stream.tmpl): the same operands,
+// parameters, launch and reference, for the shapes whose ring step fits
+// (DecodeStreamFits).
+func attentionDecodeStream() *ir.Family {
+	return splitFamily(ir.AttentionDecodeStream, DecodeStreamFits)
+}
+
+// StreamSharedBytes is the static shared memory attention_decode_stream
+// allots itself on every target; the ring takes as many steps of it (up to
+// four) as fit.
+const StreamSharedBytes = 48 << 10
+
+// streamGeometry mirrors the template's constants: positions per warp
+// step, ring steps, and the shared bytes of one ring step of a block of
+// threads and of the merge, for a kernel of params p.
+func streamGeometry(p ir.Params, threads int) (ppw, stages, stepBytes, mergeBytes int) {
+	const lanes = 32
+	d := p.Int("head_dim")
+	es := 4
+	if p.Flag("kv_bf16") {
+		es = 2
+	}
+	slice := d / lanes * es
+	words := max(1, slice/4)
+	hbp := pow2Ceil(p.Int("block_heads"))
+	ppw = max(1, 32/slice)
+	ppw = min(ppw, 32/hbp)
+	for ppw&(ppw-1) != 0 {
+		ppw &= ppw - 1
+	}
+	warps := threads / lanes
+	stepBytes = ppw * 2 * words * lanes * 4 * warps
+	stages = min(4, max(1, StreamSharedBytes/stepBytes))
+	mergeBytes = (2*warps*hbp + max(1, warps/2)*hbp*d) * 4
+	return ppw, stages, stepBytes, mergeBytes
+}
+
+// DecodeStreamFits holds the shapes attention_decode_stream serves: head_dim
+// a multiple of a warp's 32 lanes, one ring step and the warps' merge within StreamSharedBytes, with the
+// 256-thread blocks of the GPU targets.
+func DecodeStreamFits(p ir.Params) error {
+	if d := p.Int("head_dim"); d%32 != 0 {
+		return fmt.Errorf("head_dim %d is not a multiple of the 32 lanes of a warp", d)
+	}
+	_, _, step, merge := streamGeometry(p, 256)
+	if step > StreamSharedBytes || merge > StreamSharedBytes {
+		return fmt.Errorf("a ring step of %d bytes or a merge of %d exceeds the %d bytes of shared memory (head_dim %d)",
+			step, merge, StreamSharedBytes, p.Int("head_dim"))
+	}
+	return nil
+}
+
+// splitFamily declares the split pass's first kernel of kind k; fits, when
+// set, is the kind's own limit on the shapes.
+func splitFamily(k ir.Kind, fits func(ir.Params) error) *ir.Family {
 	return &ir.Family{
-		Kind: ir.AttentionDecodeSplit,
+		Kind: k,
 		Operands: []ir.OperandSpec{
 			{Name: "partial", DType: ir.F32, Access: ir.Write, Extent: partialExtent},
 			{Name: "q", DType: ir.F32, Access: ir.Read, Extent: ir.PerRow("q_heads", "head_dim")},
@@ -196,6 +255,9 @@ func attentionDecodeSplit() *ir.Family {
 				return fmt.Errorf("block_heads %d must divide the group of %d query heads, be at most %d and, rounded up to a power of two, span at most %d dims of %d",
 					b, group, MaxBlockHeads, MaxBlockHeadDims, p.Int("head_dim"))
 			}
+			if fits != nil {
+				return fits(p)
+			}
 			return nil
 		},
 		// One block per (split, KV head's block of query heads, row).
@@ -215,6 +277,35 @@ func attentionDecodeSplit() *ir.Family {
 	}
 }
 
+// attentionCombineGate is attention_combine followed by attn_output_gate
+// in one launch: out = combine(partial) ⊙ sigmoid(gate half of qg), per
+// head. Its reference is the two references in turn.
+func attentionCombineGate() *ir.Family {
+	return &ir.Family{
+		Kind: ir.AttentionCombineGate,
+		Operands: []ir.OperandSpec{
+			{Name: "out", DType: ir.F32, Access: ir.Write, Extent: ir.PerRow("q_heads", "head_dim")},
+			{Name: "partial", DType: ir.F32, Access: ir.Read, Extent: partialExtent},
+			{Name: "qg", DType: ir.F32, Access: ir.Read, Extent: func(p ir.Params, rows int64) int64 {
+				return rows * 2 * int64(p.Int("q_heads")*p.Int("head_dim"))
+			}},
+		},
+		Params:   ir.Ints("q_heads", "head_dim", "splits"),
+		Check:    checkPartial,
+		Template: "attention_combine.tmpl",
+		Launch: func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
+			return c.Blocks(p.Int("q_heads"), rows, 1)
+		},
+		Reference: func(a *ir.Args) error {
+			out := a.F32("out")
+			AttentionCombine(out, a.F32("partial"), a.N, a.Int("q_heads"), a.Int("head_dim"), a.Int("splits"))
+			AttnOutputGate(out, a.F32("qg"), a.N, a.Int("q_heads"), a.Int("head_dim"))
+			return nil
+		},
+		TemplateData: func(ir.Params) map[string]any { return map[string]any{"gate": true} },
+	}
+}
+
 func attentionCombine() *ir.Family {
 	return &ir.Family{
 		Kind: ir.AttentionCombine,
@@ -222,8 +313,9 @@ func attentionCombine() *ir.Family {
 			{Name: "out", DType: ir.F32, Access: ir.Write, Extent: ir.PerRow("q_heads", "head_dim")},
 			{Name: "partial", DType: ir.F32, Access: ir.Read, Extent: partialExtent},
 		},
-		Params: ir.Ints("q_heads", "head_dim", "splits"),
-		Check:  checkPartial,
+		Params:       ir.Ints("q_heads", "head_dim", "splits"),
+		Check:        checkPartial,
+		TemplateData: func(ir.Params) map[string]any { return map[string]any{"gate": false} },
 		// One block per (query head, row), as attention.
 		Launch: func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
 			return c.Blocks(p.Int("q_heads"), rows, 1)

@@ -255,6 +255,9 @@ func families() []*ir.Family {
 		},
 		attentionDecodeSplit(),
 		attentionCombine(),
+		attentionDecodeStream(),
+		attentionCombineGate(),
+		qkNormRoPEAppend(),
 		{
 			Kind: ir.AttnOutputGate,
 			Operands: []ir.OperandSpec{

@@ -23,7 +23,8 @@ launch are reported, and with
 (dynamic shared memory bytes) default to 256 threads and 0. A case with
 "inputs_from" reads its input and want files from that sibling case (an old
 family timed on the new one's bytes); an argument with "elements" longer than
-its file is zero-extended to that length on the device.
+its file is zero-extended to that length on the device, or, with "repeat",
+tiled to it (a long KV cache written as one period of positions).
 """
 import ctypes, json, os, subprocess, sys
 import torch
@@ -57,7 +58,9 @@ for name in names:
     for a in meta["args"]:
         raw = bytearray(open(os.path.join(src, a["file"]), "rb").read())
         t = torch.frombuffer(raw, dtype=DT[a["dtype"]]).clone()
-        if a.get("elements", 0) > t.numel():  # zero-extended to the operand's length (unread experts)
+        if a.get("elements", 0) > t.numel() and a.get("repeat"):  # tiled to the operand's length (a long KV cache)
+            t = t.repeat((a["elements"] + t.numel() - 1) // t.numel())[:a["elements"]].clone()
+        elif a.get("elements", 0) > t.numel():  # zero-extended to the operand's length (unread experts)
             t = torch.cat([t, torch.zeros(a["elements"] - t.numel(), dtype=t.dtype)])
         ts.append(t.cuda())
     block = torch.tensor(meta["params"], dtype=torch.int32, device="cuda")  # the parameter block
