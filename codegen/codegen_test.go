@@ -33,12 +33,13 @@ func frozen(t *testing.T, target plan.Target) *plan.Plan {
 }
 
 // representatives picks one kernel per family (the first by name) from
-// the gfx1151 plan, and from the cpu plan for the families fusion leaves out
-// of the GPU plans: the set the golden files pin down.
+// the gfx1151 plan, from the cpu plan for the families fusion leaves out
+// of the GPU plans, and from the sm_90 plan for the families only it uses
+// (the streamed decode attention): the set the golden files pin down.
 func representatives(t *testing.T) []plan.Kernel {
 	t.Helper()
 	byFamily := map[string]plan.Kernel{}
-	for _, target := range []plan.Target{plan.GFX1151, plan.CPU} {
+	for _, target := range []plan.Target{plan.GFX1151, plan.CPU, plan.SM90} {
 		seen := map[string]bool{}
 		for _, k := range frozen(t, target).Kernels {
 			if old, ok := byFamily[k.Family]; !ok || (seen[k.Family] && k.Name < old.Name) {

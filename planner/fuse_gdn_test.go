@@ -75,6 +75,7 @@ func TestFuseGDNDecode(t *testing.T) {
 		want[ir.MatMul] -= m.Config.NumHiddenLayers
 		want[ir.MatMulAdd] = m.Config.NumHiddenLayers
 		delete(want, ir.Add)
+		qkFused(want)
 		if diff := cmp.Diff(want, kindCounts(fused["decode"])); diff != "" {
 			t.Errorf("%s: fused decode op counts (-want +got):\n%s", target, diff)
 		}

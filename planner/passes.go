@@ -119,6 +119,7 @@ func fusePass(c *compilation) error {
 		n := fuseMatMulAdd(g)
 		if c.steps[i].Kind == plan.DecodeStep {
 			n += fuseGDNDecode(g, c.o.Target)
+			n += fuseQKNormRoPE(g)
 		}
 		if n == 0 {
 			continue

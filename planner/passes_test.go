@@ -98,6 +98,7 @@ func TestFuseMatMulAdd(t *testing.T) {
 	want[ir.Add] -= layers
 	want[ir.MatMulAdd] = layers
 	delete(want, ir.Add)
+	qkFused(want)
 	if diff := cmp.Diff(want, fused); diff != "" {
 		t.Errorf("fused decode op counts (-want +got):\n%s", diff)
 	}

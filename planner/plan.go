@@ -24,9 +24,10 @@ type Options struct {
 	LogitsRows int
 	// Chunk is the GDN chunk size of prefill (0: 64, SPEC §3.1).
 	Chunk int
-	// KVDType is the KV cache's element type: "f32" (the default) or, on
-	// the GPU targets, "bf16" (half the bytes; SPEC §2.3 step 4 stores bf16,
-	// at a cost in agreement with an fp32 reference).
+	// KVDType is the KV cache's element type: "bf16" or "f32" on the GPU
+	// targets, where "" means bf16 (half the bytes the decode attention
+	// reads; SPEC §2.3 step 4 stores bf16, at a cost in agreement with an
+	// fp32 reference), and "f32" on the cpu ("" means f32 there).
 	KVDType ir.DType
 	// Fusion says whether the fusion pass runs (FuseDefault: on GPU targets).
 	Fusion Fusion
@@ -108,6 +109,8 @@ func (o *Options) check() error {
 		o.Chunk = 64
 	}
 	switch {
+	case o.KVDType == "" && o.Target.GPU():
+		o.KVDType = ir.BF16
 	case o.KVDType == "":
 		o.KVDType = ir.F32
 	case o.KVDType == ir.BF16 && !o.Target.GPU():

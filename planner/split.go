@@ -26,9 +26,24 @@ const splitBlocksPerSM = 2
 // of every warp) and the rest write neutral partials.
 const splitAlign = 32
 
+// streamBlocksPerSM is the same for attention_decode_stream: its
+// registers (two 128-float sets per lane) and its 48 KiB ring allow one
+// block per SM, so the splits fill the GPU in one wave.
+const streamBlocksPerSM = 1
+
+// streams reports whether the decode attention of target t runs as
+// attention_decode_stream: where the dialect has asynchronous copies
+// (cp.async, CUDA). Elsewhere the stream kernel's ring would be loads and
+// stores through shared memory, and the split kernel stays.
+func streams(t plan.Target) bool {
+	d, err := t.Dialect()
+	return err == nil && d == plan.CUDA
+}
+
 // decodeSplits is the number of splits of the decode attention for the
-// options (0: keep attention).
-func (o *Options) decodeSplits(blocksPerSplit int) int {
+// options (0: keep attention), perSM the blocks per multiprocessor the
+// kernel aims for.
+func (o *Options) decodeSplits(blocksPerSplit, perSM int) int {
 	switch {
 	case o.DecodeSplits == -1:
 		return 0
@@ -37,7 +52,7 @@ func (o *Options) decodeSplits(blocksPerSplit int) int {
 	case !o.Target.GPU():
 		return 0 // the cpu plan keeps attention, the oracle
 	}
-	return max(1, ir.Ceil(splitBlocksPerSM*o.Target.Launch().Multiprocessors, blocksPerSplit))
+	return max(1, ir.Ceil(perSM*o.Target.Launch().Multiprocessors, blocksPerSplit))
 }
 
 func splitPass(c *compilation) error {
@@ -58,11 +73,19 @@ func splitPass(c *compilation) error {
 // splitDecodeAttention rewrites every attention op of g that the split
 // kernel serves (head_dim a multiple of the 32 lanes of a warp, which its
 // template is written for, up to kernels.MaxSplitHeadDim) into the split
-// and combine pair; it returns the number of rewrites.
+// and combine pair; it returns the number of rewrites. On the targets that
+// stream (streams) the split is attention_decode_stream where its ring
+// fits, and the output gate that follows the attention (attn_output_gate
+// on its output, over the same rows and heads) moves into the combine
+// (attention_combine_gate).
 func splitDecodeAttention(g *ir.Graph, o *Options) int {
 	n := 0
 	var ops []*ir.Op
-	for _, op := range g.Ops {
+	skip := map[*ir.Op]bool{}
+	for i, op := range g.Ops {
+		if skip[op] {
+			continue
+		}
 		p := op.Params
 		if op.Kind != ir.Attention || p.Int("head_dim")%32 != 0 || p.Int("head_dim") > kernels.MaxSplitHeadDim {
 			ops = append(ops, op)
@@ -70,15 +93,19 @@ func splitDecodeAttention(g *ir.Graph, o *Options) int {
 		}
 		heads, group := p.Int("q_heads"), p.Int("q_heads")/p.Int("kv_heads")
 		blockHeads := kernels.BlockHeads(group, p.Int("head_dim"))
-		splits := min(o.decodeSplits(heads/blockHeads), kernels.MaxSplits) // the target's count may exceed it
+		sp := p.Clone()
+		sp.SetInt("split_align", splitAlign)
+		sp.SetInt("block_heads", int64(blockHeads))
+		kind, perSM := ir.AttentionDecodeSplit, splitBlocksPerSM
+		if streams(o.Target) && kernels.DecodeStreamFits(sp) == nil {
+			kind, perSM = ir.AttentionDecodeStream, streamBlocksPerSM
+		}
+		splits := min(o.decodeSplits(heads/blockHeads, perSM), kernels.MaxSplits) // the target's count may exceed it
 		if splits == 0 {
 			ops = append(ops, op)
 			continue
 		}
-		sp := p.Clone()
 		sp.SetInt("splits", int64(splits))
-		sp.SetInt("split_align", splitAlign)
-		sp.SetInt("block_heads", int64(blockHeads))
 		partial := g.Tensor("attn_partial")
 		if partial == nil {
 			width := int64(heads * splits * kernels.PartialStride(p.Int("head_dim")))
@@ -90,13 +117,41 @@ func splitDecodeAttention(g *ir.Graph, o *Options) int {
 			cp.SetInt(k, int64(p.Int(k)))
 		}
 		cp.SetInt("splits", int64(splits))
+		combine := &ir.Op{Kind: ir.AttentionCombine, Layer: op.Layer, Rows: op.Rows, Params: cp,
+			Operands: []ir.Operand{op.Operands[0], part}}
+		if gate := gateAfter(g, i); kind == ir.AttentionDecodeStream && gate != nil {
+			combine.Kind = ir.AttentionCombineGate
+			combine.Operands = append(combine.Operands, gate.Operands[1])
+			skip[gate] = true
+		}
 		ops = append(ops,
-			&ir.Op{Kind: ir.AttentionDecodeSplit, Layer: op.Layer, Rows: op.Rows, Params: sp,
+			&ir.Op{Kind: kind, Layer: op.Layer, Rows: op.Rows, Params: sp,
 				Operands: []ir.Operand{part, op.Operands[1], op.Operands[2], op.Operands[3]}},
-			&ir.Op{Kind: ir.AttentionCombine, Layer: op.Layer, Rows: op.Rows, Params: cp,
-				Operands: []ir.Operand{op.Operands[0], part}})
+			combine)
 		n++
 	}
 	g.Ops = ops
 	return n
+}
+
+// gateAfter is the attn_output_gate right after the attention op i when it
+// gates exactly that op's output (the same tensor and offset, rows, heads
+// and head_dim) and its gate tensor is not the output itself, or nil.
+func gateAfter(g *ir.Graph, i int) *ir.Op {
+	if i+1 >= len(g.Ops) {
+		return nil
+	}
+	at, gate := g.Ops[i], g.Ops[i+1]
+	p, gp := at.Params, gate.Params
+	switch {
+	case gate.Kind != ir.AttnOutputGate || gate.Layer != at.Layer:
+		return nil
+	case (gate.Rows == nil) != (at.Rows == nil) || (gate.Rows != nil && *gate.Rows != *at.Rows):
+		return nil
+	case gate.Operands[0] != at.Operands[0] || gate.Operands[1].Tensor == at.Operands[0].Tensor:
+		return nil
+	case gp.Int("heads") != p.Int("q_heads") || gp.Int("head_dim") != p.Int("head_dim"):
+		return nil
+	}
+	return gate
 }

@@ -14,8 +14,11 @@ import (
 // targets the decode step's every attention becomes a split (splits from
 // the target's multiprocessors, the group of 8 heads in one block) and a
 // combine that writes attention's output, through one attn_partial
-// activation; prefill keeps attention; the cpu plan keeps it unless asked,
-// and a negative count keeps it on a GPU.
+// activation — on sm_90 the streamed split (one block per SM: 66 splits)
+// and the combine with the output gate, which then goes; on gfx1151 the
+// split (two blocks per SM), the combine and the gate; prefill keeps
+// attention; the cpu plan keeps it unless asked, and a negative count
+// keeps it on a GPU.
 func TestSplitKV(t *testing.T) {
 	m := FromConfig("real", arch.Real())
 	graphs := func(o Options) map[string]*ir.Graph {
@@ -40,14 +43,26 @@ func TestSplitKV(t *testing.T) {
 		return n
 	}
 	layers := 10 // full-attention layers of the real model
-	for target, splits := range map[plan.Target]int64{plan.SM90: 132, plan.GFX1151: 40} {
+	type want struct {
+		splits         int64
+		split, combine ir.Kind
+		gates          int
+	}
+	for target, w := range map[plan.Target]want{
+		plan.SM90:    {66, ir.AttentionDecodeStream, ir.AttentionCombineGate, 0},
+		plan.GFX1151: {40, ir.AttentionDecodeSplit, ir.AttentionCombine, layers},
+	} {
+		splits := w.splits
 		gs := graphs(Options{Target: target})
 		dec := gs["decode"]
 		if n := count(dec, ir.Attention); n != 0 {
 			t.Errorf("%s: %d attention ops left at decode", target, n)
 		}
-		if a, b := count(dec, ir.AttentionDecodeSplit), count(dec, ir.AttentionCombine); a != layers || b != layers {
-			t.Errorf("%s: %d splits, %d combines, want %d each", target, a, b, layers)
+		if a, b := count(dec, w.split), count(dec, w.combine); a != layers || b != layers {
+			t.Errorf("%s: %d %s, %d %s, want %d each", target, a, w.split, b, w.combine, layers)
+		}
+		if n := count(dec, ir.AttnOutputGate); n != w.gates {
+			t.Errorf("%s: %d output gates, want %d", target, n, w.gates)
 		}
 		if n := count(gs["prefill_4"], ir.Attention); n != layers {
 			t.Errorf("%s: prefill has %d attention ops, want %d", target, n, layers)
@@ -61,13 +76,13 @@ func TestSplitKV(t *testing.T) {
 		}
 		for i, op := range dec.Ops {
 			switch op.Kind {
-			case ir.AttentionDecodeSplit:
+			case w.split:
 				p := op.Params
 				if p.Int("splits") != int(splits) || p.Int("block_heads") != 8 || p.Int("split_align") != splitAlign {
 					t.Errorf("%s: split params %s", target, p)
 				}
 				next := dec.Ops[i+1]
-				if next.Kind != ir.AttentionCombine || next.Operands[1] != op.Operands[0] ||
+				if next.Kind != w.combine || next.Operands[1] != op.Operands[0] ||
 					dec.Tensors[next.Operands[0].Tensor].Name != "attn_o" || dec.Tensors[op.Operands[1].Tensor].Name != "attn_q" {
 					t.Errorf("%s: op %d: the split is not followed by its combine into attn_o", target, i)
 				}
@@ -101,7 +116,7 @@ func TestSplitKVKeepsUnservedHeads(t *testing.T) {
 	}
 	for _, g := range gs {
 		for _, op := range g.Ops {
-			if op.Kind == ir.AttentionDecodeSplit || op.Kind == ir.AttentionCombine {
+			if op.Kind == ir.AttentionDecodeSplit || op.Kind == ir.AttentionCombine || op.Kind == ir.AttentionDecodeStream || op.Kind == ir.AttentionCombineGate {
 				t.Fatalf("%s: %s for head_dim 8", g.Name, op.Kind)
 			}
 		}

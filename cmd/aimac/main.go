@@ -122,7 +122,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 	c.Flags().StringVar(&target, "target", string(plan.CPU), "`TARGET`: "+targetList(plan.Targets))
 	c.Flags().StringVar(&buckets, "buckets", "1024,2048,4096,8192", "prefill bucket `SIZES`, increasing, comma-separated")
 	cliflag.Int(c.Flags(), &ctxTokens, "context-tokens", 262144, 1, "context capacity `N` (prompt + output tokens)")
-	c.Flags().StringVar(&kvDType, "kv-dtype", "f32", "KV cache element `DTYPE`: f32, or bf16 on a GPU target (half the bytes, less exact)")
+	c.Flags().StringVar(&kvDType, "kv-dtype", "", "KV cache element `DTYPE`: bf16 or f32 on a GPU target (default bf16: half the bytes, less exact), f32 on the cpu (the default)")
 	c.Flags().StringVar(&fusion, "fusion", "", "the fusion pass `MODE`: on, off, or empty for the target's default (on for GPU targets)")
 	cliflag.IntRange(c.Flags(), &decodeSplits, "decode-splits", 0, -1, 1024, "`N` splits of the decode step's split-KV attention: 0 for the target's (GPU: from its multiprocessors; cpu: none), -1 to keep attention, 1 to 1024 on any target")
 	c.Flags().StringVar(&out, "out", "-", "output `FILE` (- for stdout)")
