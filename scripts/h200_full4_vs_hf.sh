@@ -26,7 +26,9 @@
 # and full4_engine.log. Environment: FULL4_WORK (default /tmp/full4work),
 # FULL4_BUDGET_S (default 420: the comparison stops waiting after that many
 # seconds, and engine runs that would start too late are skipped),
-# FULL4_LENGTHS (default 1,63,64,65,1000,1024,1025,4096), FULL4_COMMIT.
+# FULL4_LENGTHS (default 1,63,64,65,1000,1024,1025,4096), FULL4_COMMIT,
+# FULL4_KV_DTYPE (default bf16, the GPU plans' KV cache; f32 for the second
+# gate run with an f32 cache).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-$root/results/h200}
@@ -35,6 +37,7 @@ dir=$(cd "$dir" && pwd)
 work=${FULL4_WORK:-/tmp/full4work}
 budget=${FULL4_BUDGET_S:-420}
 lengths=${FULL4_LENGTHS:-1,63,64,65,1000,1024,1025,4096}
+kv_dtype=${FULL4_KV_DTYPE:-bf16}
 start=$(date +%s)
 deadline=$((start + budget))
 ckpt=$work/full4
@@ -67,7 +70,7 @@ echo "[$(elapsed)s] synth done"
 # Engine: plan, build, then one probe per length; ours_<T>.rc announces each result.
 (
   set +e
-  bin/aimac plan --model-dir "$ckpt" --target sm_90 --buckets 64,1024 --context-tokens 4224 --out "$work/plan.json" || { echo plan-failed; for t in ${lengths//,/ }; do echo "plan failed" >"$work/ours_$t.rc"; done; exit 1; }
+  bin/aimac plan --model-dir "$ckpt" --target sm_90 --buckets 64,1024 --context-tokens 4224 --kv-dtype "$kv_dtype" --out "$work/plan.json" || { echo plan-failed; for t in ${lengths//,/ }; do echo "plan failed" >"$work/ours_$t.rc"; done; exit 1; }
   if [ $prebuilt = 1 ]; then
     while [ ! -f "$work/build.rc" ]; do sleep 0.5; done
     if cmp -s "$work/plan.json" bin/full4_plan.json && [ "$(cat "$work/build.rc")" = 0 ]; then
@@ -103,7 +106,7 @@ engine=$!
 python3 oracle/compare_full4.py compare --model-dir "$ckpt" --work "$work" --out "$dir/full4_vs_hf.json" \
   --deadline "$deadline" --commit "${FULL4_COMMIT:-}" \
   --checkpoint-desc "aimac synth --preset full --layers 4 --seed 1 (real widths, 3 GDN + 1 full attention, 256 experts)" \
-  --command "scripts/h200_full4_vs_hf.sh (FULL4_LENGTHS=$lengths FULL4_BUDGET_S=$budget)"
+  --command "scripts/h200_full4_vs_hf.sh (FULL4_LENGTHS=$lengths FULL4_BUDGET_S=$budget FULL4_KV_DTYPE=$kv_dtype)"
 rc=$?
 if kill -0 $engine 2>/dev/null; then echo "engine job still running at the end: stopping it"; pkill -P $engine 2>/dev/null; kill $engine 2>/dev/null; fi
 wait $engine 2>/dev/null

@@ -3,7 +3,8 @@
 # Qwen3.6-35B-A3B (40 layers, 256 experts, vocab 248320) with synthetic bf16
 # weights, batch 1, in one run on an sm_90 machine (H100/H200, about 75 GB of
 # GPU memory free) with nvcc and python3 holding torch + transformers 5.17:
-#   1. aimac plan --target sm_90 (the embedded real config; buckets 1024,8192,
+#   1. aimac plan --target sm_90 (the embedded real config, bf16 KV cache: the
+#      GPU default; buckets 1024,8192,
 #      context 9216) and aimac build of its bundle;
 #   2. aima-engine probe bench --bundle ... --synthetic-weights 1 (weights made
 #      on the device): cold prefill of 1024 and 8192 random ids (1 warm-up, 3
