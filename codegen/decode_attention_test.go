@@ -35,6 +35,13 @@ func streamKernel(hq, hkv, d, capacity, splits, align int, bf16KV bool) plan.Ker
 	return k
 }
 
+// sharp sets a kernel's scale to 2, so that its scores spread over tens.
+func sharp(k plan.Kernel) plan.Kernel {
+	k.Params = k.Params.Clone()
+	k.Params.SetReal("scale", 2)
+	return k
+}
+
 func combineGateKernel(hq, d, splits int) plan.Kernel {
 	return kern("attention_combine_gate", map[string]float64{"q_heads": float64(hq), "head_dim": float64(d), "splits": float64(splits)})
 }
@@ -91,6 +98,10 @@ func decodeAttentionCases() []gpuCase {
 			gpuCase{"dstream_group3" + sfx, streamKernel(6, 2, 64, 80, 9, 1, bf), 2, 41},
 			gpuCase{"dstream_mha" + sfx, streamKernel(2, 2, 128, 64, 4, 8, bf), 1, 63},
 			gpuCase{"dstream_wide" + sfx, streamKernel(4, 1, 512, 50, 3, 1, bf), 1, 37},
+			// Scores of spread ±30 (scale 2): the running max passes the
+			// reference by more than the lazy rescale's margin at many steps.
+			gpuCase{"dstream_sharp" + sfx, sharp(streamKernel(16, 2, 256, 2100, 3, 32, bf)), 1, 2099},
+			gpuCase{"dstream_sharp_tiny" + sfx, sharp(streamKernel(4, 2, 32, 1200, 2, 1, bf)), 2, 1197},
 			// q/k norm + RoPE + KV append: the real heads (first and a far
 			// position, prefill rows), the tiny fixtures' (rotary 8 of 32),
 			// full rotary on odd head counts, the last cache position.
