@@ -166,8 +166,8 @@ type decodeSpeed struct {
 const speedPeriod = 1024
 
 // decodeSpeeds are the split pair's speed cases: the streamed split at 1K,
-// 8K, 32K and 128K with bf16 KV (sm_90's 66 splits) and 32K with f32, the
-// old split (132 splits) at 32K and 128K beside it, the fused combine +
+// 8K, 32K and 128K with bf16 KV (sm_90's 66 splits) and 32K with f32, at
+// 8K, 32K and 128K with 132 splits too (to choose the count), the old split (132 splits) at 32K and 128K beside it, the fused combine +
 // gate of 66 splits and the fused q/k norm + RoPE + append at decode.
 var decodeSpeeds = []decodeSpeed{
 	{"dstream_speed_1k_bf16", "attention_decode_stream", 1024, true, 66, 200},
@@ -175,6 +175,11 @@ var decodeSpeeds = []decodeSpeed{
 	{"dstream_speed_32k_bf16", "attention_decode_stream", 32768, true, 66, 100},
 	{"dstream_speed_128k_bf16", "attention_decode_stream", 131072, true, 66, 50},
 	{"dstream_speed_32k_f32", "attention_decode_stream", 32768, false, 66, 100},
+	// Two blocks per SM's worth of splits (two waves on the H200), to
+	// choose the split count from the measurement.
+	{"dstream_speed_8k_bf16_s132", "attention_decode_stream", 8192, true, 132, 200},
+	{"dstream_speed_32k_bf16_s132", "attention_decode_stream", 32768, true, 132, 100},
+	{"dstream_speed_128k_bf16_s132", "attention_decode_stream", 131072, true, 132, 50},
 	{"dsplit_speed_32k_bf16", "attention_decode_split", 32768, true, 132, 100},
 	{"dsplit_speed_128k_bf16", "attention_decode_split", 131072, true, 132, 50},
 	{"dcombgate_speed", "attention_combine_gate", 32768, false, 66, 200},

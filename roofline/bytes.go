@@ -90,9 +90,11 @@ func Decode(p *plan.Plan, context int) (*Step, error) {
 //     variants): only the k selected experts' slices, k/experts of the
 //     extent per row, at most the whole tensor (batch 1 reads k experts);
 //   - the embedding table: the rows of the step's tokens, not the table;
-//   - the KV cache read by attention (attention, attention_decode_split):
-//     context rows of its capacity rows; kv_append writes the step's rows
-//     and reads none;
+//   - the KV cache read by attention (attention, attention_decode_split,
+//     attention_decode_stream):
+//     context rows of its capacity rows; kv_append (and
+//     qk_norm_rope_append, which contains it) writes the step's rows and
+//     reads none;
 //   - activations, ports and the parameter block count nothing: they are
 //     small and stay in cache, the roofline is the bytes that cannot.
 func Phase(p *plan.Plan, ph *plan.Phase, context int) (*Step, error) {
@@ -164,7 +166,7 @@ func operandBytes(f *ir.Family, p ir.Params, o ir.OperandSpec, rows, context int
 		return min(ext, rows*int64(p.Int("hidden"))) * size
 	case o.Name == "k_cache" || o.Name == "v_cache":
 		width := int64(p.Int("width"))
-		if f.Kind == ir.KVAppend {
+		if f.Kind == ir.KVAppend || f.Kind == ir.QKNormRoPEAppend {
 			return rows * width * size // written, not read
 		}
 		return min(ext, context*width) * size

@@ -162,7 +162,10 @@ func TestDecodeBytesReal(t *testing.T) {
 		if weights < 5.89e9 || weights > 5.90e9 {
 			t.Fatalf("%s: %d bytes of weights a token, want 5.89 to 5.90 GB", target, weights)
 		}
-		const kvPerToken = 10 * 2 * 2 * 256 * 4 // k and v, f32
+		kvPerToken := int64(10 * 2 * 2 * 256 * 2) // k and v, bf16: the GPU plans' cache
+		if target == plan.CPU {
+			kvPerToken *= 2 // f32
+		}
 		for _, ctx := range []int64{1025, 8193} {
 			s, err := Decode(p, int(ctx))
 			if err != nil {

@@ -139,6 +139,9 @@ constexpr int RING_WORDS = STAGES * STEP_WORDS * WARPS;
 constexpr int HALF_WARPS = WARPS / 2 > 0 ? WARPS / 2 : 1;
 constexpr int MERGE_WORDS = 2 * WARPS * HBP + HALF_WARPS * HBP * HEAD_DIM;
 constexpr int SMEM_WORDS = RING_WORDS > MERGE_WORDS ? RING_WORDS : MERGE_WORDS;
+// RESCALE: how far (natural log) a score may pass the reference max before the accumulators
+// are rescaled to a new one: weights stay below e^8.
+constexpr float RESCALE = 8.0f;
 static_assert(WARP_SIZE == 32 && HEAD_DIM % WARP_SIZE == 0 && WIDTH == KV_HEADS * HEAD_DIM, "attention layout");
 static_assert(GROUP % BLOCK_HEADS == 0 && HBP * HEAD_DIM <= 2048 && C <= 32, "attention_decode_stream heads");
 static_assert(SMEM_WORDS * 4 <= SMEM_BYTES && STEP_WORDS * WARPS * 4 <= SMEM_BYTES, "attention_decode_stream shared memory");
@@ -159,6 +162,7 @@ DEVICE void copy_chunk(unsigned int* dst, const kv_t* src, bool ok) {
   }
 }
 DEVICE void copy_commit() {}
+DEVICE bool warp_any(bool p) { return warp_max(p ? 1.0f : 0.0f) > 0.0f; }
 template <int N>
 DEVICE void copy_wait() {}
 // read_slice reads a lane's WORDS words of one row from the ring (chunk c at word (c·32 + lane)·CW).
@@ -208,7 +212,11 @@ KERNEL void attention_decode_stream_cf49c61e(float* partial, const float* q, con
   constexpr int STRIDE = WARPS * PPW;
   const int steps = first < hi ? (hi - first + STRIDE - 1) / STRIDE : 0;
   unsigned int* ring = smem + WARP * STAGES * STEP_WORDS;
-  // issue copies step k's rows into ring slot k % STAGES: slot j holds position j ^ lj.
+  // issue copies step k's rows into ring slot k % STAGES: slot j holds position j ^ lj. A
+  // position past the split copies nothing from a valid row (k0, v0) and zero-fills.
+  const long long lane_off = (long long)kvh * HEAD_DIM + LANE * DPL;
+  const kv_t* k0 = k_cache + (long long)lo * WIDTH + lane_off;
+  const kv_t* v0 = v_cache + (long long)lo * WIDTH + lane_off;
   auto issue = [&](int k) {
     unsigned int* slot = ring + (k % STAGES) * STEP_WORDS;
     const int p0 = first + k * STRIDE;
@@ -216,12 +224,13 @@ KERNEL void attention_decode_stream_cf49c61e(float* partial, const float* q, con
     for (int j = 0; j < PPW; ++j) {
       const int p = p0 + (j ^ lj);
       const bool ok = p < hi;
-      const long long off = ((long long)(ok ? p : lo) * KV_HEADS + kvh) * HEAD_DIM + LANE * DPL;
+      const long long off = (long long)(ok ? p - lo : 0) * WIDTH;
 #pragma unroll
       for (int c = 0; c < CHUNKS; ++c) {
         const int w = (c * WARP_SIZE + LANE) * CW;
-        copy_chunk<CHUNK>(slot + (2 * j) * WORDS * WARP_SIZE + w, k_cache + off + c * (CHUNK / (int)sizeof(kv_t)), ok);
-        copy_chunk<CHUNK>(slot + (2 * j + 1) * WORDS * WARP_SIZE + w, v_cache + off + c * (CHUNK / (int)sizeof(kv_t)), ok);
+        constexpr int E = CHUNK / (int)sizeof(kv_t) > 0 ? CHUNK / (int)sizeof(kv_t) : 1;
+        copy_chunk<CHUNK>(slot + (2 * j) * WORDS * WARP_SIZE + w, k0 + off + c * E, ok);
+        copy_chunk<CHUNK>(slot + (2 * j + 1) * WORDS * WARP_SIZE + w, v0 + off + c * E, ok);
       }
     }
   };
@@ -239,7 +248,8 @@ KERNEL void attention_decode_stream_cf49c61e(float* partial, const float* q, con
 #pragma unroll
     for (int i = 0; i < DPL; ++i) { qv[h][i] = ah < BLOCK_HEADS ? qr[i] : 0.0f; acc[h][i] = 0.0f; }
   }
-  float m = bits_f32(0xff800000u);  // running max and sum of head lh
+  float m = bits_f32(0xff800000u);   // reference max and sum of head lh (see RESCALE)
+  float mt = bits_f32(0xff800000u);  // true running max of head lh
   float l = 0.0f;
   for (int it = 0; it < steps; ++it) {
     // The slot refilled here was consumed by the previous step.
@@ -277,27 +287,50 @@ KERNEL void attention_decode_stream_cf49c61e(float* partial, const float* q, con
     float mx = score;
 #pragma unroll
     for (int b = 1; b < PPW; b *= 2) mx = __builtin_fmaxf(mx, shfl_xor(mx, b << SH));
-    const float mn = __builtin_fmaxf(m, mx);
-    const float corr = fexp(m - mn);
-    const float e = fexp(score - mn);
+    mt = __builtin_fmaxf(mt, mx);
+    // Lazy rescaling: the reference max m moves (and the accumulators are rescaled) only when a
+    // score passes it by more than RESCALE for some head of the warp; otherwise e ≤ e^RESCALE.
+    if (warp_any(mx > m + RESCALE)) {
+      const float mn = __builtin_fmaxf(m, mx);
+      const float corr = fexp(m - mn);
+      l *= corr;
+      m = mn;
+#pragma unroll
+      for (int h = 0; h < HBP; ++h) {
+        const float ch = shfl_xor(corr, (h * PPW) << SH);
+#pragma unroll
+        for (int i = 0; i < DPL; ++i) acc[h][i] *= ch;
+      }
+    }
+    const float e = fexp(score - m);
     float es = e;
 #pragma unroll
     for (int b = 1; b < PPW; b *= 2) es += shfl_xor(es, b << SH);
-    l = l * corr + es;
-    m = mn;
+    l += es;
 #pragma unroll
     for (int h = 0; h < HBP; ++h) {
-      const float ch = shfl_xor(corr, (h * PPW) << SH);
       float eh[PPW];
 #pragma unroll
       for (int j = 0; j < PPW; ++j) eh[j] = shfl_xor(e, (h * PPW + j) << SH);
 #pragma unroll
       for (int i = 0; i < DPL; ++i) {
-        float a = acc[h][i] * ch;
+        float a = acc[h][i];
 #pragma unroll
         for (int j = 0; j < PPW; ++j) a += eh[j] * at(vw[j], i);
         acc[h][i] = a;
       }
+    }
+  }
+  // Refer (m, l, acc) to the true max mt, as the record wants.
+  {
+    const float f = mt == m ? 1.0f : fexp(m - mt);
+    l *= f;
+    m = mt;
+#pragma unroll
+    for (int h = 0; h < HBP; ++h) {
+      const float fh = shfl_xor(f, (h * PPW) << SH);
+#pragma unroll
+      for (int i = 0; i < DPL; ++i) acc[h][i] *= fh;
     }
   }
   copy_wait<0>();
