@@ -12,8 +12,8 @@ import (
 )
 
 // TestFusedPlanBitIdentical runs the tiny checkpoint on the CPU with the
-// fusion pass forced on and off (matmul_add, and gdn_decode_step in the
-// decode steps): the fused families' composed references make every logit
+// fusion pass forced on and off (matmul_add, and gdn_decode_step and
+// qk_norm_rope_append in the decode steps): the fused families' composed references make every logit
 // of a prefill and the decode steps after it equal bit for bit to the
 // unfused plan's.
 func TestFusedPlanBitIdentical(t *testing.T) {
@@ -35,13 +35,13 @@ func TestFusedPlanBitIdentical(t *testing.T) {
 		for _, ph := range p.Phases {
 			for _, l := range ph.Launches {
 				for _, k := range p.Kernels {
-					if k.Name == l.Kernel && (ir.Kind(k.Family) == ir.MatMulAdd || ir.Kind(k.Family) == ir.GDNDecodeStep) {
+					if k.Name == l.Kernel && (ir.Kind(k.Family) == ir.MatMulAdd || ir.Kind(k.Family) == ir.GDNDecodeStep || ir.Kind(k.Family) == ir.QKNormRoPEAppend) {
 						fused[ir.Kind(k.Family)]++
 					}
 				}
 			}
 		}
-		for _, k := range []ir.Kind{ir.MatMulAdd, ir.GDNDecodeStep} {
+		for _, k := range []ir.Kind{ir.MatMulAdd, ir.GDNDecodeStep, ir.QKNormRoPEAppend} {
 			if (f == planner.FuseOn) != (fused[k] > 0) {
 				t.Fatalf("fusion %q: %d %s launches", f, fused[k], k)
 			}
