@@ -10,9 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aimaproject/aimac/arch"
 	"github.com/aimaproject/aimac/ir"
 	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
+	"github.com/aimaproject/aimac/planner"
 	"github.com/aimaproject/aimac/plans"
 )
 
@@ -32,16 +34,36 @@ func frozen(t *testing.T, target plan.Target) *plan.Plan {
 	return p
 }
 
+// optionPlans are plans of the real model that reach the families no
+// frozen plan uses by default: sm_90 with the streamed decode attention
+// (planner.Options.DecodeStream) and the cpu with the split pair and its
+// plain combine (DecodeSplits).
+func optionPlans(t *testing.T) []*plan.Plan {
+	t.Helper()
+	m := planner.FromConfig(arch.RealName, arch.Real())
+	var out []*plan.Plan
+	for _, o := range []planner.Options{{Target: plan.SM90, DecodeStream: true}, {Target: plan.CPU, DecodeSplits: 66}} {
+		o.Buckets, o.ContextTokens = []int{1024}, 4096
+		p, err := planner.Plan(m, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
 // representatives picks one kernel per family (the first by name) from
 // the gfx1151 plan, from the cpu plan for the families fusion leaves out
-// of the GPU plans, and from the sm_90 plan for the families only it uses
-// (the streamed decode attention): the set the golden files pin down.
+// of the GPU plans, and from optionPlans for the families only an option
+// reaches: the set the golden files pin down.
 func representatives(t *testing.T) []plan.Kernel {
 	t.Helper()
 	byFamily := map[string]plan.Kernel{}
-	for _, target := range []plan.Target{plan.GFX1151, plan.CPU, plan.SM90} {
+	ps := []*plan.Plan{frozen(t, plan.GFX1151), frozen(t, plan.CPU)}
+	for _, p := range append(ps, optionPlans(t)...) {
 		seen := map[string]bool{}
-		for _, k := range frozen(t, target).Kernels {
+		for _, k := range p.Kernels {
 			if old, ok := byFamily[k.Family]; !ok || (seen[k.Family] && k.Name < old.Name) {
 				byFamily[k.Family] = k
 				seen[k.Family] = true
@@ -96,8 +118,18 @@ func TestRenderFrozenPlans(t *testing.T) {
 	for _, k := range frozen(t, plan.CPU).Kernels {
 		families[k.Family] = true
 	}
+	var ps []*plan.Plan
 	for _, target := range plan.GPUTargets() {
-		p := frozen(t, target)
+		ps = append(ps, frozen(t, target))
+	}
+	for _, p := range append(ps, optionPlans(t)...) {
+		target := p.Target
+		if !target.GPU() {
+			for _, k := range p.Kernels {
+				families[k.Family] = true
+			}
+			continue
+		}
 		srcs, err := RenderPlan(p)
 		if err != nil {
 			t.Fatalf("%s: %v", target, err)
@@ -132,7 +164,7 @@ func TestRenderFrozenPlans(t *testing.T) {
 		}
 	}
 	if len(families) != len(kernels.Families) {
-		t.Errorf("the frozen plans use %d families, the table has %d", len(families), len(kernels.Families))
+		t.Errorf("the frozen and option plans use %d families, the table has %d", len(families), len(kernels.Families))
 	}
 	// The sampler's reference sums its logprob in the device kernel's lane
 	// order, which is the block's.

@@ -31,13 +31,14 @@ const splitAlign = 32
 // block per SM, so the splits fill the GPU in one wave.
 const streamBlocksPerSM = 1
 
-// streams reports whether the decode attention of target t runs as
-// attention_decode_stream: where the dialect has asynchronous copies
-// (cp.async, CUDA). Elsewhere the stream kernel's ring would be loads and
-// stores through shared memory, and the split kernel stays.
-func streams(t plan.Target) bool {
-	d, err := t.Dialect()
-	return err == nil && d == plan.CUDA
+// streams reports whether the decode attention runs as
+// attention_decode_stream: when the options ask for it (DecodeStream) and
+// the target's dialect has asynchronous copies (cp.async, CUDA). Elsewhere
+// the stream kernel's ring would be loads and stores through shared
+// memory, and the split kernel stays.
+func (o *Options) streams() bool {
+	d, err := o.Target.Dialect()
+	return o.DecodeStream && err == nil && d == plan.CUDA
 }
 
 // decodeSplits is the number of splits of the decode attention for the
@@ -73,11 +74,11 @@ func splitPass(c *compilation) error {
 // splitDecodeAttention rewrites every attention op of g that the split
 // kernel serves (head_dim a multiple of the 32 lanes of a warp, which its
 // template is written for, up to kernels.MaxSplitHeadDim) into the split
-// and combine pair; it returns the number of rewrites. On the targets that
+// and combine pair; it returns the number of rewrites. Where the options
 // stream (streams) the split is attention_decode_stream where its ring
-// fits, and the output gate that follows the attention (attn_output_gate
-// on its output, over the same rows and heads) moves into the combine
-// (attention_combine_gate).
+// fits; where they fuse (GPU targets by default), the output gate that
+// follows the attention (attn_output_gate on its output, over the same rows
+// and heads) moves into the combine (attention_combine_gate).
 func splitDecodeAttention(g *ir.Graph, o *Options) int {
 	n := 0
 	var ops []*ir.Op
@@ -97,7 +98,7 @@ func splitDecodeAttention(g *ir.Graph, o *Options) int {
 		sp.SetInt("split_align", splitAlign)
 		sp.SetInt("block_heads", int64(blockHeads))
 		kind, perSM := ir.AttentionDecodeSplit, splitBlocksPerSM
-		if streams(o.Target) && kernels.DecodeStreamFits(sp) == nil {
+		if o.streams() && kernels.DecodeStreamFits(sp) == nil {
 			kind, perSM = ir.AttentionDecodeStream, streamBlocksPerSM
 		}
 		splits := min(o.decodeSplits(heads/blockHeads, perSM), kernels.MaxSplits) // the target's count may exceed it
@@ -119,7 +120,7 @@ func splitDecodeAttention(g *ir.Graph, o *Options) int {
 		cp.SetInt("splits", int64(splits))
 		combine := &ir.Op{Kind: ir.AttentionCombine, Layer: op.Layer, Rows: op.Rows, Params: cp,
 			Operands: []ir.Operand{op.Operands[0], part}}
-		if gate := gateAfter(g, i); kind == ir.AttentionDecodeStream && gate != nil {
+		if gate := gateAfter(g, i); o.fuses() && gate != nil {
 			combine.Kind = ir.AttentionCombineGate
 			combine.Operands = append(combine.Operands, gate.Operands[1])
 			skip[gate] = true

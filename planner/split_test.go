@@ -14,11 +14,12 @@ import (
 // targets the decode step's every attention becomes a split (splits from
 // the target's multiprocessors, the group of 8 heads in one block) and a
 // combine that writes attention's output, through one attn_partial
-// activation — on sm_90 the streamed split (one block per SM: 66 splits)
-// and the combine with the output gate, which then goes; on gfx1151 the
-// split (two blocks per SM), the combine and the gate; prefill keeps
-// attention; the cpu plan keeps it unless asked, and a negative count
-// keeps it on a GPU.
+// activation, the combine taking the output gate, which then goes (the
+// split two blocks per SM; with DecodeStream on sm_90 the streamed split,
+// one block per SM: 66 splits; gfx1151 keeps the split); prefill keeps
+// attention; the cpu plan keeps it unless asked (then with the plain
+// combine and the gate: it does not fuse), and a negative count keeps it
+// on a GPU.
 func TestSplitKV(t *testing.T) {
 	m := FromConfig("real", arch.Real())
 	graphs := func(o Options) map[string]*ir.Graph {
@@ -44,16 +45,19 @@ func TestSplitKV(t *testing.T) {
 	}
 	layers := 10 // full-attention layers of the real model
 	type want struct {
+		target         plan.Target
+		stream         bool
 		splits         int64
 		split, combine ir.Kind
-		gates          int
 	}
-	for target, w := range map[plan.Target]want{
-		plan.SM90:    {66, ir.AttentionDecodeStream, ir.AttentionCombineGate, 0},
-		plan.GFX1151: {40, ir.AttentionDecodeSplit, ir.AttentionCombine, layers},
+	for _, w := range []want{
+		{plan.SM90, false, 132, ir.AttentionDecodeSplit, ir.AttentionCombineGate},
+		{plan.SM90, true, 66, ir.AttentionDecodeStream, ir.AttentionCombineGate},
+		{plan.GFX1151, false, 40, ir.AttentionDecodeSplit, ir.AttentionCombineGate},
+		{plan.GFX1151, true, 40, ir.AttentionDecodeSplit, ir.AttentionCombineGate},
 	} {
-		splits := w.splits
-		gs := graphs(Options{Target: target})
+		target, splits := w.target, w.splits
+		gs := graphs(Options{Target: target, DecodeStream: w.stream})
 		dec := gs["decode"]
 		if n := count(dec, ir.Attention); n != 0 {
 			t.Errorf("%s: %d attention ops left at decode", target, n)
@@ -61,8 +65,8 @@ func TestSplitKV(t *testing.T) {
 		if a, b := count(dec, w.split), count(dec, w.combine); a != layers || b != layers {
 			t.Errorf("%s: %d %s, %d %s, want %d each", target, a, w.split, b, w.combine, layers)
 		}
-		if n := count(dec, ir.AttnOutputGate); n != w.gates {
-			t.Errorf("%s: %d output gates, want %d", target, n, w.gates)
+		if n := count(dec, ir.AttnOutputGate); n != 0 {
+			t.Errorf("%s: %d output gates left at decode", target, n)
 		}
 		if n := count(gs["prefill_4"], ir.Attention); n != layers {
 			t.Errorf("%s: prefill has %d attention ops, want %d", target, n, layers)
@@ -101,8 +105,8 @@ func TestSplitKV(t *testing.T) {
 			t.Errorf("cpu with 5 splits: %s", op.Params)
 		}
 	}
-	if n := count(dec, ir.AttentionCombine); n != layers {
-		t.Errorf("cpu with 5 splits: %d combines", n)
+	if n, g := count(dec, ir.AttentionCombine), count(dec, ir.AttnOutputGate); n != layers || g != layers {
+		t.Errorf("cpu with 5 splits: %d combines, %d gates", n, g)
 	}
 }
 

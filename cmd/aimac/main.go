@@ -85,6 +85,7 @@ func parseBuckets(s string) ([]int, error) {
 func planCmd() *cobra.Command {
 	var dir, target, buckets, out, kvDType, fusion string
 	var ctxTokens, decodeSplits int
+	var decodeStream bool
 	c := &cobra.Command{
 		Use:   "plan",
 		Short: "Lower the model and write its plan (canonical JSON)",
@@ -103,7 +104,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 				return err
 			}
 			p, err := planner.Plan(m, planner.Options{Target: plan.Target(target), Buckets: bs, ContextTokens: ctxTokens, KVDType: ir.DType(kvDType), Fusion: planner.Fusion(fusion),
-				DecodeSplits: decodeSplits})
+				DecodeSplits: decodeSplits, DecodeStream: decodeStream})
 			if err != nil {
 				return err
 			}
@@ -125,6 +126,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 	c.Flags().StringVar(&kvDType, "kv-dtype", "", "KV cache element `DTYPE`: bf16 or f32 on a GPU target (default bf16: half the bytes, less exact), f32 on the cpu (the default)")
 	c.Flags().StringVar(&fusion, "fusion", "", "the fusion pass `MODE`: on, off, or empty for the target's default (on for GPU targets)")
 	cliflag.IntRange(c.Flags(), &decodeSplits, "decode-splits", 0, -1, 1024, "`N` splits of the decode step's split-KV attention: 0 for the target's (GPU: from its multiprocessors; cpu: none), -1 to keep attention, 1 to 1024 on any target")
+	c.Flags().BoolVar(&decodeStream, "decode-stream", false, "run the decode attention's split as attention_decode_stream (a cp.async ring) on sm_90")
 	c.Flags().StringVar(&out, "out", "-", "output `FILE` (- for stdout)")
 	completeTarget(c, targetNames(plan.Targets))
 	_ = c.RegisterFlagCompletionFunc("kv-dtype", cobra.FixedCompletions([]string{"f32", "bf16"}, cobra.ShellCompDirectiveNoFileComp))
