@@ -27,6 +27,16 @@ type gpuCase struct {
 	pos  int
 }
 
+// caseSpeed makes a case a speed case: launches to time, the bytes one
+// launch must move, copies of the operands the timed launches rotate
+// through (so that a small working set comes from HBM, not L2), and the
+// sibling case whose files it reads ("": its own).
+type caseSpeed struct {
+	reps, rotate int
+	bytes        int64
+	from, note   string
+}
+
 // caseArg describes one argument file of a written case.
 type caseArg struct {
 	File  string `json:"file"`
@@ -54,6 +64,11 @@ type caseMeta struct {
 	TimeReps int    `json:"time_reps,omitempty"`
 	Bytes    int64  `json:"bytes,omitempty"`
 	Note     string `json:"note,omitempty"`
+	// Rotate: the timed launches take copy r mod Rotate of every operand
+	// (the device holds that many); InputsFrom: the sibling case whose
+	// input and want files this one reads.
+	Rotate     int    `json:"rotate,omitempty"`
+	InputsFrom string `json:"inputs_from,omitempty"`
 }
 
 // caseGrid is the planner's launch rule for a launch of n rows on sm_90:
@@ -161,7 +176,7 @@ func TestWriteGPUCases(t *testing.T) {
 // the files. A bf16 KV kernel's reference runs the f32 variant on values
 // rounded to bf16; its caches are written as bf16.
 func writeCase(t *testing.T, dir string, c gpuCase, seed uint64) {
-	writeCaseTiled(t, dir, c, seed, 0)
+	writeCaseFull(t, dir, c, seed, 0, nil)
 }
 
 // writeCaseTiled is writeCase with the read-only KV caches (the AnyFloat
@@ -170,6 +185,17 @@ func writeCase(t *testing.T, dir string, c gpuCase, seed uint64) {
 // so a long-context speed case stays small on disk while the device reads
 // every byte of a full cache. The reference runs on the tiled caches.
 func writeCaseTiled(t *testing.T, dir string, c gpuCase, seed uint64, period int) {
+	writeCaseFull(t, dir, c, seed, period, nil)
+}
+
+// writeTimedCase is writeCase with a speed case's timing (nil: none).
+func writeTimedCase(t *testing.T, dir string, c gpuCase, seed uint64, sp *caseSpeed) {
+	writeCaseFull(t, dir, c, seed, 0, sp)
+}
+
+// writeCaseFull writes a case with tiled KV caches (period > 0) and a speed
+// case's timing (sp non-nil).
+func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int, sp *caseSpeed) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -290,6 +316,10 @@ func writeCaseTiled(t *testing.T, dir string, c gpuCase, seed uint64, period int
 		}
 	}
 	meta := caseMeta{Kernel: c.k.Name, Grid: caseGrid(c.k, c.n), Block: caseBlock(), N: c.n, Params: block}
+	if sp != nil {
+		meta.TimeReps, meta.Bytes, meta.Rotate, meta.InputsFrom, meta.Note = sp.reps, sp.bytes, sp.rotate, sp.from, sp.note
+	}
+	own := sp == nil || sp.from == "" // a case timed on a sibling's files writes none
 	// save writes operand i as the kernel takes it (AnyFloat as bf16 for a
 	// bf16 KV kernel).
 	save := func(name string, i int) {
@@ -322,13 +352,15 @@ func writeCaseTiled(t *testing.T, dir string, c gpuCase, seed uint64, period int
 			arg.Elements, arg.Repeat = o.Extent(refParams, phys), true
 		}
 		meta.Args = append(meta.Args, arg)
-		save(o.Name+".in", i)
+		if own {
+			save(o.Name+".in", i)
+		}
 	}
 	if err := f.Reference(a); err != nil {
 		t.Fatalf("case %s: reference: %v", c.name, err)
 	}
 	for i, o := range f.Operands {
-		if o.Access != ir.Read {
+		if o.Access != ir.Read && own {
 			save(o.Name+".want", i)
 		}
 	}

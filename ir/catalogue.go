@@ -32,6 +32,10 @@ const (
 	MatMulAdd        Kind = "matmul_add"          // matmul whose output is added into a residual: y += x · Wᵀ
 	GDNDecodeStep    Kind = "gdn_decode_step"     // SPEC §3 steps 2–8 after the projections: conv, gates, l2 norms, delta rule, gated norm
 	QKNormRoPEAppend Kind = "qk_norm_rope_append" // SPEC §2.3 steps 2–4: q and k head norms, RoPE of both, k and v into the KV cache
+	// GDNDecodeSplit is gdn_decode_step with each value head's state columns
+	// split over blocks; the last block of a key head to arrive finishes the
+	// gated norm. Its oracle is gdn_decode_step's, the chain's references.
+	GDNDecodeSplit Kind = "gdn_decode_split"
 )
 
 // Split kinds: made by the planner's split_kv pass from one op of the kinds

@@ -71,6 +71,15 @@ func GDNDecodeStep(y, mixed, convW, convState, b, a, aLog, dtBias, z, normW, sta
 	if n <= 0 {
 		return
 	}
+	o := gdnRecurrentRows(mixed, convW, convState, b, a, aLog, dtBias, state, n, hk, hv, dk, dv, kernel, l2Eps, qScale, kScale)
+	GatedRMSNorm(y, o, z, normW, n*hv, dv, eps)
+}
+
+// gdnRecurrentRows is the chain up to the gated norm: the conv (+SiLU), the
+// gates, the l2 norms of q and k and the delta rule, on scratch rows; it
+// returns the recurrence's output rows [n][hv][dv].
+func gdnRecurrentRows(mixed, convW, convState, b, a, aLog, dtBias, state []float32, n, hk, hv, dk, dv, kernel int,
+	l2Eps, qScale, kScale float32) []float32 {
 	channels := 2*hk*dk + hv*dv
 	cv := make([]float32, n*channels)
 	beta := make([]float32, n*hv)
@@ -81,7 +90,7 @@ func GDNDecodeStep(y, mixed, convW, convState, b, a, aLog, dtBias, z, normW, sta
 	L2NormHeads(cv, channels, n, hk, dk, l2Eps, qScale)
 	L2NormHeads(cv[hk*dk:], channels, n, hk, dk, l2Eps, kScale)
 	GatedDeltaRecurrent(o, cv, cv[hk*dk:], cv[2*hk*dk:], channels, beta, g, state, n, hk, hv, dk, dv)
-	GatedRMSNorm(y, o, z, normW, n*hv, dv, eps)
+	return o
 }
 
 // GDNDecodeStepMaxState is the most state elements one thread of a

@@ -24,7 +24,11 @@ launch are reported, and with
 "inputs_from" reads its input and want files from that sibling case (an old
 family timed on the new one's bytes); an argument with "elements" longer than
 its file is zero-extended to that length on the device, or, with "repeat",
-tiled to it (a long KV cache written as one period of positions).
+tiled to it (a long KV cache written as one period of positions). A case with
+"rotate": R holds R copies of every operand on the device (each 256-byte aligned,
+the file's bytes in each) and its timed launch i takes copy i mod R, so that a
+working set smaller than the L2 is timed as it runs in a step, from HBM; the
+correctness launch takes copy 0.
 """
 import ctypes, json, os, subprocess, sys
 import torch
@@ -54,7 +58,7 @@ for name in names:
     fn = ctypes.c_void_p()
     assert cuda.cuModuleGetFunction(ctypes.byref(fn), mod, meta["kernel"].encode()) == 0
     src = os.path.join(cases, meta["inputs_from"]) if meta.get("inputs_from") else d  # a case timed on another's files
-    ts = []
+    ts = []; rot = meta.get("rotate") or 1; copies = []
     for a in meta["args"]:
         raw = bytearray(open(os.path.join(src, a["file"]), "rb").read())
         t = torch.frombuffer(raw, dtype=DT[a["dtype"]]).clone()
@@ -62,15 +66,20 @@ for name in names:
             t = t.repeat((a["elements"] + t.numel() - 1) // t.numel())[:a["elements"]].clone()
         elif a.get("elements", 0) > t.numel():  # zero-extended to the operand's length (unread experts)
             t = torch.cat([t, torch.zeros(a["elements"] - t.numel(), dtype=t.dtype)])
-        ts.append(t.cuda())
+        stride = -(-t.numel() * t.element_size() // 256) * 256 // t.element_size()  # elements per copy
+        big = torch.zeros(rot, stride, dtype=t.dtype, device="cuda")
+        big[:, :t.numel()] = t.cuda()
+        ts.append(big[0, :t.numel()]); copies.append((big, stride * t.element_size()))
     block = torch.tensor(meta["params"], dtype=torch.int32, device="cuda")  # the parameter block
-    cargs = [ctypes.c_void_p(t.data_ptr()) for t in ts] + [ctypes.c_int(meta["n"]), ctypes.c_void_p(block.data_ptr())]
-    params = (ctypes.c_void_p * len(cargs))(*[ctypes.addressof(c) for c in cargs])
+    pargs = []  # the argument array of each copy
+    for r in range(rot):
+        cargs = [ctypes.c_void_p(big.data_ptr() + r * nb) for big, nb in copies] + [ctypes.c_int(meta["n"]), ctypes.c_void_p(block.data_ptr())]
+        pargs.append((cargs, (ctypes.c_void_p * len(cargs))(*[ctypes.addressof(c) for c in cargs])))
     g = meta["grid"]
     blk = meta.get("block") or [256, 1, 1]; shared = meta.get("shared") or 0
     if shared > 48 * 1024:  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         assert cuda.cuFuncSetAttribute(fn, 8, shared) == 0
-    launch = lambda: cuda.cuLaunchKernel(fn, g[0], g[1], g[2], blk[0], blk[1], blk[2], shared, None, params, None)
+    launch = lambda i=0: cuda.cuLaunchKernel(fn, g[0], g[1], g[2], blk[0], blk[1], blk[2], shared, None, pargs[i % rot][1], None)
     rc = launch()
     torch.cuda.synchronize()
     worst = 0.0; ok = rc == 0; notes = []
@@ -122,8 +131,8 @@ for name in names:
         for _ in range(5):
             e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             e0.record()
-            for _ in range(meta["time_reps"]):
-                launch()
+            for i in range(meta["time_reps"]):
+                launch(i)
             e1.record(); e1.synchronize()
             times.append(e0.elapsed_time(e1) * 1000 / meta["time_reps"])
         us = sorted(times)[len(times) // 2]

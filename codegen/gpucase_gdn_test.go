@@ -1,0 +1,155 @@
+package codegen
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aimaproject/aimac/hipcc"
+	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
+	"github.com/aimaproject/aimac/plan"
+)
+
+// gdnStepParams are a GDN decode step's parameters for key and value
+// heads hk, hv of dims dk, dv (conv width 4, the model's scales); tile > 0
+// adds gdn_decode_split's column tile.
+func gdnStepParams(hk, hv, dk, dv, tile float64) map[string]float64 {
+	p := map[string]float64{"k_heads": hk, "v_heads": hv, "k_dim": dk, "v_dim": dv, "kernel": 4,
+		"l2_eps": 1e-6, "q_scale": 1 / math.Sqrt(dk), "k_scale": 1, "eps": 1e-6}
+	if tile > 0 {
+		p["col_tile"] = tile
+	}
+	return p
+}
+
+// gdnSplit is a gdn_decode_split case kernel, named for its shape so that
+// compiled variants do not share a name.
+func gdnSplit(hk, hv, dk, dv, tile float64) plan.Kernel {
+	k := kern("gdn_decode_split", gdnStepParams(hk, hv, dk, dv, tile))
+	k.Name = fmt.Sprintf("gdn_decode_split_%g_%g_%g_%g_t%g", hk, hv, dk, dv, tile)
+	return k
+}
+
+// gdnSplitCases are the correctness cases of gdn_decode_split: the
+// model's shape (16 key heads, 32 value heads, dims 128) at the column
+// tiles the planner may pick, one row (decode) and several; the tiny
+// fixtures' (2 key heads, 4 value heads, dims 16) at 16-byte and scalar
+// tiles; odd dims (scalar loads, idle threads, a group of three); every
+// written operand compared: y, the partial sums, both states and the
+// arrival counters, which must be back at zero.
+var gdnSplitCases = []gpuCase{
+	{"gdn_split_t16", gdnSplit(16, 32, 128, 128, 16), 1, 0},
+	{"gdn_split_t32", gdnSplit(16, 32, 128, 128, 32), 1, 0},
+	{"gdn_split_t8", gdnSplit(16, 32, 128, 128, 8), 1, 0},
+	{"gdn_split_t4", gdnSplit(16, 32, 128, 128, 4), 1, 0},
+	{"gdn_split_rows", gdnSplit(16, 32, 128, 128, 16), 2, 0},
+	{"gdn_split_tiny_t16", gdnSplit(2, 4, 16, 16, 16), 1, 0},
+	{"gdn_split_tiny_t4", gdnSplit(2, 4, 16, 16, 4), 1, 0},
+	{"gdn_split_tiny_t1", gdnSplit(2, 4, 16, 16, 1), 1, 0},
+	{"gdn_split_tiny_rows", gdnSplit(2, 4, 16, 16, 4), 3, 0},
+	{"gdn_split_odd_t2", gdnSplit(2, 4, 12, 10, 2), 1, 0},
+	{"gdn_split_odd_t1", gdnSplit(1, 3, 20, 9, 1), 2, 0},
+	{"gdn_split_odd_t8", gdnSplit(1, 3, 20, 24, 8), 1, 0},
+}
+
+// gdnBytes is what one launch of kernel k over one row must move: every
+// operand's extent, read-write ones both ways.
+func gdnBytes(k plan.Kernel) int64 {
+	var b int64
+	for _, o := range kernels.Families[ir.Kind(k.Family)].Operands {
+		n := o.Extent(k.Params, 1) * int64(o.DType.Size())
+		if o.Access == ir.ReadWrite {
+			n *= 2
+		}
+		b += n
+	}
+	return b
+}
+
+// TestWriteGPUCasesGDNSplit writes gdn_decode_split's correctness cases
+// and its speed cases at the model's size: one decode row, the launch
+// timed over 128 copies of every operand (≈ 300 MB, past the 50 MB L2, as
+// each of the 30 layers' state is when its turn comes in a step), at three
+// column tiles, with gdn_decode_step timed on the same files. The GPU check
+// holds them to its f32 tolerance (2e-4 + 1e-3·|want|): the partial sums
+// and the column dot products add in other orders than the chain's
+// references.
+func TestWriteGPUCasesGDNSplit(t *testing.T) {
+	out := *gpuCases
+	if out == "" {
+		out = t.TempDir()
+	}
+	for i, c := range gdnSplitCases {
+		writeCase(t, filepath.Join(out, c.name), c, uint64(3000+i))
+	}
+	const rotate = 128
+	hbm := fmt.Sprintf("one decode row, %d copies of every operand rotated (%.0f MB, past the L2)", rotate,
+		float64(rotate*gdnBytes(gdnSplit(16, 32, 128, 128, 16)))/2e6)
+	step := kern("gdn_decode_step", gdnStepParams(16, 32, 128, 128, 0))
+	speed := []struct {
+		c    gpuCase
+		from string
+	}{
+		{gpuCase{"speed_gdn_split_t16", gdnSplit(16, 32, 128, 128, 16), 1, 0}, ""},
+		{gpuCase{"speed_gdn_split_t32", gdnSplit(16, 32, 128, 128, 32), 1, 0}, ""},
+		{gpuCase{"speed_gdn_split_t8", gdnSplit(16, 32, 128, 128, 8), 1, 0}, ""},
+		{gpuCase{"speed_gdn_step", step, 1, 0}, "speed_gdn_split_t16"},
+	}
+	for i, s := range speed {
+		sp := &caseSpeed{reps: 256, rotate: rotate, bytes: gdnBytes(s.c.k), from: s.from, note: hbm}
+		if s.from != "" {
+			sp.note += " (the family gdn_decode_split replaces, on its files)"
+		}
+		writeTimedCase(t, filepath.Join(out, s.c.name), s.c, uint64(3100+i), sp)
+	}
+}
+
+// TestCompileGDNDecodeSplit compiles gdn_decode_split at every case's
+// shape for gfx1151 (no scratch, within the VGPR and LDS budgets) and to
+// PTX for sm_90, before any plan picks it.
+func TestCompileGDNDecodeSplit(t *testing.T) {
+	c := clang(t)
+	for _, target := range []plan.Target{plan.GFX1151, plan.SM90} {
+		var srcs []hipcc.Source
+		seen := map[string]bool{}
+		for _, gc := range gdnSplitCases {
+			if seen[gc.k.Name] {
+				continue
+			}
+			seen[gc.k.Name] = true
+			s, err := Render(target, gc.k)
+			if err != nil {
+				t.Fatalf("%s: %v", gc.name, err)
+			}
+			srcs = append(srcs, hipcc.Source{Name: gc.k.Name, Code: s.Code})
+		}
+		var results []hipcc.Result
+		var err error
+		if target == plan.SM90 {
+			results, err = c.SyntaxCheckCUDA(context.Background(), srcs, hipcc.Options{})
+		} else {
+			results, err = c.Compile(context.Background(), hipcc.GFX1151, srcs, hipcc.Options{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range results {
+			if r.Object == nil || strings.Contains(r.Log, "warning") {
+				t.Errorf("%s %s: %s", target, r.Name, r.Log)
+				continue
+			}
+			if target == plan.SM90 {
+				continue
+			}
+			res := r.Resources
+			if why := res.Spills(); why != "" || res.ScratchBytes != 0 || res.VGPRs > maxVGPRs || res.LDSBytes > maxLDS {
+				t.Errorf("%s: scratch %q (%d bytes), %d VGPRs, LDS %d", r.Name, why, res.ScratchBytes, res.VGPRs, res.LDSBytes)
+			}
+			t.Logf("%s: %d VGPRs, %d LDS bytes", r.Name, res.VGPRs, res.LDSBytes)
+		}
+	}
+}
