@@ -53,14 +53,28 @@ func optionPlans(t *testing.T) []*plan.Plan {
 	return out
 }
 
+// oracleGPUPlan is the real model's gfx1151 plan with gdn_decode_step kept
+// (aimac plan --gdn-col-tile -1): the GPU family gdn_decode_split replaces
+// in the frozen plans, still rendered and compiled as its oracle.
+func oracleGPUPlan(t *testing.T) *plan.Plan {
+	t.Helper()
+	p, err := planner.Plan(planner.FromConfig(arch.RealName, arch.Real()), planner.Options{Target: plan.GFX1151,
+		Buckets: planner.DefaultBuckets, ContextTokens: plans.DefaultContextTokens, GDNColumnTile: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // representatives picks one kernel per family (the first by name) from
 // the gfx1151 plan, from the cpu plan for the families fusion leaves out
-// of the GPU plans, and from optionPlans for the families only an option
-// reaches: the set the golden files pin down.
+// of the GPU plans, from optionPlans for the families only an option
+// reaches, and from oracleGPUPlan for gdn_decode_step: the set the golden
+// files pin down.
 func representatives(t *testing.T) []plan.Kernel {
 	t.Helper()
 	byFamily := map[string]plan.Kernel{}
-	ps := []*plan.Plan{frozen(t, plan.GFX1151), frozen(t, plan.CPU)}
+	ps := []*plan.Plan{frozen(t, plan.GFX1151), frozen(t, plan.CPU), oracleGPUPlan(t)}
 	for _, p := range append(ps, optionPlans(t)...) {
 		seen := map[string]bool{}
 		for _, k := range p.Kernels {
@@ -116,6 +130,9 @@ func TestGolden(t *testing.T) {
 func TestRenderFrozenPlans(t *testing.T) {
 	families := map[string]bool{}
 	for _, k := range frozen(t, plan.CPU).Kernels {
+		families[k.Family] = true
+	}
+	for _, k := range oracleGPUPlan(t).Kernels {
 		families[k.Family] = true
 	}
 	var ps []*plan.Plan

@@ -109,14 +109,18 @@ func TestWriteGPUCasesGDNSplit(t *testing.T) {
 }
 
 // TestCompileGDNDecodeSplit compiles gdn_decode_split at every case's
-// shape for gfx1151 (no scratch, within the VGPR and LDS budgets) and to
-// PTX for sm_90, before any plan picks it.
+// shape, and gdn_decode_step at the model's, for gfx1151 (no scratch,
+// within the VGPR and LDS budgets) and to PTX for sm_90: the frozen plans
+// hold only the model's tile of the one and none of the other.
 func TestCompileGDNDecodeSplit(t *testing.T) {
 	c := clang(t)
 	for _, target := range []plan.Target{plan.GFX1151, plan.SM90} {
 		var srcs []hipcc.Source
 		seen := map[string]bool{}
-		for _, gc := range gdnSplitCases {
+		// gdn_decode_step, the oracle no frozen GPU plan holds any more.
+		old := kern("gdn_decode_step", gdnStepParams(16, 32, 128, 128, 0))
+		old.Name = "gdn_decode_step_16_32_128_128"
+		for _, gc := range append([]gpuCase{{"step", old, 1, 0}}, gdnSplitCases...) {
 			if seen[gc.k.Name] {
 				continue
 			}

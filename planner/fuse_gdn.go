@@ -1,6 +1,8 @@
 package planner
 
 import (
+	"fmt"
+
 	"github.com/aimaproject/aimac/ir"
 	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
@@ -19,13 +21,15 @@ var gdnChain = []ir.Kind{ir.CausalConv1dSiLU, ir.GDNGates, ir.L2NormHeads, ir.L2
 // that nothing reads after the chain; the fused op's own operands are
 // distinct tensors, none of them an intermediate; and, on a GPU target, the
 // shapes fit the template (kernels.GDNDecodeStepFits). Anything else keeps
-// the chain. It returns the number of rewrites.
-func fuseGDNDecode(g *ir.Graph, target plan.Target) int {
+// the chain. Where gdn_decode_split runs (the column tile colTile:
+// Options.GDNColumnTile), it takes the chain's place instead. It returns
+// the number of rewrites.
+func fuseGDNDecode(g *ir.Graph, target plan.Target, colTile int) int {
 	u := indexUses(g)
 	drop := map[int]bool{}
 	n := 0
 	for i := 0; i+len(gdnChain) <= len(g.Ops); i++ {
-		op, ok := gdnMatch(g, u, i, target)
+		op, ok := gdnMatch(g, u, i, target, colTile)
 		if !ok {
 			continue
 		}
@@ -41,7 +45,7 @@ func fuseGDNDecode(g *ir.Graph, target plan.Target) int {
 }
 
 // gdnMatch is the fused op of the chain starting at op i, if it fuses.
-func gdnMatch(g *ir.Graph, u uses, i int, target plan.Target) (*ir.Op, bool) {
+func gdnMatch(g *ir.Graph, u uses, i int, target plan.Target, colTile int) (*ir.Op, bool) {
 	ops := g.Ops[i : i+len(gdnChain)]
 	for j, op := range ops {
 		if op.Kind != gdnChain[j] || op.Rows == nil || *op.Rows != *ops[0].Rows || op.Layer != ops[0].Layer {
@@ -87,7 +91,20 @@ func gdnMatch(g *ir.Graph, u uses, i int, target plan.Target) (*ir.Op, bool) {
 	p.SetReal("q_scale", l2q.Params.Real("scale"))
 	p.SetReal("k_scale", l2k.Params.Real("scale"))
 	p.SetReal("eps", norm.Params.Real("eps"))
-	if target.GPU() && kernels.GDNDecodeStepFits(p, target.Launch()) != nil {
+	tile := 0
+	switch {
+	case colTile > 0 && dv%colTile == 0 && !target.GPU():
+		tile = colTile // the references run any tile
+	case colTile > 0 && target.GPU():
+		q := p.Clone()
+		q.SetInt("col_tile", int64(colTile))
+		if kernels.GDNDecodeSplitFits(q, target.Launch()) == nil {
+			tile = colTile
+		}
+	case colTile == 0 && target.GPU():
+		tile = gdnSplitTile(p, target.Launch())
+	}
+	if tile == 0 && target.GPU() && kernels.GDNDecodeStepFits(p, target.Launch()) != nil {
 		return nil, false
 	}
 	// y, mixed, conv_w, conv_state, b, a, a_log, dt_bias, z, norm_w, state.
@@ -101,5 +118,46 @@ func gdnMatch(g *ir.Graph, u uses, i int, target plan.Target) (*ir.Op, bool) {
 		}
 		seen[x.Tensor] = true
 	}
-	return &ir.Op{Kind: ir.GDNDecodeStep, Layer: conv.Layer, Rows: conv.Rows, Params: p, Operands: operands}, true
+	if tile == 0 {
+		return &ir.Op{Kind: ir.GDNDecodeStep, Layer: conv.Layer, Rows: conv.Rows, Params: p, Operands: operands}, true
+	}
+	// gdn_decode_split: the partial sums (an activation of the step, shared by
+	// the layers) after y, and the layer's arrival counters (state: zero
+	// between launches) last.
+	p.SetInt("col_tile", int64(tile))
+	width := int64(hv * kernels.GDNSplitTiles(p))
+	partial := g.Tensor("gdn_partial")
+	if partial == nil {
+		partial = g.AddTensor(ir.Tensor{Name: "gdn_partial", Role: ir.Activation, DType: ir.F32, Shape: []int64{int64(g.Tokens), width}})
+	} else if partial.Shape[1] < width {
+		partial.Shape[1] = width
+	}
+	arrivals := g.AddTensor(ir.Tensor{Name: fmt.Sprintf("state.%d.gdn_arrivals", conv.Layer), Role: ir.State, DType: ir.I32, Shape: []int64{int64(hk)}})
+	operands = append([]ir.Operand{operands[0], {Tensor: partial.ID}}, append(operands[1:], ir.Operand{Tensor: arrivals.ID})...)
+	return &ir.Op{Kind: ir.GDNDecodeSplit, Layer: conv.Layer, Rows: conv.Rows, Params: p, Operands: operands}, true
+}
+
+// gdnSplitTile is the column tile of gdn_decode_split for a GDN step on a
+// GPU with launch configuration c, or 0 when no tile fits (the step keeps
+// gdn_decode_step or the chain): the widest tile that still gives every
+// multiprocessor a block (fewer, wider blocks recompute q and k fewer
+// times), else the narrowest that fits.
+func gdnSplitTile(p ir.Params, c ir.LaunchConfig) int {
+	hv, dv := p.Int("v_heads"), p.Int("v_dim")
+	narrowest := 0
+	for tile := dv; tile >= 1; tile-- {
+		if dv%tile != 0 {
+			continue
+		}
+		q := p.Clone()
+		q.SetInt("col_tile", int64(tile))
+		if kernels.GDNDecodeSplitFits(q, c) != nil {
+			continue
+		}
+		if hv*(dv/tile) >= c.Multiprocessors {
+			return tile
+		}
+		narrowest = tile
+	}
+	return narrowest
 }

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -49,7 +50,7 @@ func graphsAfter(t *testing.T, m *Model, target plan.Target, after string, f Fus
 }
 
 // TestFuseGDNDecode checks the rule: on the GPU targets' decode step every
-// GDN layer's six-launch chain becomes one gdn_decode_step with the chain's
+// GDN layer's six-launch chain becomes one gdn_decode_split with the chain's
 // operands, its intermediates go, and nothing else changes; prefill keeps
 // the chunked chain; the cpu plan fuses only when forced; shapes the
 // template does not run keep the chain on the GPU targets.
@@ -71,7 +72,7 @@ func TestFuseGDNDecode(t *testing.T) {
 				delete(want, k)
 			}
 		}
-		want[ir.GDNDecodeStep] = gdnLayers
+		want[ir.GDNDecodeSplit] = gdnLayers
 		want[ir.MatMul] -= m.Config.NumHiddenLayers
 		want[ir.MatMulAdd] = m.Config.NumHiddenLayers
 		delete(want, ir.Add)
@@ -85,7 +86,7 @@ func TestFuseGDNDecode(t *testing.T) {
 			}
 		}
 		for _, op := range fused["decode"].Ops {
-			if op.Kind != ir.GDNDecodeStep {
+			if op.Kind != ir.GDNDecodeSplit {
 				continue
 			}
 			var names []string
@@ -93,16 +94,16 @@ func TestFuseGDNDecode(t *testing.T) {
 				names = append(names, fused["decode"].Tensors[o.Tensor].Name)
 			}
 			p := "layers.0.linear_attn."
-			wantNames := []string{"gdn_normed", "gdn_mixed", p + "conv1d.weight", "state.0.conv", "gdn_b", "gdn_a", p + "A_log", p + "dt_bias",
-				"gdn_z", p + "norm.weight", "state.0.gdn"}
+			wantNames := []string{"gdn_normed", "gdn_partial", "gdn_mixed", p + "conv1d.weight", "state.0.conv", "gdn_b", "gdn_a", p + "A_log", p + "dt_bias",
+				"gdn_z", p + "norm.weight", "state.0.gdn", "state.0.gdn_arrivals"}
 			if op.Layer == 0 {
 				if diff := cmp.Diff(wantNames, names); diff != "" {
 					t.Errorf("%s: layer 0 operands (-want +got):\n%s", target, diff)
 				}
 			}
 		}
-		if n := kindCounts(fused["prefill_4"])[ir.GDNDecodeStep]; n != 0 {
-			t.Errorf("%s: prefill has %d gdn_decode_step", target, n)
+		if n := kindCounts(fused["prefill_4"])[ir.GDNDecodeStep] + kindCounts(fused["prefill_4"])[ir.GDNDecodeSplit]; n != 0 {
+			t.Errorf("%s: prefill has %d fused GDN steps", target, n)
 		}
 		if n := kindCounts(fused["prefill_4"])[ir.GatedDeltaChunked]; n != gdnLayers {
 			t.Errorf("%s: prefill has %d gated_delta_chunked, want %d", target, n, gdnLayers)
@@ -114,17 +115,42 @@ func TestFuseGDNDecode(t *testing.T) {
 	if n := kindCounts(graphsAfter(t, m, plan.CPU, "fuse", FuseOn)["decode"])[ir.GDNDecodeStep]; n != gdnLayers {
 		t.Errorf("the cpu plan with fusion on has %d gdn_decode_step, want %d", n, gdnLayers)
 	}
-	if n := kindCounts(graphsAfter(t, m, plan.SM90, "fuse", FuseOff)["decode"])[ir.GDNDecodeStep]; n != 0 {
+	if n := kindCounts(graphsAfter(t, m, plan.SM90, "fuse", FuseOff)["decode"])[ir.GDNDecodeSplit]; n != 0 {
 		t.Errorf("fusion off still fuses %d GDN chains", n)
 	}
-	// Head dims of 4 do not split over a 256-thread block: the GPU plans
-	// keep the chain, the cpu plan (references only) still fuses on demand.
+	// Head dims of 4 do not split over gdn_decode_step's 256-thread block,
+	// but gdn_decode_split runs them in one-column tiles.
 	small := FromConfig("tiny", tinyConfig(t))
-	if n := kindCounts(graphsAfter(t, small, plan.SM90, "fuse", FuseDefault)["decode"])[ir.GDNDecodeStep]; n != 0 {
-		t.Errorf("head dims of 4 fuse %d chains on sm_90", n)
+	if n := kindCounts(graphsAfter(t, small, plan.SM90, "fuse", FuseDefault)["decode"])[ir.GDNDecodeSplit]; n == 0 {
+		t.Error("head dims of 4 do not fuse on sm_90")
 	}
 	if n := kindCounts(graphsAfter(t, small, plan.CPU, "fuse", FuseOn)["decode"])[ir.GDNDecodeStep]; n == 0 {
 		t.Error("head dims of 4 do not fuse on the cpu with fusion on")
+	}
+}
+
+// TestGDNSplitTile picks the widest column tile that gives every
+// multiprocessor a block, the narrowest fitting one where none does, and
+// none where no tile fits (the step keeps gdn_decode_step or the chain).
+func TestGDNSplitTile(t *testing.T) {
+	shape := func(hk, hv, dk, dv int64) ir.Params {
+		return ir.Params{Ints: map[string]int64{"k_heads": hk, "v_heads": hv, "k_dim": dk, "v_dim": dv, "kernel": 4}}
+	}
+	for _, tt := range []struct {
+		name   string
+		p      ir.Params
+		target plan.Target
+		want   int
+	}{
+		{"model on sm_90: 256 blocks", shape(16, 32, 128, 128), plan.SM90, 16},
+		{"model on gfx1151: 64 blocks", shape(16, 32, 128, 128), plan.GFX1151, 64},
+		{"tiny fixtures", shape(2, 4, 16, 16), plan.SM90, 1},
+		{"odd v_dim", shape(2, 4, 12, 10), plan.GFX1151, 1},
+		{"k_dim over no row parts", shape(2, 4, 300, 4), plan.SM90, 0},
+	} {
+		if got := gdnSplitTile(tt.p, tt.target.Launch()); got != tt.want {
+			t.Errorf("%s: tile %d, want %d", tt.name, got, tt.want)
+		}
 	}
 }
 
@@ -142,7 +168,7 @@ func TestFuseGDNDecodeRefuses(t *testing.T) {
 		t.Fatalf("no %s", k)
 		return -1
 	}
-	if g := lowered(); fuseGDNDecode(g, plan.SM90) == 0 {
+	if g := lowered(); fuseGDNDecode(g, plan.SM90, 0) == 0 {
 		t.Fatal("the lowered chain does not fuse")
 	}
 	tests := []struct {
@@ -172,11 +198,65 @@ func TestFuseGDNDecodeRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		g := lowered()
-		before := fuseGDNDecode(lowered(), plan.SM90)
+		before := fuseGDNDecode(lowered(), plan.SM90, 0)
 		tt.modify(g)
 		// The first layer's chain is modified; the others still fuse.
-		if n := fuseGDNDecode(g, plan.SM90); n != before-1 {
+		if n := fuseGDNDecode(g, plan.SM90, 0); n != before-1 {
 			t.Errorf("%s: fused %d chains, want %d", tt.name, n, before-1)
 		}
+	}
+}
+
+// TestGDNColumnTileOption follows Options.GDNColumnTile: -1 keeps
+// gdn_decode_step, a tile that fits is taken on any target (the cpu
+// included, with fusion on), one that does not keeps gdn_decode_step, and
+// a value below -1 is refused.
+func TestGDNColumnTileOption(t *testing.T) {
+	m := FromConfig("tiny", gdnFitConfig(t))
+	decode := func(target plan.Target, f Fusion, tile int) *ir.Graph {
+		gs, err := Graphs(m, Options{Target: target, Buckets: []int{4}, ContextTokens: 64, Fusion: f, GDNColumnTile: tile}, "fuse")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range gs {
+			if g.Name == "decode" {
+				return g
+			}
+		}
+		t.Fatal("no decode graph")
+		return nil
+	}
+	for _, tt := range []struct {
+		name   string
+		target plan.Target
+		f      Fusion
+		tile   int
+		kind   ir.Kind
+		want   int // the col_tile of the split, 0 for gdn_decode_step
+	}{
+		{"sm_90 default", plan.SM90, FuseDefault, 0, ir.GDNDecodeSplit, 1},
+		{"sm_90 kept", plan.SM90, FuseDefault, -1, ir.GDNDecodeStep, 0},
+		{"sm_90 asked", plan.SM90, FuseDefault, 8, ir.GDNDecodeSplit, 8},
+		{"gfx1151 asked 16-byte", plan.GFX1151, FuseDefault, 4, ir.GDNDecodeSplit, 4},
+		{"sm_90 not dividing", plan.SM90, FuseDefault, 3, ir.GDNDecodeStep, 0},
+		{"cpu asked", plan.CPU, FuseOn, 4, ir.GDNDecodeSplit, 4},
+		{"cpu default", plan.CPU, FuseOn, 0, ir.GDNDecodeStep, 0},
+	} {
+		g := decode(tt.target, tt.f, tt.tile)
+		n := 0
+		for _, op := range g.Ops {
+			if op.Kind == ir.GDNDecodeStep || op.Kind == ir.GDNDecodeSplit {
+				n++
+				if op.Kind != tt.kind || (tt.want > 0 && op.Params.Int("col_tile") != tt.want) {
+					t.Errorf("%s: %s col_tile %d, want %s col_tile %d", tt.name, op.Kind, op.Params.Int("col_tile"), tt.kind, tt.want)
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: no fused GDN step", tt.name)
+		}
+	}
+	if _, err := Plan(m, Options{Target: plan.SM90, Buckets: []int{4}, ContextTokens: 64, GDNColumnTile: -2}); err == nil || !strings.Contains(err.Error(), "gdn column tile -2") {
+		t.Errorf("tile -2: error %v", err)
 	}
 }

@@ -118,7 +118,7 @@ func fusePass(c *compilation) error {
 	for i, g := range c.graphs {
 		n := fuseMatMulAdd(g)
 		if c.steps[i].Kind == plan.DecodeStep {
-			n += fuseGDNDecode(g, c.o.Target)
+			n += fuseGDNDecode(g, c.o.Target, c.o.GDNColumnTile)
 			n += fuseQKNormRoPE(g)
 		}
 		if n == 0 {

@@ -99,6 +99,14 @@ func TestFuseMatMulAdd(t *testing.T) {
 	want[ir.MatMulAdd] = layers
 	delete(want, ir.Add)
 	qkFused(want)
+	// and the GDN rule (fuse_gdn_test.go) on its layers
+	gdn := lowered[ir.GDNGates]
+	for _, k := range gdnChain {
+		if want[k] -= gdn; want[k] == 0 {
+			delete(want, k)
+		}
+	}
+	want[ir.GDNDecodeSplit] = gdn
 	if diff := cmp.Diff(want, fused); diff != "" {
 		t.Errorf("fused decode op counts (-want +got):\n%s", diff)
 	}

@@ -43,6 +43,14 @@ type Options struct {
 	// default: on the H200 it measured 11–21 % slower at 32K and 128K and
 	// 17 % faster at 8K (docs/decode-attention.md).
 	DecodeStream bool
+	// GDNColumnTile is the column tile of the decode step's
+	// gdn_decode_split (the fuse pass's GDN rule): 0 picks the target's (on
+	// a GPU, the widest tile that gives every multiprocessor a block; the
+	// cpu plan keeps gdn_decode_step when it fuses), -1 keeps
+	// gdn_decode_step (a block per key head), n > 0 asks for n columns on
+	// any target, where n divides v_dim and the template runs it (otherwise
+	// gdn_decode_step, or the chain).
+	GDNColumnTile int
 }
 
 // DefaultBuckets are the real model's prefill buckets.
@@ -126,6 +134,9 @@ func (o *Options) check() error {
 	}
 	if o.Fusion != FuseDefault && o.Fusion != FuseOn && o.Fusion != FuseOff {
 		errs = append(errs, fmt.Errorf("fusion %q: want %q, %q or empty (the target's default)", o.Fusion, FuseOn, FuseOff))
+	}
+	if o.GDNColumnTile < -1 {
+		errs = append(errs, fmt.Errorf("gdn column tile %d: want -1 (gdn_decode_step), 0 (the target's) or a positive column count", o.GDNColumnTile))
 	}
 	if o.DecodeSplits < -1 || o.DecodeSplits > kernels.MaxSplits {
 		errs = append(errs, fmt.Errorf("decode splits %d: want -1 (attention), 0 (the target's) or 1 to %d", o.DecodeSplits, kernels.MaxSplits))

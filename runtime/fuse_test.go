@@ -13,9 +13,10 @@ import (
 
 // TestFusedPlanBitIdentical runs the tiny checkpoint on the CPU with the
 // fusion pass forced on and off (matmul_add, and gdn_decode_step and
-// qk_norm_rope_append in the decode steps): the fused families' composed references make every logit
-// of a prefill and the decode steps after it equal bit for bit to the
-// unfused plan's.
+// qk_norm_rope_append in the decode steps, or gdn_decode_split with its
+// arrival-counter state when a column tile is asked for): the fused
+// families' composed references make every logit of a prefill and the
+// decode steps after it equal bit for bit to the unfused plan's.
 func TestFusedPlanBitIdentical(t *testing.T) {
 	ck, err := checkpoint.Open(tiny(t))
 	if err != nil {
@@ -26,8 +27,8 @@ func TestFusedPlanBitIdentical(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(f planner.Fusion) [][]float32 {
-		p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{8, 32}, ContextTokens: 96, Fusion: f})
+	run := func(f planner.Fusion, tile int) [][]float32 {
+		p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{8, 32}, ContextTokens: 96, Fusion: f, GDNColumnTile: tile})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,13 +36,17 @@ func TestFusedPlanBitIdentical(t *testing.T) {
 		for _, ph := range p.Phases {
 			for _, l := range ph.Launches {
 				for _, k := range p.Kernels {
-					if k.Name == l.Kernel && (ir.Kind(k.Family) == ir.MatMulAdd || ir.Kind(k.Family) == ir.GDNDecodeStep || ir.Kind(k.Family) == ir.QKNormRoPEAppend) {
+					if k.Name == l.Kernel && (ir.Kind(k.Family) == ir.MatMulAdd || ir.Kind(k.Family) == ir.GDNDecodeStep || ir.Kind(k.Family) == ir.GDNDecodeSplit || ir.Kind(k.Family) == ir.QKNormRoPEAppend) {
 						fused[ir.Kind(k.Family)]++
 					}
 				}
 			}
 		}
-		for _, k := range []ir.Kind{ir.MatMulAdd, ir.GDNDecodeStep, ir.QKNormRoPEAppend} {
+		gdn := ir.GDNDecodeStep
+		if tile > 0 {
+			gdn = ir.GDNDecodeSplit
+		}
+		for _, k := range []ir.Kind{ir.MatMulAdd, gdn, ir.QKNormRoPEAppend} {
 			if (f == planner.FuseOn) != (fused[k] > 0) {
 				t.Fatalf("fusion %q: %d %s launches", f, fused[k], k)
 			}
@@ -65,11 +70,14 @@ func TestFusedPlanBitIdentical(t *testing.T) {
 		}
 		return out
 	}
-	a, b := run(planner.FuseOn), run(planner.FuseOff)
-	for s := range a {
-		for i := range a[s] {
-			if math.Float32bits(a[s][i]) != math.Float32bits(b[s][i]) {
-				t.Fatalf("step %d logit %d: fused %v, unfused %v", s, i, a[s][i], b[s][i])
+	b := run(planner.FuseOff, 0)
+	for _, tile := range []int{0, 4} {
+		a := run(planner.FuseOn, tile)
+		for s := range a {
+			for i := range a[s] {
+				if math.Float32bits(a[s][i]) != math.Float32bits(b[s][i]) {
+					t.Fatalf("column tile %d: step %d logit %d: fused %v, unfused %v", tile, s, i, a[s][i], b[s][i])
+				}
 			}
 		}
 	}

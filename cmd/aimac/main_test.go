@@ -121,6 +121,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"ir", "--after", "inline"}, `no planner pass "inline"`},
 		{[]string{"plan", "--fusion", "maybe"}, `fusion "maybe": want "on", "off"`},
 		{[]string{"plan", "--decode-splits", "5000"}, `invalid argument "5000" for "--decode-splits" flag: want -1 to 1024`},
+		{[]string{"plan", "--gdn-col-tile", "-2"}, `invalid argument "-2" for "--gdn-col-tile" flag: want -1 to 65536`},
 		{[]string{"ir", "--target", "tpu"}, `target "tpu" is not one of`},
 	}
 	for _, tt := range tests {
