@@ -135,7 +135,8 @@ func TestDecodeBytesErrors(t *testing.T) {
 // decode step reads by the plan's buffers: every weight once but the routed
 // experts (8 of 256) and the embedding table (one row) — 5.9 GB, the 2.95 B
 // active parameters in bf16 —, its GDN state (30 layers of 32 × 128 × 128 f32
-// and the conv state of 8192 × 3, read and written) and the f32 KV cache of
+// and the conv state of 8192 × 3, read and written, with the GPU plans'
+// arrival counters) and the f32 KV cache of
 // 10 layers × 2 KV heads × 256 at the context, one row written.
 func TestDecodeBytesReal(t *testing.T) {
 	for _, target := range []plan.Target{plan.CPU, plan.SM90, plan.GFX1151} {
@@ -175,6 +176,9 @@ func TestDecodeBytesReal(t *testing.T) {
 				Weights: weights,
 				KV:      ctx*kvPerToken + kvPerToken, // the context read, one row written
 				State:   30*2*32*128*128*4 + 30*2*8192*3*4,
+			}
+			if target.GPU() {
+				want.State += 30 * 2 * 16 * 4 // gdn_decode_split's arrival counters, one per key head
 			}
 			if s.Total != want {
 				t.Errorf("%s at %d: %+v, want %+v", target, ctx, s.Total, want)
