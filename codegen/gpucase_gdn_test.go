@@ -97,6 +97,7 @@ func TestWriteGPUCasesGDNSplit(t *testing.T) {
 		{gpuCase{"speed_gdn_split_t16", gdnSplit(16, 32, 128, 128, 16), 1, 0}, ""},
 		{gpuCase{"speed_gdn_split_t32", gdnSplit(16, 32, 128, 128, 32), 1, 0}, ""},
 		{gpuCase{"speed_gdn_split_t8", gdnSplit(16, 32, 128, 128, 8), 1, 0}, ""},
+		{gpuCase{"speed_gdn_split_t4", gdnSplit(16, 32, 128, 128, 4), 1, 0}, ""},
 		{gpuCase{"speed_gdn_step", step, 1, 0}, "speed_gdn_split_t16"},
 	}
 	for i, s := range speed {
@@ -106,6 +107,12 @@ func TestWriteGPUCasesGDNSplit(t *testing.T) {
 		}
 		writeTimedCase(t, filepath.Join(out, s.c.name), s.c, uint64(3100+i), sp)
 	}
+	// The plan's tile on one copy, its working set in L2: against the
+	// rotated case, how much of the launch is latency rather than HBM.
+	l2 := gpuCase{"speed_gdn_split_t16_l2", gdnSplit(16, 32, 128, 128, 16), 1, 0}
+	writeTimedCase(t, filepath.Join(out, l2.name), l2, 0, &caseSpeed{reps: 256, rotate: 1, bytes: gdnBytes(l2.k),
+		from: "speed_gdn_split_t16", note: "one copy of every operand: the 4.6 MB working set stays in L2"})
+
 }
 
 // TestCompileGDNDecodeSplit compiles gdn_decode_split at every case's
