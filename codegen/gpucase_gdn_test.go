@@ -98,7 +98,7 @@ func TestWriteGPUCasesGDNSplit(t *testing.T) {
 		{gpuCase{"speed_gdn_split_t32", gdnSplit(16, 32, 128, 128, 32), 1, 0}, ""},
 		{gpuCase{"speed_gdn_split_t8", gdnSplit(16, 32, 128, 128, 8), 1, 0}, ""},
 		{gpuCase{"speed_gdn_split_t4", gdnSplit(16, 32, 128, 128, 4), 1, 0}, ""},
-		{gpuCase{"speed_gdn_step", step, 1, 0}, "speed_gdn_split_t16"},
+		{gpuCase{"speed_gdn_step", step, 1, 0}, "speed_gdn_split_t32"},
 	}
 	for i, s := range speed {
 		sp := &caseSpeed{reps: 256, rotate: rotate, bytes: gdnBytes(s.c.k), from: s.from, note: hbm}
@@ -109,9 +109,9 @@ func TestWriteGPUCasesGDNSplit(t *testing.T) {
 	}
 	// The plan's tile on one copy, its working set in L2: against the
 	// rotated case, how much of the launch is latency rather than HBM.
-	l2 := gpuCase{"speed_gdn_split_t16_l2", gdnSplit(16, 32, 128, 128, 16), 1, 0}
+	l2 := gpuCase{"speed_gdn_split_t32_l2", gdnSplit(16, 32, 128, 128, 32), 1, 0}
 	writeTimedCase(t, filepath.Join(out, l2.name), l2, 0, &caseSpeed{reps: 256, rotate: 1, bytes: gdnBytes(l2.k),
-		from: "speed_gdn_split_t16", note: "one copy of every operand: the 4.6 MB working set stays in L2"})
+		from: "speed_gdn_split_t32", note: "one copy of every operand: the 4.6 MB working set stays in L2"})
 
 }
 

@@ -126,7 +126,7 @@ func splitShape(dk, tile int, c ir.LaunchConfig) gdnSplitShape {
 // when it can: the tile divides v_dim; its column groups are a power of two
 // no wider than a warp (the row parts' sums meet by lane shuffles); k_dim
 // splits evenly over the row parts; at most GDNDecodeStepMaxState state
-// elements a thread; two warps for the l2 norms; and shared memory.
+// elements a thread; and shared memory.
 func GDNDecodeSplitFits(p ir.Params, c ir.LaunchConfig) error {
 	dk, dv, kw, tile := p.Int("k_dim"), p.Int("v_dim"), p.Int("kernel"), p.Int("col_tile")
 	if c.Threads <= 0 || c.Warp <= 0 {
@@ -143,12 +143,11 @@ func GDNDecodeSplitFits(p ir.Params, c ir.LaunchConfig) error {
 		return fmt.Errorf("k_dim %d does not split over %d row parts", dk, s.parts)
 	case s.rows*s.vec > GDNDecodeStepMaxState:
 		return fmt.Errorf("a %d×%d state tile needs %d registers a thread, more than %d", dk, tile, s.rows*s.vec, GDNDecodeStepMaxState)
-	case c.Warps() < 2:
-		return fmt.Errorf("%d warps, the l2 norms need 2", c.Warps())
 	case kw < 1 || kw > 8:
 		return fmt.Errorf("conv kernel %d outside 1..8", kw)
 	}
-	shared := 4 * (2*dk + tile + 2*c.Warps()*tile + c.Warps() + 1)
+	// q, k, v rows; the column sums; a block sum; the q, k and v channels' new conv state.
+	shared := 4 * (2*dk + tile + 2*c.Warps()*tile + c.Warps() + 1 + (2*dk+tile)*max(kw-1, 1))
 	if c.MaxSharedBytes > 0 && shared > c.MaxSharedBytes {
 		return fmt.Errorf("%d bytes of shared memory, more than %d", shared, c.MaxSharedBytes)
 	}

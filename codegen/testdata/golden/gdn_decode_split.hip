@@ -114,9 +114,12 @@ constexpr int CG = COL_TILE / VEC;              // column groups across a row of
 constexpr int RP = BDIM_X / CG < K_DIM ? BDIM_X / CG : K_DIM;  // row parts
 constexpr int RPT = K_DIM / RP;                 // rows a thread holds
 static_assert(V_DIM % COL_TILE == 0 && (CG & (CG - 1)) == 0 && CG <= WARP_SIZE && K_DIM % RP == 0, "the tile must split evenly over the block");
-static_assert(WARPS >= 2, "the l2 norms take a warp each");
+static_assert(WARPS >= 1, "whole warps");
+constexpr int HROWS = HIST > 0 ? HIST : 1;  // rows of a channel's history kept for write-back
+// Agent-scope release of the block's writes (one thread, after a barrier) before the
+// arrival; in the last block every thread's agent-scope acquire invalidates its caches,
+// so later loads see the other blocks' writes.
 DEVICE void release_device() { __builtin_amdgcn_fence(__ATOMIC_RELEASE, "agent"); }
-// The agent-scope acquire invalidates the CU's caches: later loads see other blocks' writes.
 DEVICE void acquire_device() { __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "agent"); }
 DEVICE unsigned int arrive(int* p) { return __atomic_fetch_add((unsigned int*)p, 1u, __ATOMIC_ACQ_REL); }
 DEVICE float load_l2(const float* p) { return *p; }
@@ -126,18 +129,21 @@ DEVICE float conv_input(const float* mixed, const float* cs, int c, int s) {
   return s < HIST ? cs[s * CHANNELS + c] : mixed[(long long)(s - HIST) * CHANNELS + c];
 }
 // conv_silu_at is row t of channel c: Σ_m w[c][m] · (state ‖ in)[t + m][c], then SiLU
-// (causal_conv1d_silu's order). Nothing is written: the conv state moves on at the end.
-DEVICE float conv_silu_at(const float* mixed, const float* w, const float* cs, int c, int t) {
+// (causal_conv1d_silu's order). Nothing is written to the conv state; at the last row
+// (t = n − 1) the channel's new state, rows n..n+HIST-1 of (state ‖ in), which are
+// this window's last HIST entries, goes to hist for the write-back at the end.
+DEVICE float conv_silu_at(const float* mixed, const float* w, const float* cs, int c, int t, int n, float* hist) {
+  float x[KW];
+#pragma unroll
+  for (int m = 0; m < KW; ++m) x[m] = conv_input(mixed, cs, c, t + m);
   float acc = 0.0f;
 #pragma unroll
-  for (int m = 0; m < KW; ++m) acc += w[c * KW + m] * conv_input(mixed, cs, c, t + m);
-  return siluf(acc);
-}
-// conv_advance writes channel c's new state, rows n..n+HIST-1 of (state ‖ in): row m
-// reads row n + m > m, which ascending m has not overwritten yet.
-DEVICE void conv_advance(const float* mixed, float* cs, int c, int n) {
+  for (int m = 0; m < KW; ++m) acc += w[c * KW + m] * x[m];
+  if (t == n - 1) {
 #pragma unroll
-  for (int m = 0; m < HIST; ++m) cs[m * CHANNELS + c] = conv_input(mixed, cs, c, n + m);
+    for (int m = 0; m < HIST; ++m) hist[m] = x[m + 1];
+  }
+  return siluf(acc);
 }
 // col_sum is Σ over the block's row parts of x, for the thread's column group: lanes
 // first (row parts of one warp), then the warps' sums through shared memory in warp
@@ -168,6 +174,7 @@ KERNEL void gdn_decode_split_c4817645(float* y, float* partial, const float* mix
   SHARED float rkv[WARPS][COL_TILE];
   SHARED float ro[WARPS][COL_TILE];
   SHARED float red[WARPS];
+  SHARED float hist[2 * K_DIM + COL_TILE][HROWS];  // q, k, then the tile's v channels
   SHARED int last;
   if (n <= 0) return;
   const int tile = BID_X;
@@ -191,39 +198,47 @@ KERNEL void gdn_decode_split_c4817645(float* y, float* partial, const float* mix
       S[r][0] = active ? st[(r0 + r) * V_DIM + col] : 0.0f;
     }
   }
+  // What the gated norm reads of element TID_X of the key head's rows, should this
+  // block arrive last: loaded now, off the path after the arrival.
+  const int ne = n * GROUP * V_DIM;
+  float z0 = 0.0f, w0 = 0.0f;
+  if (TID_X < ne) {
+    const int e = TID_X;
+    const long long hrow = (long long)(e / (GROUP * V_DIM)) * V_HEADS + kh * GROUP + (e / V_DIM) % GROUP;
+    z0 = z[hrow * V_DIM + e % V_DIM];
+    w0 = norm_w[e % V_DIM];
+  }
   const int vc = 2 * QK + j * V_DIM + tile * COL_TILE;  // the tile's first v channel
   for (int t = 0; t < n; ++t) {
     // q and k of key head kh (conv + SiLU) and the tile's v entries.
     for (int c = TID_X; c < 2 * K_DIM; c += BDIM_X) {
       if (c < K_DIM) {
-        sq[c] = conv_silu_at(mixed, conv_w, conv_state, kh * K_DIM + c, t);
+        sq[c] = conv_silu_at(mixed, conv_w, conv_state, kh * K_DIM + c, t, n, hist[c]);
       } else {
-        sk[c - K_DIM] = conv_silu_at(mixed, conv_w, conv_state, QK + kh * K_DIM + (c - K_DIM), t);
+        sk[c - K_DIM] = conv_silu_at(mixed, conv_w, conv_state, QK + kh * K_DIM + (c - K_DIM), t, n, hist[c]);
       }
     }
-    for (int c = TID_X; c < COL_TILE; c += BDIM_X) sv[c] = conv_silu_at(mixed, conv_w, conv_state, vc + c, t);
+    for (int c = TID_X; c < COL_TILE; c += BDIM_X) sv[c] = conv_silu_at(mixed, conv_w, conv_state, vc + c, t, n, hist[2 * K_DIM + c]);
     const long long hrow = (long long)t * V_HEADS + j;
     const float beta = sigmoidf(b[hrow]);
     const float decay = fexp(-fexp(a_log[j]) * softplusf(a[hrow] + dt_bias[j]));
     block_sync();
-    // The l2 norms, a warp each.
-    if (WARP < 2) {
-      float* x = WARP == 0 ? sq : sk;
-      const float scale = WARP == 0 ? Q_SCALE : K_SCALE;
-      float ss = 0.0f;
-      for (int r = LANE; r < K_DIM; r += WARP_SIZE) ss += x[r] * x[r];
-      ss = warp_sum(ss);
-      const float inv = rsqrtf_ref(ss + L2_EPS);
-      for (int r = LANE; r < K_DIM; r += WARP_SIZE) x[r] = x[r] * inv * scale;
+    // The l2 norms of q and k: every warp sums the squares itself, in the same order,
+    // so no second barrier; x · inv · scale as l2norm_heads.
+    float ssq = 0.0f, ssk = 0.0f;
+    for (int r = LANE; r < K_DIM; r += WARP_SIZE) {
+      ssq += sq[r] * sq[r];
+      ssk += sk[r] * sk[r];
     }
-    block_sync();
+    const float invq = rsqrtf_ref(warp_sum(ssq) + L2_EPS);
+    const float invk = rsqrtf_ref(warp_sum(ssk) + L2_EPS);
     // The delta rule on the thread's rows, its column sums over the block.
     float kv[VEC];
 #pragma unroll
     for (int v = 0; v < VEC; ++v) kv[v] = 0.0f;
 #pragma unroll
     for (int r = 0; r < RPT; ++r) {
-      const float kr = active ? sk[r0 + r] : 0.0f;
+      const float kr = active ? sk[r0 + r] * invk * K_SCALE : 0.0f;
 #pragma unroll
       for (int v = 0; v < VEC; ++v) {
         S[r][v] *= decay;
@@ -239,8 +254,8 @@ KERNEL void gdn_decode_split_c4817645(float* y, float* partial, const float* mix
     }
 #pragma unroll
     for (int r = 0; r < RPT; ++r) {
-      const float kr = active ? sk[r0 + r] : 0.0f;
-      const float qr = active ? sq[r0 + r] : 0.0f;
+      const float kr = active ? sk[r0 + r] * invk * K_SCALE : 0.0f;
+      const float qr = active ? sq[r0 + r] * invq * Q_SCALE : 0.0f;
 #pragma unroll
       for (int v = 0; v < VEC; ++v) {
         S[r][v] += kr * kv[v];
@@ -256,10 +271,24 @@ KERNEL void gdn_decode_split_c4817645(float* y, float* partial, const float* mix
       for (int w = 1; w < WARPS; ++w) oc += ro[w][TID_X];
       y[hrow * V_DIM + tile * COL_TILE + TID_X] = oc;
     }
-    const float ss = block_sum(oc * oc, red);
-    if (TID_X == 0) partial[hrow * TILES + tile] = ss;
+    if constexpr (COL_TILE <= WARP_SIZE) {
+      if (WARP == 0) {  // the tile's columns are warp 0's lanes: no barrier
+        const float ss = warp_sum(oc * oc);
+        if (LANE == 0) partial[hrow * TILES + tile] = ss;
+      }
+    } else {
+      const float ss = block_sum(oc * oc, red);
+      if (TID_X == 0) partial[hrow * TILES + tile] = ss;
+    }
   }
-  // The state slice and the tile's v channels' conv state go back.
+  // Arrive: after the barrier one thread releases the block's writes at device scope
+  // and increments the key head's counter; meanwhile the others write the state slice
+  // and the tile's v channels' conv state back, which no other block reads.
+  block_sync();
+  if (TID_X == 0) {
+    release_device();
+    last = arrive(arrivals + kh) == (unsigned int)(GROUP * TILES - 1);
+  }
   if (active) {
 #pragma unroll
     for (int r = 0; r < RPT; ++r) {
@@ -271,17 +300,16 @@ KERNEL void gdn_decode_split_c4817645(float* y, float* partial, const float* mix
       }
     }
   }
-  for (int c = TID_X; c < COL_TILE; c += BDIM_X) conv_advance(mixed, conv_state, vc + c, n);
-  // Arrive: every thread's writes released at device scope, then one increment.
-  release_device();
-  block_sync();
-  if (TID_X == 0) last = arrive(arrivals + kh) == (unsigned int)(GROUP * TILES - 1);
+  for (int c = TID_X; c < COL_TILE; c += BDIM_X) {
+#pragma unroll
+    for (int m = 0; m < HIST; ++m) conv_state[m * CHANNELS + vc + c] = hist[2 * K_DIM + c][m];
+  }
   block_sync();
   if (!last) return;
   acquire_device();
   if (TID_X == 0) arrivals[kh] = 0;  // for the next launch
   // The gated RMSNorm of the key head's rows, from the raw outputs and the partials.
-  for (int e = TID_X; e < n * GROUP * V_DIM; e += BDIM_X) {
+  for (int e = TID_X; e < ne; e += BDIM_X) {
     const int t = e / (GROUP * V_DIM);
     const int jh = kh * GROUP + (e / V_DIM) % GROUP;
     const int i = e % V_DIM;
@@ -290,10 +318,14 @@ KERNEL void gdn_decode_split_c4817645(float* y, float* partial, const float* mix
     for (int p = 0; p < TILES; ++p) ss += load_l2(partial + hrow * TILES + p);
     const float inv = rsqrtf_ref(ss / (float)V_DIM + EPS);
     const float oi = load_l2(y + hrow * V_DIM + i);
-    y[hrow * V_DIM + i] = norm_w[i] * (oi * inv) * siluf(z[hrow * V_DIM + i]);
+    const float zi = e == TID_X ? z0 : z[hrow * V_DIM + i];
+    const float wi = e == TID_X ? w0 : norm_w[i];
+    y[hrow * V_DIM + i] = wi * (oi * inv) * siluf(zi);
   }
   // The q and k channels' conv state, read by every block of the key head before it arrived.
   for (int c = TID_X; c < 2 * K_DIM; c += BDIM_X) {
-    conv_advance(mixed, conv_state, c < K_DIM ? kh * K_DIM + c : QK + kh * K_DIM + (c - K_DIM), n);
+    const int ch = c < K_DIM ? kh * K_DIM + c : QK + kh * K_DIM + (c - K_DIM);
+#pragma unroll
+    for (int m = 0; m < HIST; ++m) conv_state[m * CHANNELS + ch] = hist[c][m];
   }
 }
