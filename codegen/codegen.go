@@ -146,9 +146,15 @@ func Render(t plan.Target, k plan.Kernel) (Source, error) {
 	if err := tm.ExecuteTemplate(&b, "common.tmpl", data); err != nil {
 		return Source{}, fmt.Errorf("codegen: kernel %s: common: %w", k.Name, err)
 	}
-	if err := tm.ExecuteTemplate(&b, f.Template, data); err != nil {
+	var body bytes.Buffer
+	if err := tm.ExecuteTemplate(&body, f.Template, data); err != nil {
 		return Source{}, fmt.Errorf("codegen: kernel %s: %w", k.Name, err)
 	}
+	kernel, err := pdlEntry(k.Name, body.String())
+	if err != nil {
+		return Source{}, err
+	}
+	b.WriteString(kernel)
 	code := b.String()
 	sum := sha256.Sum256([]byte(code))
 	return Source{
@@ -223,6 +229,30 @@ func templateData(d Dialect, c ir.LaunchConfig, k plan.Kernel, f *ir.Family) (ma
 		}
 	}
 	return data, nil
+}
+
+// pdlEntry puts PDL_ENTRY() first in the entry point's body unless the
+// family's text calls PDL_WAIT() itself (see the prelude): every kernel
+// then waits for the launches before it before touching their results, so
+// the decode step may launch them all with programmatic serialization.
+func pdlEntry(name, text string) (string, error) {
+	if strings.Contains(text, "PDL_WAIT()") {
+		if !strings.Contains(text, "PDL_TRIGGER()") {
+			return "", fmt.Errorf("codegen: kernel %s: its template calls PDL_WAIT() but never PDL_TRIGGER()", name)
+		}
+		return text, nil
+	}
+	head := "KERNEL void " + name + "("
+	at := strings.Index(text, head)
+	if at < 0 {
+		return "", fmt.Errorf("codegen: kernel %s: no %q in its template's text", name, head)
+	}
+	open := strings.IndexByte(text[at:], '{')
+	if open < 0 {
+		return "", fmt.Errorf("codegen: kernel %s: the entry point has no body", name)
+	}
+	open += at + 1
+	return text[:open] + "\n  PDL_ENTRY();" + text[open:], nil
 }
 
 // signatureArgs spells the ABI's parameter list (see the package doc).

@@ -30,6 +30,11 @@ DEVICE float fexp(float x) { return __builtin_expf(x); }
 DEVICE float flog(float x) { return __builtin_logf(x); }
 DEVICE float fsqrt(float x) { return __builtin_sqrtf(x); }
 DEVICE double drint(double x) { return __builtin_rint(x); }
+// Programmatic dependent launch is an sm_90 feature: nothing to wait for here.
+#define PDL_WAIT() ((void)0)
+#define PDL_TRIGGER() ((void)0)
+#define PDL_PREFETCH_L2(p) ((void)(p))
+#define PDL_ENTRY() ((void)0)
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };
 struct __attribute__((aligned(16))) f32x4 { float x, y, z, w; };
@@ -101,6 +106,7 @@ constexpr int DPL = (HEAD_DIM + WARP_SIZE - 1) / WARP_SIZE;  // dims per lane (t
 constexpr bool VECTOR = HEAD_DIM % (4 * WARP_SIZE) == 0;
 constexpr int UNROLL = 4;
 KERNEL void attention_combine_gate_1a25fae5(float* out, const float* partial, const float* qg, int n, const int* params) {
+  PDL_ENTRY();
   SHARED float w[SPLITS];
   SHARED float red[WARPS];
   SHARED float wacc[WARPS][HEAD_DIM];

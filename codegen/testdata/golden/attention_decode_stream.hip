@@ -30,6 +30,11 @@ DEVICE float fexp(float x) { return __builtin_expf(x); }
 DEVICE float flog(float x) { return __builtin_logf(x); }
 DEVICE float fsqrt(float x) { return __builtin_sqrtf(x); }
 DEVICE double drint(double x) { return __builtin_rint(x); }
+// Programmatic dependent launch is an sm_90 feature: nothing to wait for here.
+#define PDL_WAIT() ((void)0)
+#define PDL_TRIGGER() ((void)0)
+#define PDL_PREFETCH_L2(p) ((void)(p))
+#define PDL_ENTRY() ((void)0)
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };
 struct __attribute__((aligned(16))) f32x4 { float x, y, z, w; };
@@ -185,6 +190,7 @@ DEVICE float at(const unsigned int* r, int i) {
   else return bits_f32(r[i]);
 }
 KERNEL void attention_decode_stream_4c39fcad(float* partial, const float* q, const bf16* k_cache, const bf16* v_cache, int n, const int* params) {
+  PDL_ENTRY();
   const int pos = params[0];
   SHARED u32x4 smem4[(SMEM_WORDS + 3) / 4];
   unsigned int* smem = (unsigned int*)smem4;

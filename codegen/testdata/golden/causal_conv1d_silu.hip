@@ -30,6 +30,11 @@ DEVICE float fexp(float x) { return __builtin_expf(x); }
 DEVICE float flog(float x) { return __builtin_logf(x); }
 DEVICE float fsqrt(float x) { return __builtin_sqrtf(x); }
 DEVICE double drint(double x) { return __builtin_rint(x); }
+// Programmatic dependent launch is an sm_90 feature: nothing to wait for here.
+#define PDL_WAIT() ((void)0)
+#define PDL_TRIGGER() ((void)0)
+#define PDL_PREFETCH_L2(p) ((void)(p))
+#define PDL_ENTRY() ((void)0)
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };
 struct __attribute__((aligned(16))) f32x4 { float x, y, z, w; };
@@ -92,6 +97,7 @@ constexpr int CHANNELS = 8192;
 constexpr int KW = 4;
 constexpr int HIST = KW - 1;
 KERNEL void causal_conv1d_silu_c362fecd(float* out, const float* in, const float* w, float* state, int n, const int* params) {
+  PDL_ENTRY();
   const int c = BID_X * BDIM_X + TID_X;
   if (c >= CHANNELS) return;
   float wc[KW];

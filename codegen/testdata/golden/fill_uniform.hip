@@ -30,6 +30,11 @@ DEVICE float fexp(float x) { return __builtin_expf(x); }
 DEVICE float flog(float x) { return __builtin_logf(x); }
 DEVICE float fsqrt(float x) { return __builtin_sqrtf(x); }
 DEVICE double drint(double x) { return __builtin_rint(x); }
+// Programmatic dependent launch is an sm_90 feature: nothing to wait for here.
+#define PDL_WAIT() ((void)0)
+#define PDL_TRIGGER() ((void)0)
+#define PDL_PREFETCH_L2(p) ((void)(p))
+#define PDL_ENTRY() ((void)0)
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };
 struct __attribute__((aligned(16))) f32x4 { float x, y, z, w; };
@@ -98,6 +103,7 @@ DEVICE unsigned long long fill_mix(unsigned long long z) {
 // Threads in the grid: the dispatch packet's grid size (work-items) in x.
 DEVICE long long grid_threads() { return (long long)__builtin_amdgcn_grid_size_x(); }
 KERNEL void fill_uniform_1c9172cf(bf16* out, int n, const int* params) {
+  PDL_ENTRY();
   const int fill_seed_lo = params[8]; const int fill_seed_hi = params[9]; const int fill_key_lo = params[10]; const int fill_key_hi = params[11]; const int fill_lo = params[12]; const int fill_scale = params[13];
   const unsigned long long seed = (unsigned long long)(unsigned int)fill_seed_lo | ((unsigned long long)(unsigned int)fill_seed_hi << 32);
   const unsigned long long key = (unsigned long long)(unsigned int)fill_key_lo | ((unsigned long long)(unsigned int)fill_key_hi << 32);

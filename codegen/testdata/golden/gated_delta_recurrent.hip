@@ -30,6 +30,11 @@ DEVICE float fexp(float x) { return __builtin_expf(x); }
 DEVICE float flog(float x) { return __builtin_logf(x); }
 DEVICE float fsqrt(float x) { return __builtin_sqrtf(x); }
 DEVICE double drint(double x) { return __builtin_rint(x); }
+// Programmatic dependent launch is an sm_90 feature: nothing to wait for here.
+#define PDL_WAIT() ((void)0)
+#define PDL_TRIGGER() ((void)0)
+#define PDL_PREFETCH_L2(p) ((void)(p))
+#define PDL_ENTRY() ((void)0)
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };
 struct __attribute__((aligned(16))) f32x4 { float x, y, z, w; };
@@ -98,6 +103,7 @@ constexpr int SPLIT = BDIM_X / V_DIM;
 constexpr int KP = K_DIM / SPLIT;
 static_assert(V_DIM <= BDIM_X && BDIM_X % V_DIM == 0 && K_DIM % SPLIT == 0, "state must split evenly over the block");
 KERNEL void gated_delta_recurrent_f8b71761(float* out, const float* q, const float* k, const float* v, const float* beta, const float* g, float* state, int n, const int* params) {
+  PDL_ENTRY();
   SHARED float sq[K_DIM];
   SHARED float sk[K_DIM];
   SHARED float rkv[SPLIT][V_DIM];

@@ -30,6 +30,11 @@ DEVICE float fexp(float x) { return __builtin_expf(x); }
 DEVICE float flog(float x) { return __builtin_logf(x); }
 DEVICE float fsqrt(float x) { return __builtin_sqrtf(x); }
 DEVICE double drint(double x) { return __builtin_rint(x); }
+// Programmatic dependent launch is an sm_90 feature: nothing to wait for here.
+#define PDL_WAIT() ((void)0)
+#define PDL_TRIGGER() ((void)0)
+#define PDL_PREFETCH_L2(p) ((void)(p))
+#define PDL_ENTRY() ((void)0)
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };
 struct __attribute__((aligned(16))) f32x4 { float x, y, z, w; };
@@ -89,6 +94,7 @@ constexpr int HEADS = 32;
 constexpr int DIM = 128;
 constexpr float EPS = 0x1.0c6f7ap-20f;
 KERNEL void gated_rmsnorm_fd66ca06(float* y, const float* o, const float* z, const float* w, int n, const int* params) {
+  PDL_ENTRY();
   SHARED float red[BDIM_X / WARP_SIZE];
   const int r = BID_X;
   if (r >= n * HEADS) return;

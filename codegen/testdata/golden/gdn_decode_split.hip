@@ -30,6 +30,11 @@ DEVICE float fexp(float x) { return __builtin_expf(x); }
 DEVICE float flog(float x) { return __builtin_logf(x); }
 DEVICE float fsqrt(float x) { return __builtin_sqrtf(x); }
 DEVICE double drint(double x) { return __builtin_rint(x); }
+// Programmatic dependent launch is an sm_90 feature: nothing to wait for here.
+#define PDL_WAIT() ((void)0)
+#define PDL_TRIGGER() ((void)0)
+#define PDL_PREFETCH_L2(p) ((void)(p))
+#define PDL_ENTRY() ((void)0)
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };
 struct __attribute__((aligned(16))) f32x4 { float x, y, z, w; };
@@ -168,6 +173,7 @@ DEVICE void col_sum(float (&x)[VEC], float (*red)[COL_TILE], int cg) {
   }
 }
 KERNEL void gdn_decode_split_c4817645(float* y, float* partial, const float* mixed, const float* conv_w, float* conv_state, const float* b, const float* a, const float* a_log, const float* dt_bias, const float* z, const float* norm_w, float* state, int* arrivals, int n, const int* params) {
+  PDL_ENTRY();
   SHARED float sq[K_DIM];
   SHARED float sk[K_DIM];
   SHARED float sv[COL_TILE];

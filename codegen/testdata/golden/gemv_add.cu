@@ -33,6 +33,17 @@ DEVICE float shfl_xor(float v, int mask) {
   return r;
 }
 DEVICE float fsqrt(float x) { float r; asm("sqrt.rn.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
+// Programmatic dependent launch (sm_90): griddepcontrol.wait returns once the
+// launches this one depends on have completed with their writes flushed (at
+// once without programmatic serialization); launch_dependents lets the next
+// launch's blocks be scheduled. The memory clobber keeps loads below the wait.
+DEVICE void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+DEVICE void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+DEVICE void pdl_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" :: "l"(p)); }
+#define PDL_WAIT() pdl_wait()
+#define PDL_TRIGGER() pdl_trigger()
+#define PDL_PREFETCH_L2(p) pdl_prefetch_l2(p)
+#define PDL_ENTRY() (pdl_wait(), pdl_trigger())
 DEVICE double drint(double x) { double r; asm("cvt.rni.f64.f64 %0, %1;" : "=d"(r) : "d"(x)); return r; }
 DEVICE float frint(float x) { float r; asm("cvt.rni.f32.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 // expf: x = k·ln2 + r, |r| ≤ ln2/2, e^r by its Taylor series to r^8, 2^k in two steps.
@@ -157,6 +168,20 @@ DEVICE void gemv_stream(float (&acc)[R], const float* const* x, const bf16* cons
     for (int r = 0; r < R; ++r) acc[r] += dot8q(x[r] + c * 8, q[r]);
   }
 }
+// gemv_prefetch starts reading into L2 the first P lane-strided 16-byte chunks of each
+// of the R rows that gemv_stream over [c0, c1) loads first: weight reads a kernel may
+// issue before it waits for the launch before it.
+template <int R, int P>
+DEVICE void gemv_prefetch(const bf16* const* w, int c0, int c1) {
+#pragma unroll
+  for (int u = 0; u < P; ++u) {
+    const int c = c0 + LANE + u * WARP_SIZE;
+    if (c < c1) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) PDL_PREFETCH_L2(w[r] + (long long)c * 8);
+    }
+  }
+}
 // gemv_scalar is gemv_stream one element at a time over [e0, e1), for widths that
 // are not a multiple of 8 (the weight rows are then not 16-byte aligned).
 template <int R>
@@ -198,8 +223,16 @@ KERNEL void gemv_add_c527d96d(float* y, const float* x, const bf16* w, int n, co
   }
   if constexpr (K % 8 == 0) {
     constexpr int C = K / 8, PER = (C + KSPLIT - 1) / KSPLIT;
-    gemv_stream<RPW, U>(acc, xs, ws, s * PER, (s + 1) * PER < C ? (s + 1) * PER : C);
+    const int c0 = s * PER, c1 = (s + 1) * PER < C ? (s + 1) * PER : C;
+    // The weights are no launch's output: their first lines are read into L2 while
+    // the launch before still runs (docs/pdl.md), then x is read after the wait.
+    gemv_prefetch<RPW, 2 * U>(ws, c0, c1);
+    PDL_WAIT();
+    PDL_TRIGGER();
+    gemv_stream<RPW, U>(acc, xs, ws, c0, c1);
   } else {
+    PDL_WAIT();
+    PDL_TRIGGER();
     constexpr int PER = (K + KSPLIT - 1) / KSPLIT;
     gemv_scalar<RPW>(acc, xs, ws, s * PER, (s + 1) * PER < K ? (s + 1) * PER : K);
   }

@@ -30,6 +30,11 @@ DEVICE float fexp(float x) { return __builtin_expf(x); }
 DEVICE float flog(float x) { return __builtin_logf(x); }
 DEVICE float fsqrt(float x) { return __builtin_sqrtf(x); }
 DEVICE double drint(double x) { return __builtin_rint(x); }
+// Programmatic dependent launch is an sm_90 feature: nothing to wait for here.
+#define PDL_WAIT() ((void)0)
+#define PDL_TRIGGER() ((void)0)
+#define PDL_PREFETCH_L2(p) ((void)(p))
+#define PDL_ENTRY() ((void)0)
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };
 struct __attribute__((aligned(16))) f32x4 { float x, y, z, w; };
@@ -114,6 +119,20 @@ DEVICE void gemv_stream(float (&acc)[R], const float* const* x, const bf16* cons
     for (int r = 0; r < R; ++r) acc[r] += dot8q(x[r] + c * 8, q[r]);
   }
 }
+// gemv_prefetch starts reading into L2 the first P lane-strided 16-byte chunks of each
+// of the R rows that gemv_stream over [c0, c1) loads first: weight reads a kernel may
+// issue before it waits for the launch before it.
+template <int R, int P>
+DEVICE void gemv_prefetch(const bf16* const* w, int c0, int c1) {
+#pragma unroll
+  for (int u = 0; u < P; ++u) {
+    const int c = c0 + LANE + u * WARP_SIZE;
+    if (c < c1) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) PDL_PREFETCH_L2(w[r] + (long long)c * 8);
+    }
+  }
+}
 // gemv_scalar is gemv_stream one element at a time over [e0, e1), for widths that
 // are not a multiple of 8 (the weight rows are then not 16-byte aligned).
 template <int R>
@@ -155,8 +174,16 @@ KERNEL void gemv_add_c527d96d(float* y, const float* x, const bf16* w, int n, co
   }
   if constexpr (K % 8 == 0) {
     constexpr int C = K / 8, PER = (C + KSPLIT - 1) / KSPLIT;
-    gemv_stream<RPW, U>(acc, xs, ws, s * PER, (s + 1) * PER < C ? (s + 1) * PER : C);
+    const int c0 = s * PER, c1 = (s + 1) * PER < C ? (s + 1) * PER : C;
+    // The weights are no launch's output: their first lines are read into L2 while
+    // the launch before still runs (docs/pdl.md), then x is read after the wait.
+    gemv_prefetch<RPW, 2 * U>(ws, c0, c1);
+    PDL_WAIT();
+    PDL_TRIGGER();
+    gemv_stream<RPW, U>(acc, xs, ws, c0, c1);
   } else {
+    PDL_WAIT();
+    PDL_TRIGGER();
     constexpr int PER = (K + KSPLIT - 1) / KSPLIT;
     gemv_scalar<RPW>(acc, xs, ws, s * PER, (s + 1) * PER < K ? (s + 1) * PER : K);
   }

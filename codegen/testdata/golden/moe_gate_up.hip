@@ -30,6 +30,11 @@ DEVICE float fexp(float x) { return __builtin_expf(x); }
 DEVICE float flog(float x) { return __builtin_logf(x); }
 DEVICE float fsqrt(float x) { return __builtin_sqrtf(x); }
 DEVICE double drint(double x) { return __builtin_rint(x); }
+// Programmatic dependent launch is an sm_90 feature: nothing to wait for here.
+#define PDL_WAIT() ((void)0)
+#define PDL_TRIGGER() ((void)0)
+#define PDL_PREFETCH_L2(p) ((void)(p))
+#define PDL_ENTRY() ((void)0)
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };
 struct __attribute__((aligned(16))) f32x4 { float x, y, z, w; };
@@ -95,6 +100,7 @@ constexpr int TOPK = 8;
 constexpr int WARPS = BDIM_X / WARP_SIZE;
 static_assert(HIDDEN % 8 == 0, "moe_gate_up reads 8 BF16 weights per lane");
 KERNEL void moe_gate_up_ce83d11f(float* act, const float* x, const int* ids, const bf16* gate_up, int n, const int* params) {
+  PDL_ENTRY();
   SHARED float xs[HIDDEN];
   const int s = BID_Y;
   const int t = BID_Z;

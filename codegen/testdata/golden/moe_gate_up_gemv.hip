@@ -30,6 +30,11 @@ DEVICE float fexp(float x) { return __builtin_expf(x); }
 DEVICE float flog(float x) { return __builtin_logf(x); }
 DEVICE float fsqrt(float x) { return __builtin_sqrtf(x); }
 DEVICE double drint(double x) { return __builtin_rint(x); }
+// Programmatic dependent launch is an sm_90 feature: nothing to wait for here.
+#define PDL_WAIT() ((void)0)
+#define PDL_TRIGGER() ((void)0)
+#define PDL_PREFETCH_L2(p) ((void)(p))
+#define PDL_ENTRY() ((void)0)
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };
 struct __attribute__((aligned(16))) f32x4 { float x, y, z, w; };
@@ -114,6 +119,20 @@ DEVICE void gemv_stream(float (&acc)[R], const float* const* x, const bf16* cons
     for (int r = 0; r < R; ++r) acc[r] += dot8q(x[r] + c * 8, q[r]);
   }
 }
+// gemv_prefetch starts reading into L2 the first P lane-strided 16-byte chunks of each
+// of the R rows that gemv_stream over [c0, c1) loads first: weight reads a kernel may
+// issue before it waits for the launch before it.
+template <int R, int P>
+DEVICE void gemv_prefetch(const bf16* const* w, int c0, int c1) {
+#pragma unroll
+  for (int u = 0; u < P; ++u) {
+    const int c = c0 + LANE + u * WARP_SIZE;
+    if (c < c1) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) PDL_PREFETCH_L2(w[r] + (long long)c * 8);
+    }
+  }
+}
 // gemv_scalar is gemv_stream one element at a time over [e0, e1), for widths that
 // are not a multiple of 8 (the weight rows are then not 16-byte aligned).
 template <int R>
@@ -137,6 +156,7 @@ constexpr int U = 4;
 constexpr int WARPS = BDIM_X / WARP_SIZE;
 static_assert(RPW >= 1 && U >= 1 && EXPERTS >= TOPK, "rows_per_warp and unroll are at least 1, top-k at most the experts");
 KERNEL void moe_gate_up_gemv_11ff60e2(float* act, const float* x, const int* ids, const bf16* gate_up, int n, const int* params) {
+  PDL_ENTRY();
   const int s = BID_Y;
   const int t = BID_Z;
   if (t >= n) return;

@@ -30,6 +30,11 @@ DEVICE float fexp(float x) { return __builtin_expf(x); }
 DEVICE float flog(float x) { return __builtin_logf(x); }
 DEVICE float fsqrt(float x) { return __builtin_sqrtf(x); }
 DEVICE double drint(double x) { return __builtin_rint(x); }
+// Programmatic dependent launch is an sm_90 feature: nothing to wait for here.
+#define PDL_WAIT() ((void)0)
+#define PDL_TRIGGER() ((void)0)
+#define PDL_PREFETCH_L2(p) ((void)(p))
+#define PDL_ENTRY() ((void)0)
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };
 struct __attribute__((aligned(16))) f32x4 { float x, y, z, w; };
@@ -112,6 +117,7 @@ DEVICE void sincos_ref(float angle, float* s, float* c) {
   *c = (float)co;
 }
 KERNEL void rope_72c7b8ec(float* x, int n, const int* params) {
+  PDL_ENTRY();
   const int pos = params[0];
   SHARED float cs[HALF];
   SHARED float sn[HALF];

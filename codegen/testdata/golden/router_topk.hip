@@ -30,6 +30,11 @@ DEVICE float fexp(float x) { return __builtin_expf(x); }
 DEVICE float flog(float x) { return __builtin_logf(x); }
 DEVICE float fsqrt(float x) { return __builtin_sqrtf(x); }
 DEVICE double drint(double x) { return __builtin_rint(x); }
+// Programmatic dependent launch is an sm_90 feature: nothing to wait for here.
+#define PDL_WAIT() ((void)0)
+#define PDL_TRIGGER() ((void)0)
+#define PDL_PREFETCH_L2(p) ((void)(p))
+#define PDL_ENTRY() ((void)0)
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };
 struct __attribute__((aligned(16))) f32x4 { float x, y, z, w; };
@@ -94,6 +99,7 @@ constexpr int WARPS = BDIM_X / WARP_SIZE;
 // better reports whether (p, e) ranks before (bp, be): larger, then lower index.
 DEVICE bool better(float p, int e, float bp, int be) { return p > bp || (p == bp && e < be); }
 KERNEL void router_topk_cd28cc60(int* ids, float* weights, const float* logits, int n, const int* params) {
+  PDL_ENTRY();
   SHARED float red[WARPS];
   SHARED float wp[WARPS];
   SHARED int we[WARPS];

@@ -33,6 +33,17 @@ DEVICE float shfl_xor(float v, int mask) {
   return r;
 }
 DEVICE float fsqrt(float x) { float r; asm("sqrt.rn.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
+// Programmatic dependent launch (sm_90): griddepcontrol.wait returns once the
+// launches this one depends on have completed with their writes flushed (at
+// once without programmatic serialization); launch_dependents lets the next
+// launch's blocks be scheduled. The memory clobber keeps loads below the wait.
+DEVICE void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+DEVICE void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+DEVICE void pdl_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" :: "l"(p)); }
+#define PDL_WAIT() pdl_wait()
+#define PDL_TRIGGER() pdl_trigger()
+#define PDL_PREFETCH_L2(p) pdl_prefetch_l2(p)
+#define PDL_ENTRY() (pdl_wait(), pdl_trigger())
 DEVICE double drint(double x) { double r; asm("cvt.rni.f64.f64 %0, %1;" : "=d"(r) : "d"(x)); return r; }
 DEVICE float frint(float x) { float r; asm("cvt.rni.f32.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 // expf: x = k·ln2 + r, |r| ≤ ln2/2, e^r by its Taylor series to r^8, 2^k in two steps.
@@ -358,6 +369,7 @@ DEVICE void draw_cut(const Draw& d, bool by_mass, const Scratch& sh, u64 W, u64 
   j = jh;
 }
 KERNEL void sample_461041c9(const float* logits, int* tokens, int* out, const int* mask, int n, const int* params) {
+  PDL_ENTRY();
   const int seed_lo = params[1]; const int seed_hi = params[2]; const int step = params[3]; const int temperature_bits = params[4]; const int top_p_bits = params[5]; const int min_p_bits = params[6]; const int top_k = params[7]; const int vocab_limit = params[14]; const int masked = params[18];
   SHARED float redf[WARPS];
   SHARED int redi[WARPS];

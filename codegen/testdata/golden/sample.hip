@@ -30,6 +30,11 @@ DEVICE float fexp(float x) { return __builtin_expf(x); }
 DEVICE float flog(float x) { return __builtin_logf(x); }
 DEVICE float fsqrt(float x) { return __builtin_sqrtf(x); }
 DEVICE double drint(double x) { return __builtin_rint(x); }
+// Programmatic dependent launch is an sm_90 feature: nothing to wait for here.
+#define PDL_WAIT() ((void)0)
+#define PDL_TRIGGER() ((void)0)
+#define PDL_PREFETCH_L2(p) ((void)(p))
+#define PDL_ENTRY() ((void)0)
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };
 struct __attribute__((aligned(16))) f32x4 { float x, y, z, w; };
@@ -314,6 +319,7 @@ DEVICE void draw_cut(const Draw& d, bool by_mass, const Scratch& sh, u64 W, u64 
   j = jh;
 }
 KERNEL void sample_461041c9(const float* logits, int* tokens, int* out, const int* mask, int n, const int* params) {
+  PDL_ENTRY();
   const int seed_lo = params[1]; const int seed_hi = params[2]; const int step = params[3]; const int temperature_bits = params[4]; const int top_p_bits = params[5]; const int min_p_bits = params[6]; const int top_k = params[7]; const int vocab_limit = params[14]; const int masked = params[18];
   SHARED float redf[WARPS];
   SHARED int redi[WARPS];

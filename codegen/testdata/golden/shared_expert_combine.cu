@@ -33,6 +33,17 @@ DEVICE float shfl_xor(float v, int mask) {
   return r;
 }
 DEVICE float fsqrt(float x) { float r; asm("sqrt.rn.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
+// Programmatic dependent launch (sm_90): griddepcontrol.wait returns once the
+// launches this one depends on have completed with their writes flushed (at
+// once without programmatic serialization); launch_dependents lets the next
+// launch's blocks be scheduled. The memory clobber keeps loads below the wait.
+DEVICE void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+DEVICE void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+DEVICE void pdl_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" :: "l"(p)); }
+#define PDL_WAIT() pdl_wait()
+#define PDL_TRIGGER() pdl_trigger()
+#define PDL_PREFETCH_L2(p) pdl_prefetch_l2(p)
+#define PDL_ENTRY() (pdl_wait(), pdl_trigger())
 DEVICE double drint(double x) { double r; asm("cvt.rni.f64.f64 %0, %1;" : "=d"(r) : "d"(x)); return r; }
 DEVICE float frint(float x) { float r; asm("cvt.rni.f32.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 // expf: x = k·ln2 + r, |r| ≤ ln2/2, e^r by its Taylor series to r^8, 2^k in two steps.
@@ -129,6 +140,7 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // Grid: one block per row (BID_X).
 constexpr int HIDDEN = 2048;
 KERNEL void shared_expert_combine_2810bef6(float* x, const float* routed, const float* shared, const float* gate, int n, const int* params) {
+  PDL_ENTRY();
   const int t = BID_X;
   if (t >= n) return;
   const float gs = sigmoidf(gate[t]);

@@ -30,6 +30,11 @@ DEVICE float fexp(float x) { return __builtin_expf(x); }
 DEVICE float flog(float x) { return __builtin_logf(x); }
 DEVICE float fsqrt(float x) { return __builtin_sqrtf(x); }
 DEVICE double drint(double x) { return __builtin_rint(x); }
+// Programmatic dependent launch is an sm_90 feature: nothing to wait for here.
+#define PDL_WAIT() ((void)0)
+#define PDL_TRIGGER() ((void)0)
+#define PDL_PREFETCH_L2(p) ((void)(p))
+#define PDL_ENTRY() ((void)0)
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };
 struct __attribute__((aligned(16))) f32x4 { float x, y, z, w; };
@@ -86,6 +91,7 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // Grid: one block per row (BID_X).
 constexpr int WIDTH = 512;
 KERNEL void silu_mul_2951d3d3(float* out, const float* gate, const float* up, int n, const int* params) {
+  PDL_ENTRY();
   const int t = BID_X;
   if (t >= n) return;
   const long long base = (long long)t * WIDTH;
