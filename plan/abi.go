@@ -6,9 +6,11 @@ package plan
 // bundles of its own ABI; within one ABI, a bundle built by any release of
 // the compiler runs, whatever its templates rendered.
 //
-// ABI 3 (ABI 1 had a 16-slot block without the step's shape; ABI 2 had no
+// ABI 4 (ABI 1 had a 16-slot block without the step's shape; ABI 2 had no
 // sample mask: the sample family's mask operand and the masked slot, 18,
-// for constrained decoding) covers:
+// for constrained decoding; ABI 3 kernels did not wait for the launch
+// before them, so they could not be launched with programmatic
+// serialization) covers:
 //
 //   - the argument order of every entry point: one device pointer per
 //     operand of the kernel's family, in the family's operand order (the
@@ -22,11 +24,16 @@ package plan
 //   - the alignment rule: every operand pointer is a multiple of ArgAlign
 //     bytes (kernels use 16-byte vector loads);
 //   - the launch: the plan's grid, block and shared memory bytes, nothing
-//     else.
+//     else;
+//   - programmatic dependent launch: every entry point waits for the launches
+//     before it (griddepcontrol.wait on sm_90, PDL_WAIT in the prelude)
+//     before it reads anything but weights and the parameter block and
+//     before it writes, so the runtime may launch any of them with
+//     programmatic stream serialization (docs/pdl.md).
 //
 // Change any of these and KernelABI must change with them (plan's tests pin
 // the parameter block of each ABI).
-const KernelABI = 3
+const KernelABI = 4
 
 // ArgAlign is the byte alignment of every kernel operand pointer (see
 // KernelABI).

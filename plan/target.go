@@ -45,6 +45,10 @@ type TargetSpec struct {
 	Compiler  string  // the device compiler driver that makes its objects
 	// Launch is the configuration the families' launch rules consult.
 	Launch ir.LaunchConfig
+	// Programmatic: the device runs launches with programmatic stream
+	// serialization (programmatic dependent launch, sm_90), which the
+	// runtime uses for the decode step's graph (docs/pdl.md).
+	Programmatic bool
 }
 
 // targets is the per-target table. Both GPUs run 256-thread blocks of
@@ -54,7 +58,7 @@ type TargetSpec struct {
 // the H100 and H200 have 132 SMs, the Radeon 8060S 40 CUs.
 var targets = map[Target]TargetSpec{
 	CPU:     {},
-	SM90:    {Dialect: CUDA, ObjectExt: ".cubin", Compiler: "nvcc", Launch: ir.LaunchConfig{Threads: 256, Warp: 32, MaxSharedBytes: 48 << 10, Stages: 1, Multiprocessors: 132}},
+	SM90:    {Dialect: CUDA, ObjectExt: ".cubin", Compiler: "nvcc", Launch: ir.LaunchConfig{Threads: 256, Warp: 32, MaxSharedBytes: 48 << 10, Stages: 1, Multiprocessors: 132}, Programmatic: true},
 	GFX1151: {Dialect: HIP, ObjectExt: ".hsaco", Compiler: "hipcc", Launch: ir.LaunchConfig{Threads: 256, Warp: 32, MaxSharedBytes: 64 << 10, Stages: 1, Multiprocessors: 40}},
 }
 
@@ -113,3 +117,7 @@ func GPUTargets() []Target {
 	}
 	return out
 }
+
+// Programmatic reports whether t's device runs launches with programmatic
+// stream serialization (TargetSpec.Programmatic).
+func (t Target) Programmatic() bool { return targets[t].Programmatic }

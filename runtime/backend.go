@@ -74,6 +74,33 @@ type Graph interface {
 	Destroy()
 }
 
+// StepGrapher is implemented by backends whose captured graphs can carry a
+// step's exchange with the host as well as its launches: the parameter
+// block and a small input (the token) copied from pinned host memory as the
+// graph's first nodes, a small result (the sampled id and logprob, or the
+// logits) copied into pinned host memory as its last. A step is then one
+// graph launch that the host does not wait for, and one wait for the result.
+type StepGrapher interface {
+	// CaptureStep records inBytes bytes copied to in, the parameter block,
+	// the launches fn enqueues (fn must only launch, as Capture's), then
+	// outBytes bytes copied from out.
+	CaptureStep(fn func() error, in Ref, inBytes int64, out Ref, outBytes int64) (StepGraph, error)
+}
+
+// StepGraph is a captured step with its pinned host buffers.
+type StepGraph interface {
+	// Start copies p and in (inBytes long) into the graph's pinned buffers
+	// and enqueues one replay; it returns without waiting for the device
+	// (after the previous replay's result, which it waits for if Wait was
+	// not called, so its buffers are free to refill).
+	Start(p *Params, in []byte) error
+	// Wait waits for the last Start's replay and copies its result
+	// (outBytes long) into dst.
+	Wait(dst []byte) error
+	// Destroy frees the graph and its pinned buffers.
+	Destroy()
+}
+
 // UploadJob is one copy of a bulk upload: Src to Dst. Name says what is
 // copied (a weight's name) in errors.
 type UploadJob struct {

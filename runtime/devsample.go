@@ -176,6 +176,14 @@ func (e *Engine) DecodeSampled(ctx context.Context, token int32, s DeviceSamplin
 	if err := e.checkIDs([]int32{token}); err != nil {
 		return 0, 0, err
 	}
+	if sg, ok := e.stepping(); ok {
+		if err := e.uploadMask(s); err != nil {
+			return 0, 0, err
+		}
+		e.setShape(1)
+		s.setSlots(&e.block, step)
+		return e.decodeSampledStep(ctx, sg, token)
+	}
 	if !e.sampler.fed || e.sampler.tok != token {
 		var id [4]byte
 		binary.LittleEndian.PutUint32(id[:], uint32(token))
@@ -206,23 +214,30 @@ func (e *Engine) sampleReady(s DeviceSampling) error {
 	return s.Validate()
 }
 
+// uploadMask copies a draw's mask to the sample phase's mask input (only a
+// constrained draw has one).
+func (e *Engine) uploadMask(s DeviceSampling) error {
+	if s.Mask == nil {
+		return nil
+	}
+	if want := MaskWords(e.plan.Model.Vocab); len(s.Mask) != want {
+		return fmt.Errorf("a mask of %d words, the vocabulary needs %d", len(s.Mask), want)
+	}
+	buf := e.sampler.phase.in[plan.PortSampleMask]
+	if buf == nil {
+		return errors.New("the plan's sample phase takes no mask (made before constrained decoding); use the host sampler")
+	}
+	raw := make([]byte, 4*len(s.Mask))
+	for i, w := range s.Mask {
+		binary.LittleEndian.PutUint32(raw[4*i:], w)
+	}
+	return e.be.Upload(Ref{Mem: buf}, raw)
+}
+
 // sample runs the sample phase and reads back the id and logprob.
 func (e *Engine) sample(ctx context.Context, s DeviceSampling, step int) (int32, float32, error) {
-	if s.Mask != nil {
-		if want := MaskWords(e.plan.Model.Vocab); len(s.Mask) != want {
-			return 0, 0, fmt.Errorf("a mask of %d words, the vocabulary needs %d", len(s.Mask), want)
-		}
-		buf := e.sampler.phase.in[plan.PortSampleMask]
-		if buf == nil {
-			return 0, 0, errors.New("the plan's sample phase takes no mask (made before constrained decoding); use the host sampler")
-		}
-		raw := make([]byte, 4*len(s.Mask))
-		for i, w := range s.Mask {
-			binary.LittleEndian.PutUint32(raw[4*i:], w)
-		}
-		if err := e.be.Upload(Ref{Mem: buf}, raw); err != nil {
-			return 0, 0, err
-		}
+	if err := e.uploadMask(s); err != nil {
+		return 0, 0, err
 	}
 	e.sampler.fed = false
 	s.setSlots(&e.block, step)
@@ -233,6 +248,12 @@ func (e *Engine) sample(ctx context.Context, s DeviceSampling, step int) (int32,
 	if err := e.be.Download(out[:], Ref{Mem: e.sampler.phase.out[plan.PortSampled]}); err != nil {
 		return 0, 0, err
 	}
+	return e.sampled(out)
+}
+
+// sampled checks the sample phase's id and logprob and notes whether the
+// id is left where the next decode step reads its token.
+func (e *Engine) sampled(out [8]byte) (int32, float32, error) {
 	tok := int32(binary.LittleEndian.Uint32(out[:]))
 	if tok < 0 || int(tok) >= e.plan.Model.Vocab {
 		return 0, 0, fmt.Errorf("the sampler returned token %d, outside the vocabulary [0, %d)", tok, e.plan.Model.Vocab)

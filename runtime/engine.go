@@ -32,6 +32,8 @@ type Engine struct {
 	// that can (Grapher); decodeGraph is captured on the first decode.
 	graphs      bool
 	decodeGraph Graph
+	// stepGraphs replace decodeGraph on StepGrapher backends (step.go).
+	stepGraphs stepGraphs
 	// block is the parameter block last handed to the backend.
 	block Params
 	// sampler is the sample phase (devsample.go).
@@ -82,6 +84,7 @@ func NewEngine(p *plan.Plan, be Backend, w Weights) (*Engine, error) {
 	}
 	e := &Engine{plan: p, be: be, globals: map[string]Mem{}, prefill: map[int]*phase{}}
 	_, e.graphs = be.(Grapher)
+	e.stepGraphs.pdl = e.canProgrammatic()
 	if ib, ok := be.(Interruptible); ok {
 		ib.SetInterrupt(e.interrupted)
 	}
@@ -216,6 +219,7 @@ func (e *Engine) dropGraphs() {
 		e.decodeGraph.Destroy()
 		e.decodeGraph = nil
 	}
+	e.stepGraphs.drop()
 }
 
 // Plan returns the engine's plan.
@@ -335,6 +339,9 @@ func (e *Engine) Decode(ctx context.Context, token int32) ([]float32, error) {
 	}
 	if err := e.checkIDs([]int32{token}); err != nil {
 		return nil, err
+	}
+	if sg, ok := e.stepping(); ok {
+		return e.decodeStep(ctx, sg, token)
 	}
 	return e.step(ctx, e.decode, []int32{token})
 }

@@ -83,12 +83,19 @@ type results struct {
 	GreedyGPU      []int32        `json:"greedy_gpu"`
 	GreedyNoGraph  []int32        `json:"greedy_gpu_without_graph"`
 	DecodeGraphBit bool           `json:"decode_graph_logits_identical"`
-	GreedyCPU      []int32        `json:"greedy_cpu"`
-	GreedyHF       []int32        `json:"greedy_transformers"`
-	GreedyEqualCPU bool           `json:"greedy_equal_cpu"`
-	GreedyEqualHF  bool           `json:"greedy_equal_transformers"`
-	Pass           bool           `json:"pass"`
-	Seconds        float64        `json:"seconds"`
+	// Programmatic: the step graphs ran with programmatic dependent launch;
+	// DecodePDLBit: their logits equal the same graphs' without it.
+	Programmatic bool `json:"programmatic"`
+	DecodePDLBit bool `json:"decode_pdl_logits_identical"`
+	// GreedySampled: greedy drawn on the device, one step graph per token
+	// (decode and sample), equal to GreedyGPU.
+	GreedySampled  []int32 `json:"greedy_gpu_device_sampled"`
+	GreedyCPU      []int32 `json:"greedy_cpu"`
+	GreedyHF       []int32 `json:"greedy_transformers"`
+	GreedyEqualCPU bool    `json:"greedy_equal_cpu"`
+	GreedyEqualHF  bool    `json:"greedy_equal_transformers"`
+	Pass           bool    `json:"pass"`
+	Seconds        float64 `json:"seconds"`
 }
 
 // gpu compiles the fixture's sm_90 plan for buckets and context and opens
@@ -254,6 +261,22 @@ func TestHuggingFaceOnGPU(t *testing.T) {
 	out.GreedyGPU = greedy(l)
 	// The same decode steps launch by launch: logits identical bit for bit.
 	withGraph := decodeLogits(t, l.Engine, ref.Greedy.Prompt, 8)
+	out.Programmatic = l.Engine.Programmatic()
+	if !out.Programmatic {
+		t.Error("the CUDA engine does not use programmatic dependent launch on sm_90")
+	}
+	l.Engine.SetProgrammatic(false)
+	out.DecodePDLBit = slices.EqualFunc(withGraph, decodeLogits(t, l.Engine, ref.Greedy.Prompt, 8), slices.Equal[[]float32])
+	l.Engine.SetProgrammatic(true)
+	if !out.DecodePDLBit {
+		pass = false
+		t.Error("decode logits with programmatic dependent launch differ from the same graphs without it")
+	}
+	out.GreedySampled = deviceGreedy(t, l.Engine, ref.Greedy.Prompt, len(ref.Greedy.Tokens))
+	if !slices.Equal(out.GreedySampled, out.GreedyGPU) {
+		pass = false
+		t.Errorf("greedy drawn on the device in the step graph %v, from the logits %v", out.GreedySampled, out.GreedyGPU)
+	}
 	l.Engine.SetGraphs(false)
 	out.GreedyNoGraph = greedy(l)
 	out.DecodeGraphBit = slices.EqualFunc(withGraph, decodeLogits(t, l.Engine, ref.Greedy.Prompt, 8), slices.Equal[[]float32])
@@ -309,6 +332,32 @@ func decodeLogits(t *testing.T, e *runtime.Engine, prompt []int32, steps int) []
 			t.Fatal(err)
 		}
 		out = append(out, logits)
+	}
+	return out
+}
+
+// deviceGreedy prefills prompt and draws n greedy tokens on the device: the
+// first after the prefill, then one step graph (decode and sample) each.
+func deviceGreedy(t *testing.T, e *runtime.Engine, prompt []int32, n int) []int32 {
+	t.Helper()
+	ctx := context.Background()
+	if err := e.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Prefill(ctx, prompt, nil); err != nil {
+		t.Fatal(err)
+	}
+	var s runtime.DeviceSampling
+	tok, _, err := e.SampleNext(ctx, s, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []int32{tok}
+	for len(out) < n {
+		if tok, _, err = e.DecodeSampled(ctx, tok, s, len(out)); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, tok)
 	}
 	return out
 }

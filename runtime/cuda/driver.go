@@ -105,6 +105,7 @@ func symbols(p *probe, d *gpu.Driver) []gpu.Symbol {
 		{Func: &d.MemsetD8, Name: "cuMemsetD8_v2"},
 		{Func: &d.MemcpyHtoDAsync, Name: "cuMemcpyHtoDAsync_v2"},
 		{Func: &d.MemcpyDtoDAsync, Name: "cuMemcpyDtoDAsync_v2"},
+		{Func: &d.MemcpyDtoHAsync, Name: "cuMemcpyDtoHAsync_v2"},
 		{Func: &d.ModuleLoadData, Name: "cuModuleLoadData"},
 		{Func: &d.ModuleUnload, Name: "cuModuleUnload"},
 		{Func: &d.ModuleGetFunction, Name: "cuModuleGetFunction"},

@@ -17,7 +17,7 @@ func TestSymbols(t *testing.T) {
 	syms := symbols(&p, &d)
 	gputest.Bound(t, &d, syms, "ErrorName", "ErrorString")
 	v2 := map[string]bool{"cuMemAlloc": true, "cuMemFree": true, "cuMemGetInfo": true, "cuMemcpyHtoD": true, "cuMemcpyDtoH": true,
-		"cuMemsetD8": true, "cuMemcpyHtoDAsync": true, "cuMemcpyDtoDAsync": true,
+		"cuMemsetD8": true, "cuMemcpyHtoDAsync": true, "cuMemcpyDtoDAsync": true, "cuMemcpyDtoHAsync": true,
 		"cuStreamDestroy": true, "cuEventDestroy": true, "cuStreamBeginCapture": true, "cuDevicePrimaryCtxRelease": true}
 	for _, s := range syms {
 		base, isV2 := strings.CutSuffix(s.Name, "_v2")

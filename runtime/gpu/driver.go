@@ -56,9 +56,13 @@ type Driver struct {
 	MemcpyDtoH func(dst unsafe.Pointer, src uint64, bytes uint64) int32
 	MemsetD8   func(dst uint64, value uint8, n uint64) int32
 	// Asynchronous copies on a stream: the uploader's from pinned staging
-	// buffers, and device to device in stream order.
+	// buffers (and a step graph's parameter block and input), and device to
+	// device in stream order.
 	MemcpyHtoDAsync func(dst uint64, src unsafe.Pointer, bytes uint64, stream uintptr) int32
 	MemcpyDtoDAsync func(dst, src uint64, bytes uint64, stream uintptr) int32
+	// MemcpyDtoHAsync copies into pinned host memory in stream order (a
+	// step graph's result).
+	MemcpyDtoHAsync func(dst unsafe.Pointer, src uint64, bytes uint64, stream uintptr) int32
 
 	ModuleLoadData    func(mod *uintptr, image unsafe.Pointer) int32
 	ModuleUnload      func(mod uintptr) int32

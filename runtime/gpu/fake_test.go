@@ -102,6 +102,8 @@ type fakeCapture struct {
 type fakeNode struct {
 	rec  launchRec
 	deps []int
+	// copy is a captured copy's work (rec is then empty).
+	copy func()
 }
 
 type fakeGraph struct{ nodes []fakeNode }
@@ -418,7 +420,7 @@ func (f *fake) driver() *Driver {
 			})
 		},
 		MemcpyHtoDAsync: func(dst uint64, src unsafe.Pointer, n uint64, stream uintptr) int32 {
-			return f.asyncOp("MemcpyHtoDAsync", stream, func() (func(), int32) {
+			return f.asyncOp("MemcpyHtoDAsync", stream, true, func() (func(), int32) {
 				h := f.host(src, n)
 				if h == nil {
 					f.misuse("MemcpyHtoDAsync from %d bytes not pinned by the driver", n)
@@ -440,7 +442,7 @@ func (f *fake) driver() *Driver {
 			})
 		},
 		MemcpyDtoDAsync: func(dst, src uint64, n uint64, stream uintptr) int32 {
-			return f.asyncOp("MemcpyDtoDAsync", stream, func() (func(), int32) {
+			return f.asyncOp("MemcpyDtoDAsync", stream, false, func() (func(), int32) {
 				if f.span(dst, n) == nil || f.span(src, n) == nil {
 					return nil, 1
 				}
@@ -448,6 +450,27 @@ func (f *fake) driver() *Driver {
 					f.mu.Lock()
 					defer f.mu.Unlock()
 					copy(f.dev[dst-devBase:dst-devBase+n], f.dev[src-devBase:])
+				}, 0
+			})
+		},
+		MemcpyDtoHAsync: func(dst unsafe.Pointer, src uint64, n uint64, stream uintptr) int32 {
+			return f.asyncOp("MemcpyDtoHAsync", stream, true, func() (func(), int32) {
+				h := f.host(dst, n)
+				if h == nil {
+					f.misuse("MemcpyDtoHAsync into %d bytes not pinned by the driver", n)
+					return nil, 1
+				}
+				if f.span(src, n) == nil {
+					return nil, 1
+				}
+				return func() {
+					f.mu.Lock()
+					defer f.mu.Unlock()
+					if f.host(dst, n) == nil {
+						f.misuse("pinned buffer freed with a copy pending")
+						return
+					}
+					copy(h, f.dev[src-devBase:src-devBase+n])
 				}, 0
 			})
 		},
@@ -741,6 +764,10 @@ func (f *fake) driver() *Driver {
 			nodes := e.nodes
 			f.enqueue(s, func() {
 				for _, n := range nodes {
+					if n.copy != nil {
+						n.copy()
+						continue
+					}
 					f.run("replay", n.rec)
 				}
 			})
@@ -826,9 +853,10 @@ func (f *fake) syncOp(name string, op func() int32) int32 {
 	return op()
 }
 
-// asyncOp enqueues what check returns on a stream (never in a capture:
-// the backend captures launches only).
-func (f *fake) asyncOp(name string, stream uintptr, check func() (func(), int32)) int32 {
+// asyncOp enqueues what check returns on a stream, or, on a capturing
+// stream, records it as a graph node when the copy may be captured (to or
+// from pinned host memory: a step graph's copies).
+func (f *fake) asyncOp(name string, stream uintptr, capturable bool, check func() (func(), int32)) int32 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if rc := f.enter(name); rc != 0 {
@@ -839,13 +867,21 @@ func (f *fake) asyncOp(name string, stream uintptr, check func() (func(), int32)
 		f.misuse("%s on an unknown stream", name)
 		return 400
 	}
-	if s.capture != nil {
+	if s.capture != nil && !capturable {
 		f.misuse("%s during a capture", name)
 		return 900
 	}
 	op, rc := check()
 	if rc != 0 {
+		if s.capture != nil {
+			s.capture.invalid = true
+		}
 		return rc
+	}
+	if c := s.capture; c != nil {
+		c.nodes = append(c.nodes, fakeNode{copy: op, deps: s.tails})
+		s.tails = []int{len(c.nodes) - 1}
+		return 0
 	}
 	f.enqueue(s, op)
 	return 0
@@ -931,11 +967,17 @@ func (f *fake) graphEdges(g *graph) []string {
 	var out []string
 	nodes := f.execs[g.exec].nodes
 	for _, n := range nodes {
+		name := func(n fakeNode) string {
+			if n.copy != nil {
+				return "copy"
+			}
+			return n.rec.fn.name
+		}
 		var deps []string
 		for _, d := range n.deps {
-			deps = append(deps, nodes[d].rec.fn.name)
+			deps = append(deps, name(nodes[d]))
 		}
-		out = append(out, n.rec.fn.name+" <- "+strings.Join(deps, ", "))
+		out = append(out, name(n)+" <- "+strings.Join(deps, ", "))
 	}
 	return out
 }

@@ -13,6 +13,8 @@ type graph struct {
 	g     uintptr
 	exec  uintptr
 	nodes int
+	// onDestroy frees what a step graph holds besides the graph (b.mu held).
+	onDestroy func()
 }
 
 // Capture records the launches fn makes on the backend's streams into a
@@ -21,6 +23,17 @@ type graph struct {
 // arguments are recorded by value: what changes between replays lives in
 // device memory (the parameter block).
 func (b *Backend) Capture(fn func() error) (runtime.Graph, error) {
+	g, err := b.capture(nil, fn, nil)
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// capture is Capture with copies recorded before and after fn's launches:
+// pre and post run with b.mu held and the stream capturing, and return a
+// driver call's result and what it was.
+func (b *Backend) capture(pre func() (int32, string), fn func() error, post func() (int32, string)) (*graph, error) {
 	unlock := b.enter()
 	if err := b.ready(false); err != nil {
 		unlock()
@@ -35,14 +48,27 @@ func (b *Backend) Capture(fn func() error) (runtime.Graph, error) {
 		return nil, b.fail("begin capture", rc)
 	}
 	b.capturing, b.captured = true, 0
+	var ferr error
+	if pre != nil {
+		if rc, what := pre(); rc != 0 {
+			ferr = b.fail(what, rc)
+		}
+	}
 	unlock()
 
-	ferr := fn()
+	if ferr == nil {
+		ferr = fn()
+	}
 
 	unlock = b.enter()
 	defer unlock()
 	if b.closed {
 		return nil, b.errClosed
+	}
+	if ferr == nil && post != nil {
+		if rc, what := post(); rc != 0 {
+			ferr = b.fail(what, rc)
+		}
 	}
 	b.capturing = false
 	var g uintptr
@@ -104,6 +130,10 @@ func (g *graph) destroy() {
 		g.b.d.GraphDestroy(g.g)
 	}
 	g.exec, g.g = 0, 0
+	if g.onDestroy != nil {
+		g.onDestroy()
+		g.onDestroy = nil
+	}
 	delete(g.b.graphs, g)
 }
 

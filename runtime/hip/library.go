@@ -178,6 +178,7 @@ func symbols(p *probe, d *gpu.Driver) []gpu.Symbol {
 		{Func: &d.MemsetD8, Name: "hipMemsetD8"},
 		{Func: &d.MemcpyHtoDAsync, Name: "hipMemcpyHtoDAsync"},
 		{Func: &d.MemcpyDtoDAsync, Name: "hipMemcpyDtoDAsync"},
+		{Func: &d.MemcpyDtoHAsync, Name: "hipMemcpyDtoHAsync"},
 		{Func: &d.ModuleLoadData, Name: "hipModuleLoadData"},
 		{Func: &d.ModuleUnload, Name: "hipModuleUnload"},
 		{Func: &d.ModuleGetFunction, Name: "hipModuleGetFunction"},

@@ -1,0 +1,169 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/aimaproject/aimac/runtime"
+)
+
+// stepBackend is graphBackend with step graphs (runtime.StepGrapher) run
+// as a GPU runs them: on Start the block and the input are copied in, the
+// recorded launches replay with that block, and the result is copied out
+// for Wait. It counts the synchronous parameter writes and uploads the
+// engine makes, which a step graph replaces.
+type stepBackend struct {
+	*graphBackend
+	setParams, uploads int
+	starts             int
+	failStart          error
+}
+
+type stepGraph struct {
+	b                  *stepBackend
+	g                  *recordedGraph
+	in, out            runtime.Ref
+	inBytes, outBytes  int64
+	result             []byte
+	started, destroyed bool
+}
+
+func newStepBackend() *stepBackend {
+	return &stepBackend{graphBackend: &graphBackend{recorder: &recorder{CPU: runtime.NewCPU()}}}
+}
+
+func (b *stepBackend) SetParams(p *runtime.Params) error {
+	b.setParams++
+	return b.graphBackend.SetParams(p)
+}
+
+func (b *stepBackend) Upload(dst runtime.Ref, src []byte) error {
+	b.uploads++
+	return b.graphBackend.Upload(dst, src)
+}
+
+func (b *stepBackend) CaptureStep(fn func() error, in runtime.Ref, inBytes int64, out runtime.Ref, outBytes int64) (runtime.StepGraph, error) {
+	g, err := b.graphBackend.Capture(fn)
+	if err != nil {
+		return nil, err
+	}
+	return &stepGraph{b: b, g: g.(*recordedGraph), in: in, out: out, inBytes: inBytes, outBytes: outBytes}, nil
+}
+
+func (s *stepGraph) Start(p *runtime.Params, in []byte) error {
+	if s.destroyed {
+		return errors.New("start of a destroyed step graph")
+	}
+	if int64(len(in)) != s.inBytes {
+		return fmt.Errorf("input of %d bytes, want %d", len(in), s.inBytes)
+	}
+	if err := s.b.failStart; err != nil {
+		s.b.failStart = nil
+		return err
+	}
+	s.b.starts++
+	s.b.block = *p // the graph's first copy
+	if err := s.b.CPU.Upload(s.in, in); err != nil {
+		return err
+	}
+	if err := s.g.Replay(); err != nil {
+		return err
+	}
+	s.result = make([]byte, s.outBytes)
+	s.started = true
+	return s.b.CPU.Download(s.result, s.out)
+}
+
+func (s *stepGraph) Wait(dst []byte) error {
+	if !s.started || len(dst) != len(s.result) {
+		return fmt.Errorf("wait: started %v, %d bytes for a %d-byte result", s.started, len(dst), len(s.result))
+	}
+	s.started = false
+	copy(dst, s.result)
+	return nil
+}
+
+func (s *stepGraph) Destroy() { s.destroyed = true }
+
+// TestStepGraph: on a step-graph backend every decode step is one graph
+// start and one wait, with no parameter write or upload before it, and
+// gives the CPU engine's logits (Decode) and draws (DecodeSampled) bit for
+// bit, across a Reset; a step whose start fails breaks the engine; with
+// graphs off the engine launches step by step again.
+func TestStepGraph(t *testing.T) {
+	plain := tinyEngine(t, runtime.NewCPU(), false)
+	be := newStepBackend()
+	e := tinyEngine(t, be, false)
+	if !e.Graphs() || e.Programmatic() {
+		t.Fatalf("graphs %v, programmatic %v: want graphs, and no programmatic launch on the CPU target", e.Graphs(), e.Programmatic())
+	}
+	ctx := context.Background()
+	for _, n := range []int{1, 9, 33} {
+		toks := prompt(n, plain.Vocab())
+		for _, en := range []*runtime.Engine{plain, e} {
+			if err := en.Reset(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := plain.Prefill(ctx, toks, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.Prefill(ctx, toks, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for step := range 5 {
+			tok := runtime.Argmax(want)
+			if want, err = plain.Decode(ctx, tok); err != nil {
+				t.Fatal(err)
+			}
+			be.setParams, be.uploads = 0, 0
+			if got, err = e.Decode(ctx, tok); err != nil {
+				t.Fatal(err)
+			}
+			if be.setParams != 0 || be.uploads != 0 {
+				t.Errorf("prompt %d, step %d: %d parameter writes and %d uploads before the step graph", n, step, be.setParams, be.uploads)
+			}
+			if !slices.Equal(want, got) {
+				t.Fatalf("prompt %d, step %d: step graph logits differ from the CPU engine's", n, step)
+			}
+		}
+		for _, s := range []runtime.DeviceSampling{{}, {Temperature: 0.8, TopK: 20, Seed: 7}} {
+			wantT, wantLP := deviceRun(t, plain, toks, 8, s)
+			starts := be.starts
+			gotT, gotLP := deviceRun(t, e, toks, 8, s)
+			if !slices.Equal(wantT, gotT) || !slices.Equal(wantLP, gotLP) {
+				t.Errorf("prompt %d, %+v: step graph draws %v %v, CPU engine %v %v", n, s, gotT, gotLP, wantT, wantLP)
+			}
+			if be.starts-starts != 7 {
+				t.Errorf("prompt %d: %d step graphs for 7 sampled decode steps", n, be.starts-starts)
+			}
+		}
+	}
+	if be.captures != 2 {
+		t.Errorf("%d captures, want 2 (decode → logits, decode + sample → id)", be.captures)
+	}
+	stop := errors.New("stop")
+	be.failStart = stop
+	if _, err := e.Decode(ctx, 1); !errors.Is(err, stop) {
+		t.Errorf("failed start: %v", err)
+	}
+	if _, err := e.Decode(ctx, 1); !errors.Is(err, runtime.ErrBroken) {
+		t.Errorf("after a failed step: %v, want ErrBroken", err)
+	}
+	if err := e.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	e.SetGraphs(false)
+	starts := be.starts
+	toks := prompt(9, plain.Vocab())
+	wantT, _ := deviceRun(t, plain, toks, 4, runtime.DeviceSampling{})
+	gotT, _ := deviceRun(t, e, toks, 4, runtime.DeviceSampling{})
+	if !slices.Equal(wantT, gotT) || be.starts != starts {
+		t.Errorf("graphs off: draws %v (want %v), %d step graphs started", gotT, wantT, be.starts-starts)
+	}
+}
