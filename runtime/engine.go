@@ -376,6 +376,42 @@ func (e *Engine) ProfileDecode(ctx context.Context, token int32, each func(i int
 	})
 }
 
+// Launches enqueues the decode phase's launches, each launch i through
+// each(i, run) (ProfileDecodeIn's hook).
+type Launches func(each func(i int, run func() error) error) error
+
+// ProfileDecodeIn is Decode with the decode phase's launches handed to in,
+// which must enqueue them once (a graph capture with timing nodes between
+// them, say: roofline.Profiler) and have them run before it returns. The
+// token and the parameter block are on the device when in is called; the
+// logits are Decode's.
+func (e *Engine) ProfileDecodeIn(ctx context.Context, token int32, in func(launches Launches) error) ([]float32, error) {
+	ctx, end, err := e.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
+	if e.broken {
+		return nil, ErrBroken
+	}
+	if err := e.checkRoom(1); err != nil {
+		return nil, err
+	}
+	if err := e.checkIDs([]int32{token}); err != nil {
+		return nil, err
+	}
+	ph := e.decode
+	return e.stepWith(ph, []int32{token}, func() error {
+		if err := e.be.SetParams(&e.block); err != nil {
+			return err
+		}
+		if err := in(func(each func(i int, run func() error) error) error { return e.launchEach(ctx, ph, each) }); err != nil {
+			return err
+		}
+		return e.be.Sync()
+	})
+}
+
 func (e *Engine) checkRoom(n int) error {
 	if e.pos+n > e.plan.ContextTokens {
 		return fmt.Errorf("context full: %d tokens so far + %d exceed the %d-token context", e.pos, n, e.plan.ContextTokens)

@@ -27,8 +27,10 @@ import (
 type stepGraphs struct {
 	logits StepGraph // decode → logits
 	sample StepGraph // decode + sample → id and logprob
-	// pdl: capture the launches with programmatic serialization.
-	pdl bool
+	// pdl: capture the launches with programmatic serialization; pdlErr is
+	// why a capture with them failed (they are then off).
+	pdl    bool
+	pdlErr error
 }
 
 func (s *stepGraphs) drop() {
@@ -61,11 +63,13 @@ func (e *Engine) SetProgrammatic(on bool) {
 		e.dropGraphs()
 		e.stepGraphs.pdl = on
 	}
+	e.stepGraphs.pdlErr = nil
 }
 
 // Programmatic reports whether the decode step's graphs use programmatic
-// dependent launch.
-func (e *Engine) Programmatic() bool { return e.stepGraphs.pdl }
+// dependent launch, and, when a capture with it failed and it was turned
+// off, that capture's error.
+func (e *Engine) Programmatic() (bool, error) { return e.stepGraphs.pdl, e.stepGraphs.pdlErr }
 
 // stepping reports whether decode steps run as step graphs.
 func (e *Engine) stepping() (StepGrapher, bool) {
@@ -100,8 +104,17 @@ func (e *Engine) launchSteps(phases ...*phase) error {
 // waits for its result.
 func (e *Engine) runStep(sg StepGrapher, g *StepGraph, token int32, out Mem, result []byte, phases ...*phase) error {
 	if *g == nil {
-		c, err := sg.CaptureStep(func() error { return e.launchSteps(phases...) },
-			Ref{Mem: e.decode.in[plan.PortTokens]}, 4, Ref{Mem: out}, int64(len(result)))
+		capture := func() (StepGraph, error) {
+			return sg.CaptureStep(func() error { return e.launchSteps(phases...) },
+				Ref{Mem: e.decode.in[plan.PortTokens]}, 4, Ref{Mem: out}, int64(len(result)))
+		}
+		c, err := capture()
+		if err != nil && e.stepGraphs.pdl {
+			// A driver that cannot capture programmatic launches still runs
+			// the step: without them, which Programmatic then reports.
+			e.stepGraphs.pdl, e.stepGraphs.pdlErr = false, err
+			c, err = capture()
+		}
 		if err != nil {
 			return fmt.Errorf("capture the decode step: %w", err)
 		}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aimaproject/aimac/runtime"
@@ -97,8 +99,8 @@ func TestStepGraph(t *testing.T) {
 	plain := tinyEngine(t, runtime.NewCPU(), false)
 	be := newStepBackend()
 	e := tinyEngine(t, be, false)
-	if !e.Graphs() || e.Programmatic() {
-		t.Fatalf("graphs %v, programmatic %v: want graphs, and no programmatic launch on the CPU target", e.Graphs(), e.Programmatic())
+	if pdl, _ := e.Programmatic(); !e.Graphs() || pdl {
+		t.Fatalf("graphs %v, programmatic %v: want graphs, and no programmatic launch on the CPU target", e.Graphs(), pdl)
 	}
 	ctx := context.Background()
 	for _, n := range []int{1, 9, 33} {
@@ -165,5 +167,54 @@ func TestStepGraph(t *testing.T) {
 	gotT, _ := deviceRun(t, e, toks, 4, runtime.DeviceSampling{})
 	if !slices.Equal(wantT, gotT) || be.starts != starts {
 		t.Errorf("graphs off: draws %v (want %v), %d step graphs started", gotT, wantT, be.starts-starts)
+	}
+}
+
+// TestSyntheticContext: a synthetic context puts the engine at position n
+// with filled KV cache and states: decode steps run from there with finite
+// logits, the same seed gives the same logits, another seed other ones,
+// and the position is checked.
+func TestSyntheticContext(t *testing.T) {
+	e := tinyEngine(t, runtime.NewCPU(), false)
+	ctx := context.Background()
+	run := func(seed uint64, n int) []float32 {
+		t.Helper()
+		if err := e.SyntheticContext(seed, n); err != nil {
+			t.Fatal(err)
+		}
+		if e.Position() != n {
+			t.Fatalf("position %d after a synthetic context of %d", e.Position(), n)
+		}
+		var logits []float32
+		for range 3 {
+			var err error
+			if logits, err = e.Decode(ctx, 5); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, v := range logits {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				t.Fatalf("seed %d, context %d: logit %d is %v", seed, n, i, v)
+			}
+		}
+		return logits
+	}
+	a, b, c := run(1, 40), run(1, 40), run(2, 40)
+	if !slices.Equal(a, b) {
+		t.Error("the same seed gave other logits")
+	}
+	if slices.Equal(a, c) {
+		t.Error("another seed gave the same logits: the context was not filled")
+	}
+	if err := e.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Prefill(ctx, []int32{5}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{0, e.Capacity() + 1} {
+		if err := e.SyntheticContext(1, n); err == nil || !strings.Contains(err.Error(), "want 1 to the plan's 96") {
+			t.Errorf("context %d: %v", n, err)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"strings"
@@ -28,30 +29,10 @@ func SyntheticWeights(seed uint64) Weights { return synthWeights{seed} }
 type synthWeights struct{ seed uint64 }
 
 func (w synthWeights) bind(e *Engine) error {
-	fills := map[string]*plan.Kernel{} // by weight dtype
-	for i := range e.plan.Kernels {
-		k := &e.plan.Kernels[i]
-		if ir.Kind(k.Family) != ir.FillUniform {
-			continue
-		}
-		dt := string(ir.F32)
-		if k.Params.Flag("bf16") {
-			dt = string(ir.BF16)
-		}
-		fills[dt] = k
-	}
+	fills := e.fillKernels()
 	for _, b := range e.plan.Buffers {
 		if b.Role != ir.Weight {
 			continue
-		}
-		k := fills[string(b.DType)]
-		size := int64(b.DType.Size())
-		if k == nil || size == 0 {
-			return fmt.Errorf("weight %s: the plan has no fill_uniform kernel for %s weights", b.Name, b.DType)
-		}
-		count := b.Bytes / size
-		if count > math.MaxInt32 {
-			return fmt.Errorf("weight %s: %d elements exceed a kernel's row count", b.Name, count)
 		}
 		m, err := e.be.Alloc(b.Bytes)
 		if err != nil {
@@ -60,20 +41,102 @@ func (w synthWeights) bind(e *Engine) error {
 		e.globals[b.Name] = m
 		e.weights = append(e.weights, m)
 		lo, hi := synthRange(b.Tensor, b.Shape)
-		prm := fillParams(w.seed, kernels.FillKey(b.Name), float32(lo), float32(hi-lo))
-		if err := e.be.SetParams(&prm); err != nil {
+		if err := e.fill(fills, b, m, w.seed, lo, hi); err != nil {
 			return fmt.Errorf("weight %s: %w", b.Name, err)
-		}
-		l := &plan.Launch{Kernel: k.Name, Layer: -1}
-		if e.plan.Target.GPU() {
-			s := kernels.Families[ir.FillUniform].Launch(k.Params, int(count), e.plan.Target.Launch())
-			l.Grid, l.Block, l.SharedBytes = s.Grid[:], s.Block[:], s.SharedBytes
-		}
-		if err := e.be.Launch(k, l, []Ref{{Mem: m}}, int(count), &prm); err != nil {
-			return fmt.Errorf("weight %s: fill: %w", b.Name, err)
 		}
 	}
 	return e.be.Sync()
+}
+
+// fillKernels are the plan's fill_uniform kernels by the dtype they write.
+func (e *Engine) fillKernels() map[ir.DType]*plan.Kernel {
+	fills := map[ir.DType]*plan.Kernel{}
+	for i := range e.plan.Kernels {
+		k := &e.plan.Kernels[i]
+		if ir.Kind(k.Family) != ir.FillUniform {
+			continue
+		}
+		dt := ir.F32
+		if k.Params.Flag("bf16") {
+			dt = ir.BF16
+		}
+		fills[dt] = k
+	}
+	return fills
+}
+
+// fill launches the fill kernel of b's dtype over all of m: uniform values
+// in [lo, hi] keyed by b's name under seed.
+func (e *Engine) fill(fills map[ir.DType]*plan.Kernel, b plan.Buffer, m Mem, seed uint64, lo, hi float64) error {
+	k := fills[b.DType]
+	size := int64(b.DType.Size())
+	if k == nil || size == 0 {
+		return fmt.Errorf("the plan has no fill_uniform kernel for %s buffers", b.DType)
+	}
+	count := b.Bytes / size
+	if count > math.MaxInt32 {
+		return fmt.Errorf("%d elements exceed a kernel's row count", count)
+	}
+	prm := fillParams(seed, kernels.FillKey(b.Name), float32(lo), float32(hi-lo))
+	if err := e.be.SetParams(&prm); err != nil {
+		return err
+	}
+	l := &plan.Launch{Kernel: k.Name, Layer: -1}
+	if e.plan.Target.GPU() {
+		s := kernels.Families[ir.FillUniform].Launch(k.Params, int(count), e.plan.Target.Launch())
+		l.Grid, l.Block, l.SharedBytes = s.Grid[:], s.Block[:], s.SharedBytes
+	}
+	if err := e.be.Launch(k, l, []Ref{{Mem: m}}, int(count), &prm); err != nil {
+		return fmt.Errorf("fill: %w", err)
+	}
+	return nil
+}
+
+// Synthetic context bounds: keys and values of unit scale, GDN recurrent
+// and conv state small, so that attention and the delta rule stay finite.
+const (
+	synthKV    = 1.0
+	synthState = 0.05
+)
+
+// SyntheticContext starts a sequence at position n without a prefill, for
+// speed measurement only: the KV cache and the GDN states are filled on the
+// device with seeded uniform values (the plan's fill_uniform kernels, as
+// SyntheticWeights fills weights) and the position is set to n. A decode
+// step then reads and writes exactly what it would after an n-token prompt
+// — the KV rows of n tokens, the states — but its output means nothing:
+// figures measured this way say so. The device holds no logits afterwards;
+// decode from a token of the caller's choosing.
+func (e *Engine) SyntheticContext(seed uint64, n int) error {
+	_, end, err := e.begin(context.Background())
+	if err != nil {
+		return err
+	}
+	defer end()
+	if n < 1 || n > e.plan.ContextTokens {
+		return fmt.Errorf("synthetic context of %d tokens: want 1 to the plan's %d", n, e.plan.ContextTokens)
+	}
+	fills := e.fillKernels()
+	e.broken = true // until every buffer is filled
+	for _, b := range e.plan.Buffers {
+		bound := 0.0
+		switch b.Role {
+		case ir.KV:
+			bound = synthKV
+		case ir.State:
+			bound = synthState
+		default:
+			continue
+		}
+		if err := e.fill(fills, b, e.globals[b.Name], seed, -bound, bound); err != nil {
+			return fmt.Errorf("synthetic context: %s: %w", b.Name, err)
+		}
+	}
+	if err := e.be.Sync(); err != nil {
+		return err
+	}
+	e.pos, e.broken, e.sampler.fed = n, false, false
+	return nil
 }
 
 // fillParams is a fill's parameter block (the ir.ParamFill* slots), which

@@ -261,9 +261,9 @@ func TestHuggingFaceOnGPU(t *testing.T) {
 	out.GreedyGPU = greedy(l)
 	// The same decode steps launch by launch: logits identical bit for bit.
 	withGraph := decodeLogits(t, l.Engine, ref.Greedy.Prompt, 8)
-	out.Programmatic = l.Engine.Programmatic()
+	out.Programmatic, err = l.Engine.Programmatic()
 	if !out.Programmatic {
-		t.Error("the CUDA engine does not use programmatic dependent launch on sm_90")
+		t.Errorf("the CUDA engine does not use programmatic dependent launch on sm_90 (%v)", err)
 	}
 	l.Engine.SetProgrammatic(false)
 	out.DecodePDLBit = slices.EqualFunc(withGraph, decodeLogits(t, l.Engine, ref.Greedy.Prompt, 8), slices.Equal[[]float32])

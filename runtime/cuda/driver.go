@@ -121,6 +121,7 @@ func symbols(p *probe, d *gpu.Driver) []gpu.Symbol {
 		{Func: &d.EventRecord, Name: "cuEventRecord"},
 		{Func: &d.EventSynchronize, Name: "cuEventSynchronize"},
 		{Func: &d.EventElapsedTime, Name: "cuEventElapsedTime"},
+		{Func: &d.EventRecordWithFlags, Name: "cuEventRecordWithFlags"},
 		{Func: &d.StreamBeginCapture, Name: "cuStreamBeginCapture_v2"},
 		{Func: &d.StreamEndCapture, Name: "cuStreamEndCapture"},
 		{Func: &d.GraphInstantiate, Name: "cuGraphInstantiateWithFlags"},

@@ -86,6 +86,10 @@ type Driver struct {
 	EventRecord      func(event, stream uintptr) int32
 	EventSynchronize func(event uintptr) int32
 	EventElapsedTime func(ms *float32, start, end uintptr) int32
+	// EventRecordWithFlags with eventRecordExternal records an event as a
+	// node of the graph being captured (timing inside a replay,
+	// GraphMarks); nil where the vendor has none.
+	EventRecordWithFlags func(event, stream uintptr, flags uint32) int32
 
 	StreamBeginCapture func(stream uintptr, mode uint32) int32
 	StreamEndCapture   func(stream uintptr, graph *uintptr) int32
@@ -111,6 +115,9 @@ const (
 	// hipStreamCaptureModeThreadLocal): only unsafe calls made by the
 	// capturing thread itself invalidate the capture.
 	captureThreadLocal = 1
+	// eventRecordExternal (CU_EVENT_RECORD_EXTERNAL): during capture, an
+	// event-record node instead of a dependency between streams.
+	eventRecordExternal = 1
 	// funcAttrMaxDynamicShared is CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES.
 	funcAttrMaxDynamicShared = 8
 	// DefaultSharedLimit is the dynamic shared memory a kernel gets without
@@ -168,12 +175,13 @@ func CString(p unsafe.Pointer) string {
 }
 
 // check reports the first entry point a driver lacks that the backend
-// cannot do without (all but FuncSetAttribute and LaunchKernelEx).
+// cannot do without (all but FuncSetAttribute, LaunchKernelEx and
+// EventRecordWithFlags).
 func (d *Driver) check() error {
 	v := reflect.ValueOf(d).Elem()
 	for i := range v.NumField() {
 		name := v.Type().Field(i).Name
-		if v.Field(i).Kind() == reflect.Func && v.Field(i).IsNil() && name != "FuncSetAttribute" && name != "LaunchKernelEx" {
+		if v.Field(i).Kind() == reflect.Func && v.Field(i).IsNil() && name != "FuncSetAttribute" && name != "LaunchKernelEx" && name != "EventRecordWithFlags" {
 			return fmt.Errorf("gpu: the %s driver has no %s", d.Dialect, name)
 		}
 	}

@@ -102,7 +102,7 @@ type fakeCapture struct {
 type fakeNode struct {
 	rec  launchRec
 	deps []int
-	// copy is a captured copy's work (rec is then empty).
+	// copy is a captured copy's or event record's work (rec is then empty).
 	copy func()
 }
 
@@ -809,6 +809,27 @@ func (f *fake) driver() *Driver {
 				return 1
 			}
 			k.shared = value
+			return 0
+		}
+		// An external record in a capture is a node that stamps the event
+		// when the replay reaches it.
+		d.EventRecordWithFlags = func(event, stream uintptr, flags uint32) int32 {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if rc := f.enter("EventRecordWithFlags"); rc != 0 {
+				return rc
+			}
+			e, s := f.events[event], f.streams[stream]
+			if e == nil || s == nil || flags != 1 || s.capture == nil {
+				return 400
+			}
+			c := s.capture
+			c.nodes = append(c.nodes, fakeNode{deps: s.tails, copy: func() {
+				f.mu.Lock()
+				e.at = time.Now()
+				f.mu.Unlock()
+			}})
+			s.tails = []int{len(c.nodes) - 1}
 			return 0
 		}
 		d.LaunchKernelEx = func(config unsafe.Pointer, fn uintptr, params, extra unsafe.Pointer) int32 {

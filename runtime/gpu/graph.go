@@ -249,3 +249,67 @@ func (b *Backend) Marks(fn func(mark func() error) error) ([]time.Duration, erro
 	}
 	return out, nil
 }
+
+// GraphMarks captures the launches fn enqueues into a graph with a timing
+// event recorded as a node wherever fn calls mark, replays it once and
+// returns the device time between each mark and the next (one fewer than
+// the marks): times inside one replay, with no host in between. fn must
+// only launch, as Capture's. Marks between launches serialize them fully,
+// so programmatic dependent launch does not overlap them here.
+func (b *Backend) GraphMarks(fn func(mark func() error) error) ([]time.Duration, error) {
+	d := b.d
+	if d.EventRecordWithFlags == nil {
+		return nil, fmt.Errorf("%s: timing inside a graph needs event-record nodes, which this driver does not have", d.Dialect)
+	}
+	var events []uintptr
+	defer func() {
+		unlock := b.enter()
+		if !b.closed {
+			for _, ev := range events {
+				d.EventDestroy(ev)
+			}
+		}
+		unlock()
+	}()
+	mark := func() error {
+		unlock := b.enter()
+		defer unlock()
+		if err := b.ready(false); err != nil {
+			return err
+		}
+		var ev uintptr
+		if rc := d.EventCreate(&ev, 0); rc != 0 {
+			return b.fail("create a timing event", rc)
+		}
+		events = append(events, ev)
+		if rc := d.EventRecordWithFlags(ev, b.stream, eventRecordExternal); rc != 0 {
+			return b.fail("record a timing node", rc)
+		}
+		return nil
+	}
+	g, err := b.capture(nil, func() error { return fn(mark) }, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer g.Destroy()
+	if err := g.Replay(); err != nil {
+		return nil, err
+	}
+	if err := b.Sync(); err != nil {
+		return nil, err
+	}
+	unlock := b.enter()
+	defer unlock()
+	if len(events) == 0 {
+		return nil, nil
+	}
+	out := make([]time.Duration, len(events)-1)
+	for i := range out {
+		var ms float32
+		if rc := d.EventElapsedTime(&ms, events[i], events[i+1]); rc != 0 {
+			return nil, b.fail("elapsed time", rc)
+		}
+		out[i] = time.Duration(float64(ms) * float64(time.Millisecond))
+	}
+	return out, nil
+}

@@ -171,3 +171,46 @@ func TestCaptureStepProgrammatic(t *testing.T) {
 		t.Errorf("replay (-want +got):\n%s", diff)
 	}
 }
+
+// TestGraphMarks: the marks become event-record nodes between the
+// launches of a graph replayed once; the times are between consecutive
+// marks; HIP, without event-record nodes, says so.
+func TestGraphMarks(t *testing.T) {
+	b, f, ks, ls := loaded(t, "cuda")
+	args := operands(t, b, &ks[0])
+	times, err := b.GraphMarks(func(mark func() error) error {
+		for range 3 {
+			if err := mark(); err != nil {
+				return err
+			}
+			if err := b.Launch(&ks[0], &ls[0], args, 1, nil); err != nil {
+				return err
+			}
+		}
+		return mark()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(times) != 3 {
+		t.Fatalf("%d times for 4 marks", len(times))
+	}
+	for i, d := range times {
+		if d < 0 {
+			t.Errorf("time %d: %v", i, d)
+		}
+	}
+	if n := len(f.launches()); n != 3 {
+		t.Errorf("%d launches ran, want the 3 of one replay", n)
+	}
+	if live := f.live(); live["graph"] != 0 || live["exec"] != 0 || live["event"] != 2 {
+		t.Errorf("left after GraphMarks: %v", live)
+	}
+	stop := errors.New("stop")
+	if _, err := b.GraphMarks(func(func() error) error { return stop }); !errors.Is(err, stop) {
+		t.Errorf("fn's error: %v", err)
+	}
+	h, _, _, _ := loaded(t, "hip")
+	_, err = h.GraphMarks(func(func() error) error { return nil })
+	wantErr(t, "HIP", err, "hip: timing inside a graph needs event-record nodes")
+}

@@ -125,7 +125,9 @@ func open(path string) (*Library, error) {
 	p, d := &l.probe, &l.driver
 	// hipModuleLaunchKernel needs no attribute for dynamic shared memory up
 	// to the LDS size, and HIP has no extended launch with CUDA's
-	// attributes: FuncSetAttribute and LaunchKernelEx stay nil.
+	// attributes: FuncSetAttribute and LaunchKernelEx stay nil, and so does
+	// EventRecordWithFlags (timing inside a graph replay; the profile then
+	// times launches one by one).
 	d.Dialect = "hip"
 	if err := gpu.Bind(h, path, symbols(p, d)); err != nil {
 		purego.Dlclose(h)

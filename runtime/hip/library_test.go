@@ -12,5 +12,5 @@ import (
 func TestSymbols(t *testing.T) {
 	var p probe
 	var d gpu.Driver
-	gputest.Bound(t, &d, symbols(&p, &d), "FuncSetAttribute", "LaunchKernelEx")
+	gputest.Bound(t, &d, symbols(&p, &d), "FuncSetAttribute", "LaunchKernelEx", "EventRecordWithFlags")
 }
