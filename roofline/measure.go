@@ -21,6 +21,13 @@ type marker interface {
 	Marks(fn func(mark func() error) error) ([]time.Duration, error)
 }
 
+// graphMarker times pieces of one graph replay (runtime/gpu.Backend.GraphMarks)
+// where the device can (GraphTiming).
+type graphMarker interface {
+	GraphMarks(fn func(mark func() error) error) ([]time.Duration, error)
+	GraphTiming() bool
+}
+
 // deviceCopier copies between device buffers in stream order
 // (runtime/gpu.Backend.Copy).
 type deviceCopier interface {
@@ -31,7 +38,17 @@ type deviceCopier interface {
 // which must call run once for launch i (Engine.ProfileDecode's hook).
 type Steps func(each func(i int, run func() error) error) error
 
-// Profiler times every launch of a step on a backend. On a GPU the launches
+// GraphSteps is one step to time inside a graph: it hands its launches to
+// in (Engine.ProfileDecodeIn's hook), which captures and replays them.
+type GraphSteps func(in func(launches runtime.Launches) error) error
+
+// Profiler times every launch of a step on a backend. In graph mode
+// (NewGraphProfiler) the step's launches are captured into a graph with a
+// timing event recorded as a node after each, and replayed once: each
+// launch's time is the device's inside a replay, launch gap included, with
+// no host anywhere (the timing nodes do keep launches from overlapping, as
+// programmatic dependent launch lets them in the real step). Otherwise, on
+// a GPU the launches
 // are enqueued back to back with an event after each (Marks) behind a head
 // start of device copies, so the host is ahead of the device and each
 // launch's time is the device's alone, launch gap included, as in a replayed
@@ -52,6 +69,57 @@ type Profiler struct {
 	// Behind counts the steps whose host enqueue outlasted the head start:
 	// their small launches may include host time.
 	Behind int
+	// graph times in graph mode.
+	graph graphMarker
+}
+
+// NewGraphProfiler is a profiler in graph mode (GraphStep), or false when
+// the backend cannot time inside a graph.
+func NewGraphProfiler(be runtime.Backend) (*Profiler, bool) {
+	g, ok := be.(graphMarker)
+	if !ok || !g.GraphTiming() {
+		return nil, false
+	}
+	return &Profiler{be: be, graph: g, Timing: "device events recorded as graph nodes between the launches of one replay of the step"}, true
+}
+
+// Graph reports whether the profiler is in graph mode.
+func (p *Profiler) Graph() bool { return p.graph != nil }
+
+// GraphStep runs step in graph mode and returns each launch's time, in
+// launch order.
+func (p *Profiler) GraphStep(step GraphSteps) ([]time.Duration, error) {
+	if p.graph == nil {
+		return nil, errors.New("GraphStep on a profiler not in graph mode")
+	}
+	var out []time.Duration
+	launches := 0
+	err := step(func(ls runtime.Launches) error {
+		ts, err := p.graph.GraphMarks(func(mark func() error) error {
+			if err := mark(); err != nil {
+				return err
+			}
+			return ls(func(i int, run func() error) error {
+				if i != launches {
+					return fmt.Errorf("launch %d timed after %d launches", i, launches)
+				}
+				launches++
+				if err := run(); err != nil {
+					return err
+				}
+				return mark()
+			})
+		})
+		out = ts
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(out) != launches {
+		return nil, fmt.Errorf("%d times for %d launches", len(out), launches)
+	}
+	return out, nil
 }
 
 // headStartS is the first step's head start, ample for a thousand launches.

@@ -43,6 +43,11 @@ type benchFlags struct {
 	jsonOut      string
 	timeLimit    time.Duration
 	commit       string
+	// synthContext: decode contexts start from a synthetic KV cache and
+	// GDN state (Engine.SyntheticContext) instead of a prefill.
+	synthContext bool
+	profileMode  string
+	programmatic bool
 }
 
 func benchCmd() *cobra.Command {
@@ -55,12 +60,22 @@ token ids (no id repeated within a prompt while the vocabulary allows):
 
   prefill: for each --prefill N, one warm-up prefill, then --repeats cold
            prefills of N fresh ids (Reset before each); tok/s median, min, max.
-  decode:  for each --decode-context C, a cold prefill of C ids, --decode-warmup
-           untimed steps, then --decode-tokens greedy steps (argmax on the host of
-           the returned logits, fed back); tok/s of the median step and of the total.
-           Then --profile-steps steps run launch by launch (no graph replay), each
-           launch timed (device events on a GPU, the wall clock on the CPU): the
-           time, bytes and GB/s of every kernel family per step.
+  decode:  for each --decode-context C, a cold prefill of C ids (or, with
+           --synthetic-context, the KV cache and GDN state of C tokens filled on
+           the device with seeded values and the position set to C: speed only,
+           the output means nothing, and the figures say so), --decode-warmup
+           untimed steps, then --decode-tokens greedy steps; tok/s of the median
+           step and of the total. Where the plan samples on the device, a step is
+           Engine.DecodeSampled: one graph replay (decode and the greedy draw) and
+           the 8-byte id and logprob read back, the server's path; otherwise the
+           logits are read back and the argmax taken on the host.
+           Then --profile-steps steps timed launch by launch for the per-family
+           table: with --profile-mode graph (a GPU that records events as graph
+           nodes) inside one replay of the step captured with a timing node after
+           each launch, no host in between; with --profile-mode launches, or
+           elsewhere, launches enqueued one by one with device events between
+           them (the wall clock on the CPU): the time, bytes and GB/s of every
+           kernel family per step.
   roofline: the bytes the decode step must move at C (weights its launches
            read, the k selected experts' slices only, the KV cache of the
            context, the GDN state read and written; package roofline), over the
@@ -93,6 +108,9 @@ an interrupted run keeps what it measured. With --synthetic-weights and no
 	fl.StringVar(&f.jsonOut, "json", "", "write every figure as JSON to this `FILE`")
 	cliflag.DurationOrZero(fl, &f.timeLimit, "time-limit", 0, "skip measurements that would end past this `DURATION` after the start (0: no limit)")
 	fl.StringVar(&f.commit, "commit", "", "source `COMMIT` to record (default: the binary's build info)")
+	fl.BoolVar(&f.synthContext, "synthetic-context", false, "start each decode context from a KV cache and GDN state filled on the device instead of a prefill (speed only: the output means nothing)")
+	fl.StringVar(&f.profileMode, "profile-mode", "graph", "how the family table is timed: `graph` (inside one replay, where the GPU can) or launches (one by one)")
+	fl.BoolVar(&f.programmatic, "programmatic", true, "launch the decode step's kernels with programmatic dependent launch where the device has it (sm_90)")
 	return c
 }
 
@@ -153,6 +171,12 @@ type benchMethod struct {
 	DecodeTokens int     `json:"decode_tokens"`
 	DecodeWarmup int     `json:"decode_warmup"`
 	ProfileSteps int     `json:"profile_steps"`
+	// DecodeStep says how a decode step runs (graphs, sampling, PDL).
+	DecodeStep   string `json:"decode_step"`
+	StepGraphs   bool   `json:"step_graphs"`
+	Programmatic bool   `json:"programmatic"`
+	// ProgrammaticError is why programmatic launch was turned off.
+	ProgrammaticError string `json:"programmatic_error,omitempty"`
 	Bytes        string  `json:"bytes"`
 	TimeLimitS   float64 `json:"time_limit_s,omitempty"`
 }
@@ -174,7 +198,11 @@ type benchSeg struct {
 
 // benchDecode is one context's decode figures.
 type benchDecode struct {
-	Context   int           `json:"context"`
+	Context int `json:"context"`
+	// Start is how the context was reached: "prefill", or "synthetic" (the
+	// KV cache and GDN state filled on the device: the speed of a step at
+	// that context, not a generation).
+	Start     string        `json:"start"`
 	PrefillS  float64       `json:"prefill_s"`
 	WarmupS   []float64     `json:"warmup_steps_s"`
 	StepsS    []float64     `json:"steps_s"`
@@ -208,7 +236,9 @@ func newBenchBytes(b roofline.Bytes) *benchBytes {
 
 // benchProfile is the decode step timed launch by launch, by family.
 type benchProfile struct {
-	Steps  int    `json:"steps"`
+	Steps int `json:"steps"`
+	// Mode is "graph" (inside one replay) or "launches" (one by one).
+	Mode   string `json:"mode"`
 	Timing string `json:"timing"`
 	// HostBehind counts the steps whose launches the host enqueued slower
 	// than the head start lasted (GPU): small launches may then include
@@ -345,6 +375,9 @@ func (f *benchFlags) validate() (int, string, error) {
 	if len(f.prefill) == 0 && len(f.decodeCtx) == 0 {
 		return 0, "", fmt.Errorf("nothing to time: give --prefill or --decode-context")
 	}
+	if f.profileMode != "graph" && f.profileMode != "launches" {
+		return 0, "", fmt.Errorf("--profile-mode %q: want graph or launches", f.profileMode)
+	}
 	need, what := 0, ""
 	for _, n := range f.prefill {
 		if n < 1 {
@@ -438,7 +471,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		Memory: benchMemory{Weights: mem.Weights, KV: mem.KV, State: mem.State, Activations: mem.Activations,
 			Buffers: mem.Buffers, Total: mem.Total()},
 		Method: benchMethod{
-			Timing:       "wall clock around synchronous Engine.Prefill/Decode calls (token upload, all launches, logits download); median of the timed runs",
+			Timing:       "wall clock around each synchronous Engine.Prefill call and each decode step (decode_step says what one is); median of the timed runs",
 			Prompts:      "seeded PCG permutations of ids below id_limit, a fresh prompt for every run",
 			Seed:         f.seed,
 			IDLimit:      limit,
@@ -462,6 +495,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	if d, ok := l.Backend.(interface{ Device() string }); ok {
 		rep.Device = d.Device()
 	}
+	l.Engine.SetProgrammatic(f.programmatic)
 	b := &bench{f: f, e: l.Engine, be: l.Backend, rep: rep, limit: limit, start: begin}
 	if f.timeLimit > 0 {
 		b.deadline = begin.Add(f.timeLimit)
@@ -526,7 +560,7 @@ func (b *bench) run(ctx context.Context, log io.Writer) error {
 		if timed {
 			runs = f.warmup + f.repeats
 		}
-		if decode && runs == 0 {
+		if decode && runs == 0 && !f.synthContext {
 			runs = 1 // the context's prefill, untimed as a prefill figure
 		}
 		var last []float32
@@ -563,7 +597,7 @@ func (b *bench) run(ctx context.Context, log io.Writer) error {
 		if !decode {
 			continue
 		}
-		if !prefilled {
+		if !prefilled && !f.synthContext {
 			b.skip(fmt.Sprintf("decode at %d: out of time", n))
 			continue
 		}
@@ -572,7 +606,16 @@ func (b *bench) run(ctx context.Context, log io.Writer) error {
 			b.skip(fmt.Sprintf("decode at %d: out of time", n))
 			continue
 		}
-		if err := b.decode(ctx, log, n, last, round(lastSec, 6)); err != nil {
+		start := startPrefill
+		if f.synthContext {
+			t := time.Now()
+			if err := b.e.SyntheticContext(f.seed, n); err != nil {
+				return fmt.Errorf("decode at %d: %w", n, err)
+			}
+			fmt.Fprintf(log, "[%.0fs] decode at %d: synthetic context filled in %.1f ms\n", time.Since(b.start).Seconds(), n, time.Since(t).Seconds()*1e3)
+			start, last, lastSec = startSynthetic, nil, 0
+		}
+		if err := b.decode(ctx, log, n, last, round(lastSec, 6), start); err != nil {
 			return fmt.Errorf("decode at %d: %w", n, err)
 		}
 	}
@@ -591,21 +634,49 @@ func (b *bench) prefill(ctx context.Context, n, i int) ([]float32, float64, erro
 	return logits, sec, err
 }
 
-// decode runs the warm-up and timed greedy steps after a prefill of n
-// tokens whose last logits are given.
-func (b *bench) decode(ctx context.Context, log io.Writer, n int, logits []float32, prefillS float64) error {
+// How a decode context was reached (benchDecode.Start).
+const (
+	startPrefill   = "prefill"
+	startSynthetic = "synthetic"
+)
+
+// decode runs the warm-up and timed greedy steps at context n: after a
+// prefill whose last logits are given, or, with logits nil, after a
+// synthetic context (the first token is then a seeded id).
+func (b *bench) decode(ctx context.Context, log io.Writer, n int, logits []float32, prefillS float64, start string) error {
 	f := b.f
-	b.rep.Decode = append(b.rep.Decode, benchDecode{Context: n, PrefillS: prefillS, WarmupS: []float64{}, StepsS: []float64{}})
+	b.rep.Decode = append(b.rep.Decode, benchDecode{Context: n, Start: start, PrefillS: prefillS, WarmupS: []float64{}, StepsS: []float64{}})
 	d := &b.rep.Decode[len(b.rep.Decode)-1]
+	device := b.e.CanSample()
+	var greedy runtime.DeviceSampling
+	var tok int32
+	switch {
+	case logits == nil:
+		tok = benchIDs(f.seed, promptStream(n, 1<<15), 1, b.limit)[0]
+	case device:
+		t, _, err := b.e.SampleNext(ctx, greedy, 0)
+		if err != nil {
+			return err
+		}
+		tok = t
+	default:
+		tok = argmax(logits)
+	}
 	for i := range f.decodeWarmup + f.decodeTokens {
-		tok := argmax(logits)
 		t := time.Now()
-		next, err := b.e.Decode(ctx, tok)
+		var err error
+		if device {
+			tok, _, err = b.e.DecodeSampled(ctx, tok, greedy, i+1)
+		} else {
+			logits, err = b.e.Decode(ctx, tok)
+		}
 		sec := time.Since(t).Seconds()
 		if err != nil {
 			return err
 		}
-		logits = next
+		if !device {
+			tok = argmax(logits)
+		}
 		b.perStep.add(sec, i < f.decodeWarmup)
 		if i < f.decodeWarmup {
 			d.WarmupS = append(d.WarmupS, round(sec, 6))
@@ -613,6 +684,7 @@ func (b *bench) decode(ctx context.Context, log io.Writer, n int, logits []float
 		}
 		d.StepsS = append(d.StepsS, round(sec, 6))
 	}
+	b.noteStep(device)
 	d.Step = summarize(d.StepsS)
 	for _, s := range d.StepsS {
 		d.TotalS += s
@@ -631,11 +703,35 @@ func (b *bench) decode(ctx context.Context, log io.Writer, n int, logits []float
 	if f.profileSteps == 0 {
 		return nil
 	}
-	if err := b.profile(ctx, d, logits); err != nil {
+	if err := b.profile(ctx, d, tok); err != nil {
 		return fmt.Errorf("profile: %w", err)
 	}
-	fmt.Fprintf(log, "[%.0fs] decode at %d: %d steps profiled launch by launch, %.0f µs of launches a step\n", time.Since(b.start).Seconds(), n, d.Profile.Steps, d.Profile.StepUS)
+	fmt.Fprintf(log, "[%.0fs] decode at %d: %d steps profiled (%s), %.0f µs of launches a step\n", time.Since(b.start).Seconds(), n, d.Profile.Steps, d.Profile.Mode, d.Profile.StepUS)
 	return b.save()
+}
+
+// noteStep records how the decode steps ran, once they have.
+func (b *bench) noteStep(device bool) {
+	m := &b.rep.Method
+	m.StepGraphs = b.e.Graphs()
+	pdl, err := b.e.Programmatic()
+	m.Programmatic = pdl
+	if err != nil {
+		m.ProgrammaticError = err.Error()
+	}
+	var parts []string
+	switch {
+	case device && m.StepGraphs:
+		parts = append(parts, "Engine.DecodeSampled: one graph replay per token (parameter block and token copied from pinned memory, decode, greedy draw on the device, id and logprob copied into pinned memory), the host waits for those 8 bytes only")
+	case device:
+		parts = append(parts, "Engine.DecodeSampled launch by launch, greedy draw on the device")
+	default:
+		parts = append(parts, "Engine.Decode (logits read back), argmax on the host outside the timed call")
+	}
+	if pdl {
+		parts = append(parts, "programmatic dependent launch")
+	}
+	m.DecodeStep = strings.Join(parts, "; ")
 }
 
 // roofline sets the byte model of decode at context n (the first step
@@ -656,13 +752,24 @@ func (b *bench) roofline(d *benchDecode, n int) error {
 	return nil
 }
 
-// profile runs --profile-steps greedy steps launch by launch after the
-// timed ones, the logits given, and aggregates their launches' times by
-// family with the byte model at each step's context.
-func (b *bench) profile(ctx context.Context, d *benchDecode, logits []float32) error {
-	prof, err := roofline.NewProfiler(b.be, b.rep.Copy)
-	if err != nil {
-		return err
+// profile runs --profile-steps greedy steps after the timed ones, from
+// token tok, each launch timed (inside a graph replay in graph mode), and
+// aggregates their launches' times by family with the byte model at each
+// step's context.
+func (b *bench) profile(ctx context.Context, d *benchDecode, tok int32) error {
+	var prof *roofline.Profiler
+	mode := "launches"
+	if b.f.profileMode == "graph" {
+		if gp, ok := roofline.NewGraphProfiler(b.be); ok {
+			prof, mode = gp, "graph"
+		}
+	}
+	if prof == nil {
+		p, err := roofline.NewProfiler(b.be, b.rep.Copy)
+		if err != nil {
+			return err
+		}
+		prof = p
 	}
 	defer prof.Close()
 	var steps []*roofline.Step
@@ -672,21 +779,30 @@ func (b *bench) profile(ctx context.Context, d *benchDecode, logits []float32) e
 		if err != nil {
 			return err
 		}
-		ts, err := prof.Step(func(each func(i int, run func() error) error) error {
-			next, err := b.e.ProfileDecode(ctx, argmax(logits), each)
-			logits = next
-			return err
-		})
+		var logits []float32
+		var ts []time.Duration
+		if prof.Graph() {
+			ts, err = prof.GraphStep(func(in func(runtime.Launches) error) error {
+				logits, err = b.e.ProfileDecodeIn(ctx, tok, in)
+				return err
+			})
+		} else {
+			ts, err = prof.Step(func(each func(i int, run func() error) error) error {
+				logits, err = b.e.ProfileDecode(ctx, tok, each)
+				return err
+			})
+		}
 		if err != nil {
 			return err
 		}
+		tok = argmax(logits)
 		steps, times = append(steps, s), append(times, ts)
 	}
 	fams, err := roofline.Profile(steps, times)
 	if err != nil {
 		return err
 	}
-	p := &benchProfile{Steps: len(steps), Timing: prof.Timing, HostBehind: prof.Behind, Families: fams}
+	p := &benchProfile{Steps: len(steps), Mode: mode, Timing: prof.Timing, HostBehind: prof.Behind, Families: fams}
 	for i := range p.Families {
 		fm := &p.Families[i]
 		p.StepUS += fm.US
@@ -695,6 +811,14 @@ func (b *bench) profile(ctx context.Context, d *benchDecode, logits []float32) e
 	p.StepUS = round(p.StepUS, 1)
 	d.Profile = p
 	return nil
+}
+
+// contextLabel is a decode context as the table shows it.
+func contextLabel(d benchDecode) string {
+	if d.Start == startSynthetic {
+		return fmt.Sprintf("%d (synthetic)", d.Context)
+	}
+	return fmt.Sprint(d.Context)
 }
 
 // argmax is the greedy choice (the lowest id among equal maxima; NaN never wins).
@@ -754,10 +878,10 @@ func (b *bench) table(out io.Writer) {
 		fmt.Fprintln(w, "decode context\tsteps\tmedian ms/tok\tmin ms\tmax ms\ttok/s median\ttok/s total\t")
 		for _, d := range b.rep.Decode {
 			if d.Step == nil {
-				fmt.Fprintf(w, "%d\t0\t-\t-\t-\t-\t-\t\n", d.Context)
+				fmt.Fprintf(w, "%s\t0\t-\t-\t-\t-\t-\t\n", contextLabel(d))
 				continue
 			}
-			fmt.Fprintf(w, "%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", d.Context, d.Step.N,
+			fmt.Fprintf(w, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", contextLabel(d), d.Step.N,
 				d.Step.Median*1e3, d.Step.Min*1e3, d.Step.Max*1e3, d.TokSStep, d.TokSTotal)
 		}
 		w.Flush()
@@ -775,7 +899,7 @@ func (b *bench) table(out io.Writer) {
 		if d.Profile == nil {
 			continue
 		}
-		fmt.Fprintf(out, "decode at %d, %d steps launch by launch (%s), %.1f µs of launches a step:\n", d.Context, d.Profile.Steps, d.Profile.Timing, d.Profile.StepUS)
+		fmt.Fprintf(out, "decode at %d, %d steps, each launch timed (%s), %.1f µs of launches a step:\n", d.Context, d.Profile.Steps, d.Profile.Timing, d.Profile.StepUS)
 		if d.Profile.HostBehind > 0 {
 			fmt.Fprintf(out, "  (%d of the steps: the host enqueued slower than the head start lasted; small launches may include host time)\n", d.Profile.HostBehind)
 		}
@@ -784,6 +908,15 @@ func (b *bench) table(out io.Writer) {
 			fmt.Fprintf(w, "%s\t%d\t%.1f\t%.1f\t%.3f\t%.1f\t\n", fm.Family, fm.Launches, fm.US, 100*fm.Share, float64(fm.Bytes.Total())/1e6, fm.GBs)
 		}
 		w.Flush()
+	}
+	if b.rep.Method.DecodeStep != "" {
+		fmt.Fprintln(out, "decode step:", b.rep.Method.DecodeStep)
+	}
+	for _, d := range b.rep.Decode {
+		if d.Start == startSynthetic {
+			fmt.Fprintln(out, "synthetic: the context's KV cache and GDN state were filled on the device, not prefilled: the speed of a step at that context, not a generation")
+			break
+		}
 	}
 	for _, s := range b.rep.Skipped {
 		fmt.Fprintln(out, "skipped:", s)

@@ -82,12 +82,41 @@ func TestBench(t *testing.T) {
 		t.Fatalf("decode entries %+v", r.Decode)
 	}
 	for _, d := range r.Decode {
-		if len(d.StepsS) != 4 || len(d.WarmupS) != 2 || d.Step == nil || d.TokSStep <= 0 || d.TokSTotal <= 0 || d.PrefillS <= 0 {
+		if len(d.StepsS) != 4 || len(d.WarmupS) != 2 || d.Step == nil || d.TokSStep <= 0 || d.TokSTotal <= 0 || d.PrefillS <= 0 || d.Start != "prefill" {
 			t.Errorf("decode at %d: %+v", d.Context, d)
 		}
 	}
 	if r.Method.IDLimit <= 0 || r.Method.IDLimit > r.Vocab {
 		t.Errorf("id limit %d, vocab %d", r.Method.IDLimit, r.Vocab)
+	}
+}
+
+// TestBenchSyntheticContext: with --synthetic-context the decode contexts
+// are reached without a prefill (no prefill entry, no prefill time), marked
+// synthetic in the JSON and the table; the steps are the device sampler's.
+func TestBenchSyntheticContext(t *testing.T) {
+	dir := tinyModel(t)
+	js := filepath.Join(t.TempDir(), "bench.json")
+	out, err := run("probe", "bench", "--model-dir", dir, "--buckets", "8,32", "--context-tokens", "128",
+		"--prefill", "0", "--decode-context", "20,100", "--decode-tokens", "3", "--profile-steps", "1",
+		"--synthetic-context", "--copy-bytes", "65536", "--json", js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"20 (synthetic)", "100 (synthetic)", "synthetic: the context's KV cache and GDN state were filled on the device",
+		"decode step: Engine.DecodeSampled launch by launch, greedy draw on the device"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	r := readReport(t, js)
+	if !r.Complete || len(r.Prefill) != 0 || len(r.Decode) != 2 {
+		t.Fatalf("complete %v, %d prefill and %d decode entries", r.Complete, len(r.Prefill), len(r.Decode))
+	}
+	for _, d := range r.Decode {
+		if d.Start != "synthetic" || d.PrefillS != 0 || len(d.StepsS) != 3 || d.TokSStep <= 0 || d.Profile == nil || d.Profile.Mode != "launches" {
+			t.Errorf("decode at %d: %+v", d.Context, d)
+		}
 	}
 }
 
@@ -153,6 +182,7 @@ func TestBenchErrors(t *testing.T) {
 		{[]string{"--model-dir", dir, "--decode-tokens", "0"}, `invalid argument "0" for "--decode-tokens" flag: want ≥ 1`},
 		{[]string{"--model-dir", dir, "--prefill", "0", "--decode-context", "0"}, "nothing to time"},
 		{[]string{"--model-dir", dir, "--copy-bytes", "0"}, `invalid argument "0" for "--copy-bytes" flag: want ≥ 1`},
+		{[]string{"--model-dir", dir, "--profile-mode", "nsight"}, `--profile-mode "nsight": want graph or launches`},
 		{[]string{"--synthetic-weights", "1", "--plan", planFile, "--prefill", "8", "--decode-context", "8", "--decode-tokens", "1"}, "was made for model"},
 	}
 	for _, tt := range tests {

@@ -250,6 +250,10 @@ func (b *Backend) Marks(fn func(mark func() error) error) ([]time.Duration, erro
 	return out, nil
 }
 
+// GraphTiming reports whether the driver records events as graph nodes
+// (GraphMarks).
+func (b *Backend) GraphTiming() bool { return b.d.EventRecordWithFlags != nil }
+
 // GraphMarks captures the launches fn enqueues into a graph with a timing
 // event recorded as a node wherever fn calls mark, replays it once and
 // returns the device time between each mark and the next (one fewer than

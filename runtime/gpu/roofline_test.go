@@ -113,3 +113,50 @@ func TestMarks(t *testing.T) {
 		t.Errorf("live objects (-before +after):\n%s", d)
 	}
 }
+
+// TestGraphProfiler: in graph mode the step's launches are captured with a
+// timing node after each and replayed once: one time per launch, every
+// launch run once, as a replay, nothing left behind; HIP has no graph
+// mode.
+func TestGraphProfiler(t *testing.T) {
+	b, f, ks, ls := loaded(t, "cuda")
+	var args [][]runtime.Ref
+	for i := range ks {
+		args = append(args, operands(t, b, &ks[i]))
+	}
+	live := f.live()
+	p, ok := roofline.NewGraphProfiler(b)
+	if !ok || !p.Graph() {
+		t.Fatal("no graph mode on the CUDA backend")
+	}
+	launches := func(each func(int, func() error) error) error {
+		for i := range ls {
+			if err := each(i, func() error { return b.Launch(&ks[i], &ls[i], args[i], 1, nil) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ts, err := p.GraphStep(func(in func(runtime.Launches) error) error { return in(launches) })
+	if err != nil || len(ts) != len(ls) {
+		t.Fatalf("times %v, %v", ts, err)
+	}
+	var vias []string
+	for _, r := range f.launches() {
+		vias = append(vias, r.Via+" "+r.Kernel)
+	}
+	if d := cmp.Diff([]string{"replay embed", "replay norm", "replay residual"}, vias); d != "" {
+		t.Errorf("launches (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(live, f.live()); d != "" {
+		t.Errorf("live objects after the profile (-before +after):\n%s", d)
+	}
+	stop := errors.New("stop")
+	if _, err := p.GraphStep(func(in func(runtime.Launches) error) error { return stop }); !errors.Is(err, stop) {
+		t.Errorf("step's error: %v", err)
+	}
+	h, _, _, _ := loaded(t, "hip")
+	if _, ok := roofline.NewGraphProfiler(h); ok {
+		t.Error("graph mode on HIP, which has no event-record nodes")
+	}
+}
