@@ -109,7 +109,7 @@ an interrupted run keeps what it measured. With --synthetic-weights and no
 	cliflag.DurationOrZero(fl, &f.timeLimit, "time-limit", 0, "skip measurements that would end past this `DURATION` after the start (0: no limit)")
 	fl.StringVar(&f.commit, "commit", "", "source `COMMIT` to record (default: the binary's build info)")
 	fl.BoolVar(&f.synthContext, "synthetic-context", false, "start each decode context from a KV cache and GDN state filled on the device instead of a prefill (speed only: the output means nothing)")
-	fl.StringVar(&f.profileMode, "profile-mode", "graph", "how the family table is timed: `graph` (inside one replay, where the GPU can) or launches (one by one)")
+	fl.StringVar(&f.profileMode, "profile-mode", "graph", "`MODE` of timing the family table: graph (inside one replay, where the GPU can) or launches (one by one)")
 	fl.BoolVar(&f.programmatic, "programmatic", true, "launch the decode step's kernels with programmatic dependent launch where the device has it (sm_90)")
 	return c
 }
@@ -162,23 +162,23 @@ type benchMemory struct {
 }
 
 type benchMethod struct {
-	Timing       string  `json:"timing"`
-	Prompts      string  `json:"prompts"`
-	Seed         uint64  `json:"seed"`
-	IDLimit      int     `json:"id_limit"`
-	Repeats      int     `json:"repeats"`
-	Warmup       int     `json:"warmup"`
-	DecodeTokens int     `json:"decode_tokens"`
-	DecodeWarmup int     `json:"decode_warmup"`
-	ProfileSteps int     `json:"profile_steps"`
+	Timing       string `json:"timing"`
+	Prompts      string `json:"prompts"`
+	Seed         uint64 `json:"seed"`
+	IDLimit      int    `json:"id_limit"`
+	Repeats      int    `json:"repeats"`
+	Warmup       int    `json:"warmup"`
+	DecodeTokens int    `json:"decode_tokens"`
+	DecodeWarmup int    `json:"decode_warmup"`
+	ProfileSteps int    `json:"profile_steps"`
 	// DecodeStep says how a decode step runs (graphs, sampling, PDL).
 	DecodeStep   string `json:"decode_step"`
 	StepGraphs   bool   `json:"step_graphs"`
 	Programmatic bool   `json:"programmatic"`
 	// ProgrammaticError is why programmatic launch was turned off.
-	ProgrammaticError string `json:"programmatic_error,omitempty"`
-	Bytes        string  `json:"bytes"`
-	TimeLimitS   float64 `json:"time_limit_s,omitempty"`
+	ProgrammaticError string  `json:"programmatic_error,omitempty"`
+	Bytes             string  `json:"bytes"`
+	TimeLimitS        float64 `json:"time_limit_s,omitempty"`
 }
 
 // benchPrefill is one prompt length's prefill figures.
