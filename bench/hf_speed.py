@@ -679,6 +679,7 @@ def cmd_combine(args):
         od = ours_d.get(c) or {}
         row = {
             "context": c,
+            "ours_start": od.get("start"),
             "ours_tok_s_median_step": od.get("tok_s_median_step"),
             "ours_tok_s_total": od.get("tok_s_total"),
             "ours_steps": len(od.get("steps_s") or []),
@@ -717,6 +718,8 @@ def cmd_combine(args):
             "memory": (ours or {}).get("memory"),
             "skipped": (ours or {}).get("skipped"),
             "copy": (ours or {}).get("copy"),
+            "decode_step": ((ours or {}).get("method") or {}).get("decode_step"),
+            "programmatic": ((ours or {}).get("method") or {}).get("programmatic"),
         },
         "hf": {
             "file": os.path.basename(args.hf) if args.hf else None,
@@ -735,7 +738,9 @@ def cmd_combine(args):
         "notes": [
             "tok/s are medians over the timed runs (prefill) or steps (decode); min/max are in the inputs' files",
             "ratio = ours / HF: above 1 means the engine is faster",
-            "ours: wall clock around synchronous calls, including the token upload and the logits download; HF: CUDA events around the forward",
+            "ours: wall clock around each synchronous call (prefill; a decode step as ours.decode_step says); HF: CUDA events around the forward",
+            "ours_start 'synthetic': the context's KV cache and GDN state were filled on the device instead of prefilled; "
+            "the speed of a step at that context, not a generation",
         ],
     }
     names = list(hf_vars)
@@ -748,6 +753,7 @@ def cmd_combine(args):
     md += [
         f"Ours: plan {out['ours']['plan_hash']}, buckets {out['ours']['buckets']}, context {out['ours']['context_tokens']}, "
         f"device {out['ours']['device']}, load {out['ours']['load_s']} s, commit {out['commit']}.",
+        f"Ours, a decode step: {out['ours']['decode_step'] or '—'}.",
         f"HF: transformers {hv.get('transformers')}, torch {hv.get('torch')}, experts "
         f"{', '.join(str(v.get('experts')) for v in hf_vars.values()) or '—'}, fast paths {(hf or {}).get('fast_paths')}.",
         "",
@@ -765,11 +771,14 @@ def cmd_combine(args):
     md += ["", "## Decode (greedy, tok/s of the median step; total in parentheses)", ""]
     md += table_head("context", names)
     for r in rows_d:
-        cells = [str(r["context"]), f"{fmt(r['ours_tok_s_median_step'], 2)} ({fmt(r['ours_tok_s_total'], 2)})"]
+        cells = [context_label(r), f"{fmt(r['ours_tok_s_median_step'], 2)} ({fmt(r['ours_tok_s_total'], 2)})"]
         for n in names:
             h = r["hf"][n]
             cells += [f"{fmt(h['tok_s_median_step'], 2)} ({fmt(h['tok_s_total'], 2)})", fmt(h["ratio_ours_over_hf"], 2)]
         md.append("| " + " | ".join(cells) + " |")
+    if any(r.get("ours_start") == "synthetic" for r in rows_d):
+        md += ["", "(synthetic): ours started decode from a KV cache and GDN state filled on the device, not from a prefill: "
+               "the speed of a step at that context (it reads and writes what it would), not a generation."]
     md += roofline_md(rows_d)
     problems = []
     for who in ("ours", "hf"):
@@ -806,13 +815,14 @@ def roofline_md(rows_d):
           "| context | GB a step | copy GB/s | roofline tok/s | ours tok/s | % of roofline |", "|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         gb = r["ours_bytes"]["total"] / 1e9
-        md.append(f"| {r['context']} | {gb:.3f} | {fmt(r['ours_copy_gb_s'])} | {fmt(r['ours_roofline_tok_s'])} | "
+        md.append(f"| {context_label(r)} | {gb:.3f} | {fmt(r['ours_copy_gb_s'])} | {fmt(r['ours_roofline_tok_s'])} | "
                   f"{fmt(r['ours_tok_s_median_step'], 2)} | {fmt(r['ours_roofline_pct'])} |")
     for r in rows:
         p = r.get("ours_profile")
         if not p:
             continue
-        md += ["", f"### Decode at {r['context']} by kernel family ({p['steps']} steps launch by launch, {p['timing']}; "
+        how = "each launch timed inside one graph replay" if p.get("mode") == "graph" else "launch by launch"
+        md += ["", f"### Decode at {context_label(r)} by kernel family ({p['steps']} steps, {how}: {p['timing']}; "
                f"{p['step_us']:.1f} µs of launches a step)", "",
                "| family | launches | µs/step | share % | MB | GB/s | % of copy |", "|---|---:|---:|---:|---:|---:|---:|"]
         copy = r.get("ours_copy_gb_s")
@@ -824,6 +834,12 @@ def roofline_md(rows_d):
             md += ["", f"The host fell behind the device in {p['host_behind_steps']} of {p['steps']} profiled steps: "
                    "these times include the host's gaps between launches and overstate the kernels."]
     return md
+
+
+def context_label(r):
+    if r.get("ours_start") == "synthetic":
+        return f"{r['context']} (synthetic)"
+    return str(r["context"])
 
 
 def table_head(first, names):

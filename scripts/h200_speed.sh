@@ -4,14 +4,18 @@
 # weights, batch 1, in one run on an sm_90 machine (H100/H200, about 75 GB of
 # GPU memory free) with nvcc and python3 holding torch + transformers 5.17:
 #   1. aimac plan --target sm_90 (the embedded real config, bf16 KV cache: the
-#      GPU default; buckets 1024,8192,
-#      context 9216) and aimac build of its bundle;
+#      GPU default; buckets 1024,8192, context 132096: 128K and the steps after
+#      it) and aimac build of its bundle;
 #   2. aima-engine probe bench --bundle ... --synthetic-weights 1 (weights made
 #      on the device): cold prefill of 1024 and 8192 random ids (1 warm-up, 3
-#      timed), greedy decode (64 timed steps) at contexts 1024 and 8192, then
-#      at each context 4 steps launch by launch with device events around each
-#      launch (the per-family table), the bytes the step must move and the
-#      device-to-device copy bandwidth of the same run (the roofline);
+#      timed), greedy decode (256 timed steps, drawn on the device, one graph
+#      replay a token) at contexts 1024 and 8192 after those prefills and at
+#      32768 and 131072 from a synthetic context (--synthetic-context: the KV
+#      cache and GDN state filled on the device, the position set; the
+#      figures say "synthetic": speed only), then at each context 4 steps
+#      with every launch timed inside one graph replay (the per-family table),
+#      the bytes the step must move and the device-to-device copy bandwidth
+#      of the same run (the roofline);
 #   3. after the engine has exited (both need ~70 GB), bench/hf_speed.py run:
 #      transformers' Qwen3_5MoeForCausalLM on the same shapes, random bf16
 #      weights made on the GPU, eager then sdpa attention, 16 decode steps;
@@ -31,13 +35,16 @@
 # memory sampled every 5 s during it) and the logs speed.log,
 # speed_build.log, speed_engine.log and speed_hf.log.
 # Environment: SPEED_WORK (plan and bundle; default: a new temporary directory,
-# removed at the end), SPEED_BUDGET_S (default
-# 540: the whole run), SPEED_HF_S (default 240: kept for the HF stage while
-# the engine runs), SPEED_BUCKETS (1024,8192), SPEED_CONTEXT (9216),
-# SPEED_LENGTHS (1024,8192: prefill lengths and decode contexts alike),
-# SPEED_DECODE_TOKENS (64, ours), SPEED_PROFILE_STEPS (4: ours, launch by
-# launch, for the family table), SPEED_HF_DECODE_TOKENS (16), SPEED_REPEATS
-# (3), SPEED_HF_ATTN (eager,sdpa), SPEED_COMMIT (default: git rev-parse HEAD).
+# removed at the end), SPEED_BUDGET_S (default 300: the whole run),
+# SPEED_HF_S (default 120: kept for the HF stage while the engine runs),
+# SPEED_BUCKETS (1024,8192), SPEED_CONTEXT (132096), SPEED_LENGTHS
+# (1024,8192: prefill lengths, and HF's decode contexts),
+# SPEED_DECODE_CONTEXTS (1024,8192,32768,131072: ours; those that are no
+# prefill length start from a synthetic context), SPEED_DECODE_TOKENS (256,
+# ours), SPEED_PROFILE_STEPS (4: ours, for the family table),
+# SPEED_PROFILE_MODE (graph, or launches: one by one as before),
+# SPEED_HF_DECODE_TOKENS (16), SPEED_REPEATS (3), SPEED_HF_ATTN
+# (eager,sdpa), SPEED_COMMIT (default: git rev-parse HEAD).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-$root/results/h200}
@@ -45,13 +52,15 @@ mkdir -p "$dir" || exit 1
 dir=$(cd "$dir" && pwd)
 work=${SPEED_WORK:-}
 if [ -z "$work" ]; then work=$(mktemp -d -t aima-speed.XXXXXX) || exit 1; made_work=1; else made_work=0; fi
-budget=${SPEED_BUDGET_S:-540}
-hf_reserve=${SPEED_HF_S:-240}
+budget=${SPEED_BUDGET_S:-300}
+hf_reserve=${SPEED_HF_S:-120}
 buckets=${SPEED_BUCKETS:-1024,8192}
-context=${SPEED_CONTEXT:-9216}
+context=${SPEED_CONTEXT:-132096}
 lengths=${SPEED_LENGTHS:-1024,8192}
-decode_tokens=${SPEED_DECODE_TOKENS:-64}
+decode_contexts=${SPEED_DECODE_CONTEXTS:-1024,8192,32768,131072}
+decode_tokens=${SPEED_DECODE_TOKENS:-256}
 profile_steps=${SPEED_PROFILE_STEPS:-4}
+profile_mode=${SPEED_PROFILE_MODE:-graph}
 hf_decode_tokens=${SPEED_HF_DECODE_TOKENS:-16}
 repeats=${SPEED_REPEATS:-3}
 hf_attn=${SPEED_HF_ATTN:-eager,sdpa}
@@ -68,7 +77,7 @@ for b in aimac aima-engine; do
 done
 cd "$root" || exit 1
 rm -f "$dir"/speed.json "$dir"/speed.md "$dir"/speed_ours.json "$dir"/speed_hf.json "$dir"/speed_gpu.csv "$dir"/speed_smi.csv
-echo "commit ${commit:-unknown}; budget ${budget}s; buckets $buckets, context $context, lengths $lengths"
+echo "commit ${commit:-unknown}; budget ${budget}s; buckets $buckets, context $context, lengths $lengths, decode contexts $decode_contexts"
 smi=0
 if command -v nvidia-smi >/dev/null; then
   smi=1
@@ -110,7 +119,8 @@ if [ $engine_ok = 1 ]; then
   else
     echo "[$(elapsed)s] engine bench (timeout ${engine_s}s)"
     timeout -k 20 "$engine_s" bin/aima-engine probe bench --bundle "$work/bundle" --synthetic-weights 1 \
-      --prefill "$lengths" --decode-context "$lengths" --decode-tokens "$decode_tokens" --profile-steps "$profile_steps" --repeats "$repeats" \
+      --prefill "$lengths" --decode-context "$decode_contexts" --synthetic-context --decode-tokens "$decode_tokens" \
+      --profile-steps "$profile_steps" --profile-mode "$profile_mode" --repeats "$repeats" \
       --id-limit 248077 --commit "$commit" --time-limit "$(( engine_s - 15 ))s" --json "$dir/speed_ours.json" \
       >"$dir/speed_engine.log" 2>&1
     rc=$?

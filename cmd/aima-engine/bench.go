@@ -60,10 +60,12 @@ token ids (no id repeated within a prompt while the vocabulary allows):
 
   prefill: for each --prefill N, one warm-up prefill, then --repeats cold
            prefills of N fresh ids (Reset before each); tok/s median, min, max.
-  decode:  for each --decode-context C, a cold prefill of C ids (or, with
-           --synthetic-context, the KV cache and GDN state of C tokens filled on
-           the device with seeded values and the position set to C: speed only,
-           the output means nothing, and the figures say so), --decode-warmup
+  decode:  for each --decode-context C, a cold prefill of C ids (with
+           --synthetic-context, for a C that is not also a --prefill length: the
+           KV cache and GDN state of C tokens filled on the device with seeded
+           values and the position set to C instead, in milliseconds where a
+           prefill of 128K takes minutes; speed only, the output means nothing,
+           and the figures say so: "start": "synthetic"), --decode-warmup
            untimed steps, then --decode-tokens greedy steps; tok/s of the median
            step and of the total. Where the plan samples on the device, a step is
            Engine.DecodeSampled: one graph replay (decode and the greedy draw) and
@@ -108,7 +110,7 @@ an interrupted run keeps what it measured. With --synthetic-weights and no
 	fl.StringVar(&f.jsonOut, "json", "", "write every figure as JSON to this `FILE`")
 	cliflag.DurationOrZero(fl, &f.timeLimit, "time-limit", 0, "skip measurements that would end past this `DURATION` after the start (0: no limit)")
 	fl.StringVar(&f.commit, "commit", "", "source `COMMIT` to record (default: the binary's build info)")
-	fl.BoolVar(&f.synthContext, "synthetic-context", false, "start each decode context from a KV cache and GDN state filled on the device instead of a prefill (speed only: the output means nothing)")
+	fl.BoolVar(&f.synthContext, "synthetic-context", false, "start each decode context that is not a --prefill length from a KV cache and GDN state filled on the device instead of a prefill (speed only: the output means nothing)")
 	fl.StringVar(&f.profileMode, "profile-mode", "graph", "`MODE` of timing the family table: graph (inside one replay, where the GPU can) or launches (one by one)")
 	fl.BoolVar(&f.programmatic, "programmatic", true, "launch the decode step's kernels with programmatic dependent launch where the device has it (sm_90)")
 	return c
@@ -560,7 +562,10 @@ func (b *bench) run(ctx context.Context, log io.Writer) error {
 		if timed {
 			runs = f.warmup + f.repeats
 		}
-		if decode && runs == 0 && !f.synthContext {
+		// A context that is no timed prefill length starts from a synthetic
+		// context when asked to; one that is decodes after its prefill.
+		synthetic := decode && !timed && f.synthContext
+		if decode && runs == 0 && !synthetic {
 			runs = 1 // the context's prefill, untimed as a prefill figure
 		}
 		var last []float32
@@ -597,7 +602,7 @@ func (b *bench) run(ctx context.Context, log io.Writer) error {
 		if !decode {
 			continue
 		}
-		if !prefilled && !f.synthContext {
+		if !prefilled && !synthetic {
 			b.skip(fmt.Sprintf("decode at %d: out of time", n))
 			continue
 		}
@@ -607,7 +612,7 @@ func (b *bench) run(ctx context.Context, log io.Writer) error {
 			continue
 		}
 		start := startPrefill
-		if f.synthContext {
+		if synthetic {
 			t := time.Now()
 			if err := b.e.SyntheticContext(f.seed, n); err != nil {
 				return fmt.Errorf("decode at %d: %w", n, err)

@@ -92,29 +92,34 @@ func TestBench(t *testing.T) {
 }
 
 // TestBenchSyntheticContext: with --synthetic-context the decode contexts
-// are reached without a prefill (no prefill entry, no prefill time), marked
-// synthetic in the JSON and the table; the steps are the device sampler's.
+// that are no prefill length are reached without a prefill (no prefill
+// time), marked synthetic in the JSON and the table; one that is a prefill
+// length decodes after its prefill; the steps are the device sampler's.
 func TestBenchSyntheticContext(t *testing.T) {
 	dir := tinyModel(t)
 	js := filepath.Join(t.TempDir(), "bench.json")
 	out, err := run("probe", "bench", "--model-dir", dir, "--buckets", "8,32", "--context-tokens", "128",
-		"--prefill", "0", "--decode-context", "20,100", "--decode-tokens", "3", "--profile-steps", "1",
+		"--prefill", "20", "--repeats", "1", "--decode-context", "20,30,100", "--decode-tokens", "3", "--profile-steps", "1",
 		"--synthetic-context", "--copy-bytes", "65536", "--json", js)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"20 (synthetic)", "100 (synthetic)", "synthetic: the context's KV cache and GDN state were filled on the device",
+	for _, want := range []string{"30 (synthetic)", "100 (synthetic)", "synthetic: the context's KV cache and GDN state were filled on the device",
 		"decode step: Engine.DecodeSampled launch by launch, greedy draw on the device"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
 	r := readReport(t, js)
-	if !r.Complete || len(r.Prefill) != 0 || len(r.Decode) != 2 {
+	if !r.Complete || len(r.Prefill) != 1 || len(r.Decode) != 3 {
 		t.Fatalf("complete %v, %d prefill and %d decode entries", r.Complete, len(r.Prefill), len(r.Decode))
 	}
-	for _, d := range r.Decode {
-		if d.Start != "synthetic" || d.PrefillS != 0 || len(d.StepsS) != 3 || d.TokSStep <= 0 || d.Profile == nil || d.Profile.Mode != "launches" {
+	for i, d := range r.Decode {
+		start, prefilled := "synthetic", false
+		if i == 0 {
+			start, prefilled = "prefill", true
+		}
+		if d.Start != start || (d.PrefillS > 0) != prefilled || len(d.StepsS) != 3 || d.TokSStep <= 0 || d.Profile == nil || d.Profile.Mode != "launches" {
 			t.Errorf("decode at %d: %+v", d.Context, d)
 		}
 	}
