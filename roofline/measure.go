@@ -73,14 +73,23 @@ type Profiler struct {
 	graph graphMarker
 }
 
-// NewGraphProfiler is a profiler in graph mode (GraphStep), or false when
-// the backend cannot time inside a graph.
-func NewGraphProfiler(be runtime.Backend) (*Profiler, bool) {
+// NewGraphProfiler is a profiler in graph mode (GraphStep); nil when the
+// backend cannot time inside a graph, or, with an error, when a trial
+// graph of two timing nodes fails on this device.
+func NewGraphProfiler(be runtime.Backend) (*Profiler, error) {
 	g, ok := be.(graphMarker)
 	if !ok || !g.GraphTiming() {
-		return nil, false
+		return nil, nil
 	}
-	return &Profiler{be: be, graph: g, Timing: "device events recorded as graph nodes between the launches of one replay of the step"}, true
+	if _, err := g.GraphMarks(func(mark func() error) error {
+		if err := mark(); err != nil {
+			return err
+		}
+		return mark()
+	}); err != nil {
+		return nil, fmt.Errorf("timing inside a graph: %w", err)
+	}
+	return &Profiler{be: be, graph: g, Timing: "device events recorded as graph nodes between the launches of one replay of the step"}, nil
 }
 
 // Graph reports whether the profiler is in graph mode.

@@ -182,7 +182,10 @@ func (e *Engine) DecodeSampled(ctx context.Context, token int32, s DeviceSamplin
 		}
 		e.setShape(1)
 		s.setSlots(&e.block, step)
-		return e.decodeSampledStep(ctx, sg, token)
+		tok, lp, err := e.decodeSampledStep(ctx, sg, token)
+		if !errors.Is(err, errNoStepGraph) {
+			return tok, lp, err
+		}
 	}
 	if !e.sampler.fed || e.sampler.tok != token {
 		var id [4]byte

@@ -215,6 +215,7 @@ func (e *Engine) SetGraphs(on bool) {
 func (e *Engine) Graphs() bool { return e.graphs }
 
 func (e *Engine) dropGraphs() {
+	e.stepGraphs.failed = nil // a later capture tries again
 	if e.decodeGraph != nil {
 		e.decodeGraph.Destroy()
 		e.decodeGraph = nil
@@ -341,7 +342,10 @@ func (e *Engine) Decode(ctx context.Context, token int32) ([]float32, error) {
 		return nil, err
 	}
 	if sg, ok := e.stepping(); ok {
-		return e.decodeStep(ctx, sg, token)
+		logits, err := e.decodeStep(ctx, sg, token)
+		if !errors.Is(err, errNoStepGraph) {
+			return logits, err
+		}
 	}
 	return e.step(ctx, e.decode, []int32{token})
 }

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 
@@ -31,7 +32,13 @@ type stepGraphs struct {
 	// why a capture with them failed (they are then off).
 	pdl    bool
 	pdlErr error
+	// failed is why a step graph could not be captured at all: decode
+	// steps then replay the launches-only graph (Grapher) as before.
+	failed error
 }
+
+// errNoStepGraph: the step graph could not be captured; nothing ran.
+var errNoStepGraph = errors.New("no step graph")
 
 func (s *stepGraphs) drop() {
 	for _, g := range []*StepGraph{&s.logits, &s.sample} {
@@ -74,7 +81,15 @@ func (e *Engine) Programmatic() (bool, error) { return e.stepGraphs.pdl, e.stepG
 // stepping reports whether decode steps run as step graphs.
 func (e *Engine) stepping() (StepGrapher, bool) {
 	sg, ok := e.be.(StepGrapher)
-	return sg, ok && e.graphs
+	return sg, ok && e.graphs && e.stepGraphs.failed == nil
+}
+
+// StepGraphs reports whether decode steps run as one step graph each, and,
+// when capturing one failed (the steps then replay the launches alone),
+// that capture's error.
+func (e *Engine) StepGraphs() (bool, error) {
+	_, on := e.stepping()
+	return on, e.stepGraphs.failed
 }
 
 // launchSteps enqueues the launches of phases in order, every launch but
@@ -116,7 +131,8 @@ func (e *Engine) runStep(sg StepGrapher, g *StepGraph, token int32, out Mem, res
 			c, err = capture()
 		}
 		if err != nil {
-			return fmt.Errorf("capture the decode step: %w", err)
+			e.stepGraphs.failed = fmt.Errorf("capture the decode step with its copies: %w", err)
+			return errNoStepGraph
 		}
 		*g = c
 	}
@@ -139,7 +155,7 @@ func (e *Engine) decodeStep(ctx context.Context, sg StepGrapher, token int32) ([
 	V := e.plan.Model.Vocab
 	raw := make([]byte, 4*V)
 	if err := e.runStep(sg, &e.stepGraphs.logits, token, e.decode.out[plan.PortLogits], raw, e.decode); err != nil {
-		e.broken = true
+		e.broken = !errors.Is(err, errNoStepGraph)
 		return nil, err
 	}
 	e.pos++
@@ -159,7 +175,7 @@ func (e *Engine) decodeSampledStep(ctx context.Context, sg StepGrapher, token in
 	e.sampler.fed = false
 	var out [8]byte
 	if err := e.runStep(sg, &e.stepGraphs.sample, token, e.sampler.phase.out[plan.PortSampled], out[:], e.decode, e.sampler.phase); err != nil {
-		e.broken = true
+		e.broken = !errors.Is(err, errNoStepGraph)
 		return 0, 0, err
 	}
 	e.pos++

@@ -22,6 +22,7 @@ type stepBackend struct {
 	setParams, uploads int
 	starts             int
 	failStart          error
+	failCapture        error
 }
 
 type stepGraph struct {
@@ -48,6 +49,9 @@ func (b *stepBackend) Upload(dst runtime.Ref, src []byte) error {
 }
 
 func (b *stepBackend) CaptureStep(fn func() error, in runtime.Ref, inBytes int64, out runtime.Ref, outBytes int64) (runtime.StepGraph, error) {
+	if b.failCapture != nil {
+		return nil, b.failCapture
+	}
 	g, err := b.graphBackend.Capture(fn)
 	if err != nil {
 		return nil, err
@@ -167,6 +171,28 @@ func TestStepGraph(t *testing.T) {
 	gotT, _ := deviceRun(t, e, toks, 4, runtime.DeviceSampling{})
 	if !slices.Equal(wantT, gotT) || be.starts != starts {
 		t.Errorf("graphs off: draws %v (want %v), %d step graphs started", gotT, wantT, be.starts-starts)
+	}
+}
+
+// TestStepGraphFallback: a backend whose step capture fails still decodes,
+// replaying the launches-only graph, and says why.
+func TestStepGraphFallback(t *testing.T) {
+	plain := tinyEngine(t, runtime.NewCPU(), false)
+	be := newStepBackend()
+	be.failCapture = errors.New("no copies in graphs here")
+	e := tinyEngine(t, be, false)
+	toks := prompt(9, plain.Vocab())
+	wantT, wantLP := deviceRun(t, plain, toks, 5, runtime.DeviceSampling{})
+	gotT, gotLP := deviceRun(t, e, toks, 5, runtime.DeviceSampling{})
+	if !slices.Equal(wantT, gotT) || !slices.Equal(wantLP, gotLP) {
+		t.Errorf("draws %v %v, want %v %v", gotT, gotLP, wantT, wantLP)
+	}
+	on, err := e.StepGraphs()
+	if on || err == nil || !strings.Contains(err.Error(), "no copies in graphs here") {
+		t.Errorf("step graphs %v, %v", on, err)
+	}
+	if be.replays == 0 || be.starts != 0 {
+		t.Errorf("%d replays of the launches-only graph, %d step graphs", be.replays, be.starts)
 	}
 }
 

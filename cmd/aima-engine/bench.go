@@ -174,9 +174,11 @@ type benchMethod struct {
 	DecodeWarmup int    `json:"decode_warmup"`
 	ProfileSteps int    `json:"profile_steps"`
 	// DecodeStep says how a decode step runs (graphs, sampling, PDL).
-	DecodeStep   string `json:"decode_step"`
-	StepGraphs   bool   `json:"step_graphs"`
-	Programmatic bool   `json:"programmatic"`
+	DecodeStep string `json:"decode_step"`
+	StepGraphs bool   `json:"step_graphs"`
+	// StepGraphsError is why a step graph could not be captured.
+	StepGraphsError string `json:"step_graphs_error,omitempty"`
+	Programmatic    bool   `json:"programmatic"`
 	// ProgrammaticError is why programmatic launch was turned off.
 	ProgrammaticError string  `json:"programmatic_error,omitempty"`
 	Bytes             string  `json:"bytes"`
@@ -239,9 +241,11 @@ func newBenchBytes(b roofline.Bytes) *benchBytes {
 // benchProfile is the decode step timed launch by launch, by family.
 type benchProfile struct {
 	Steps int `json:"steps"`
-	// Mode is "graph" (inside one replay) or "launches" (one by one).
-	Mode   string `json:"mode"`
-	Timing string `json:"timing"`
+	// Mode is "graph" (inside one replay) or "launches" (one by one);
+	// GraphError is why graph mode was asked for and not used.
+	Mode       string `json:"mode"`
+	GraphError string `json:"graph_error,omitempty"`
+	Timing     string `json:"timing"`
 	// HostBehind counts the steps whose launches the host enqueued slower
 	// than the head start lasted (GPU): small launches may then include
 	// host time.
@@ -718,7 +722,11 @@ func (b *bench) decode(ctx context.Context, log io.Writer, n int, logits []float
 // noteStep records how the decode steps ran, once they have.
 func (b *bench) noteStep(device bool) {
 	m := &b.rep.Method
-	m.StepGraphs = b.e.Graphs()
+	steps, serr := b.e.StepGraphs()
+	m.StepGraphs = steps
+	if serr != nil {
+		m.StepGraphsError = serr.Error()
+	}
 	pdl, err := b.e.Programmatic()
 	m.Programmatic = pdl
 	if err != nil {
@@ -726,8 +734,10 @@ func (b *bench) noteStep(device bool) {
 	}
 	var parts []string
 	switch {
-	case device && m.StepGraphs:
+	case device && steps:
 		parts = append(parts, "Engine.DecodeSampled: one graph replay per token (parameter block and token copied from pinned memory, decode, greedy draw on the device, id and logprob copied into pinned memory), the host waits for those 8 bytes only")
+	case device && b.e.Graphs():
+		parts = append(parts, "Engine.DecodeSampled: the decode step replayed as a graph and the greedy draw launched on the device, parameter block and token uploaded synchronously, the host waits for the stream")
 	case device:
 		parts = append(parts, "Engine.DecodeSampled launch by launch, greedy draw on the device")
 	default:
@@ -763,9 +773,13 @@ func (b *bench) roofline(d *benchDecode, n int) error {
 // step's context.
 func (b *bench) profile(ctx context.Context, d *benchDecode, tok int32) error {
 	var prof *roofline.Profiler
-	mode := "launches"
+	mode, note := "launches", ""
 	if b.f.profileMode == "graph" {
-		if gp, ok := roofline.NewGraphProfiler(b.be); ok {
+		gp, err := roofline.NewGraphProfiler(b.be)
+		switch {
+		case err != nil:
+			note = err.Error() + "; launches timed one by one instead"
+		case gp != nil:
 			prof, mode = gp, "graph"
 		}
 	}
@@ -807,7 +821,7 @@ func (b *bench) profile(ctx context.Context, d *benchDecode, tok int32) error {
 	if err != nil {
 		return err
 	}
-	p := &benchProfile{Steps: len(steps), Mode: mode, Timing: prof.Timing, HostBehind: prof.Behind, Families: fams}
+	p := &benchProfile{Steps: len(steps), Mode: mode, Timing: prof.Timing, GraphError: note, HostBehind: prof.Behind, Families: fams}
 	for i := range p.Families {
 		fm := &p.Families[i]
 		p.StepUS += fm.US

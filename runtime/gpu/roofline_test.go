@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -125,10 +126,11 @@ func TestGraphProfiler(t *testing.T) {
 		args = append(args, operands(t, b, &ks[i]))
 	}
 	live := f.live()
-	p, ok := roofline.NewGraphProfiler(b)
-	if !ok || !p.Graph() {
-		t.Fatal("no graph mode on the CUDA backend")
+	p, err := roofline.NewGraphProfiler(b)
+	if err != nil || p == nil || !p.Graph() {
+		t.Fatalf("no graph mode on the CUDA backend: %v", err)
 	}
+	f.launches() // the trial graph's
 	launches := func(each func(int, func() error) error) error {
 		for i := range ls {
 			if err := each(i, func() error { return b.Launch(&ks[i], &ls[i], args[i], 1, nil) }); err != nil {
@@ -156,7 +158,11 @@ func TestGraphProfiler(t *testing.T) {
 		t.Errorf("step's error: %v", err)
 	}
 	h, _, _, _ := loaded(t, "hip")
-	if _, ok := roofline.NewGraphProfiler(h); ok {
-		t.Error("graph mode on HIP, which has no event-record nodes")
+	if p, err := roofline.NewGraphProfiler(h); p != nil || err != nil {
+		t.Errorf("graph mode on HIP, which has no event-record nodes: %v", err)
+	}
+	f.failNext("EventRecordWithFlags", 1, 1)
+	if _, err := roofline.NewGraphProfiler(b); err == nil || !strings.Contains(err.Error(), "timing inside a graph: cuda: record a timing node") {
+		t.Errorf("a failing trial: %v", err)
 	}
 }
