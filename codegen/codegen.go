@@ -232,20 +232,22 @@ func templateData(d Dialect, c ir.LaunchConfig, k plan.Kernel, f *ir.Family) (ma
 }
 
 // pdlEntry puts PDL_ENTRY() first in the entry point's body unless the
-// family's text calls PDL_WAIT() itself (see the prelude): every kernel
+// entry point calls PDL_WAIT() itself (see the prelude): every kernel
 // then waits for the launches before it before touching their results, so
 // the decode step may launch them all with programmatic serialization.
 func pdlEntry(name, text string) (string, error) {
-	if strings.Contains(text, "PDL_WAIT()") {
-		if !strings.Contains(text, "PDL_TRIGGER()") {
-			return "", fmt.Errorf("codegen: kernel %s: its template calls PDL_WAIT() but never PDL_TRIGGER()", name)
-		}
-		return text, nil
-	}
 	head := "KERNEL void " + name + "("
 	at := strings.Index(text, head)
 	if at < 0 {
 		return "", fmt.Errorf("codegen: kernel %s: no %q in its template's text", name, head)
+	}
+	// Only the entry point's own text counts: helpers above it may spell the
+	// macros for entry points that call them.
+	if body := text[at:]; strings.Contains(body, "PDL_WAIT()") {
+		if !strings.Contains(body, "PDL_TRIGGER()") {
+			return "", fmt.Errorf("codegen: kernel %s: its entry point calls PDL_WAIT() but never PDL_TRIGGER()", name)
+		}
+		return text, nil
 	}
 	open := strings.IndexByte(text[at:], '{')
 	if open < 0 {

@@ -21,6 +21,8 @@ func TestPDLEntry(t *testing.T) {
 		{name: "own wait", text: "KERNEL void k(int n) {\n  PDL_WAIT();\n  PDL_TRIGGER();\n}\n",
 			want: "KERNEL void k(int n) {\n  PDL_WAIT();\n  PDL_TRIGGER();\n}\n"},
 		{name: "wait without trigger", text: "KERNEL void k(int n) {\n  PDL_WAIT();\n}\n", err: "never PDL_TRIGGER()"},
+		{name: "helper's wait", text: "DEVICE void h() { PDL_WAIT(); PDL_TRIGGER(); }\nKERNEL void k(int n) {\n  h();\n}\n",
+			want: "DEVICE void h() { PDL_WAIT(); PDL_TRIGGER(); }\nKERNEL void k(int n) {\n  PDL_ENTRY();\n  h();\n}\n"},
 		{name: "no entry point", text: "KERNEL void other(int n) {}\n", err: `no "KERNEL void k("`},
 		{name: "no body", text: "KERNEL void k(int n);\n", err: "has no body"},
 	}
