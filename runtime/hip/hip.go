@@ -18,7 +18,8 @@
 //
 // HIP has no extended launch with CUDA's attributes: launches with
 // runtime.LaunchAttrs set are refused (programmatic dependent launch is an
-// sm_90 feature). A gfx11 kernel gets up to 64 KB of LDS as dynamic shared
+// sm_90 feature), and no event-record nodes are bound (the bench's
+// per-family table then times launches one by one). A gfx11 kernel gets up to 64 KB of LDS as dynamic shared
 // memory without raising a function attribute.
 //
 // # Tests
