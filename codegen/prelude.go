@@ -25,7 +25,6 @@ import (
 //	                        finished and their writes are visible
 //	PDL_TRIGGER()           let the next launch start (its blocks then sit
 //	                        in its own PDL_WAIT)
-//	PDL_PREFETCH_L2(p)      start reading the line at p into L2
 //	PDL_ENTRY()             PDL_WAIT(); PDL_TRIGGER();
 //
 // The PDL_ macros are programmatic dependent launch (docs/pdl.md): on sm_90
@@ -37,7 +36,7 @@ import (
 // template does not call PDL_WAIT() itself (pdlEntry), so a new family is
 // safe without doing anything; a template that calls it itself (to issue
 // its first weight loads before the wait) calls PDL_TRIGGER() too. On HIP
-// all four are no-ops.
+// all three are no-ops.
 //
 // {THREADS} and {WARP} stand for the target's launch configuration
 // (plan.TargetSpec.Launch): the block every kernel is launched with and the
@@ -92,7 +91,6 @@ DEVICE double drint(double x) { return __builtin_rint(x); }
 // Programmatic dependent launch is an sm_90 feature: nothing to wait for here.
 #define PDL_WAIT() ((void)0)
 #define PDL_TRIGGER() ((void)0)
-#define PDL_PREFETCH_L2(p) ((void)(p))
 #define PDL_ENTRY() ((void)0)
 `
 
@@ -141,10 +139,8 @@ DEVICE float fsqrt(float x) { float r; asm("sqrt.rn.f32 %0, %1;" : "=f"(r) : "f"
 // launch's blocks be scheduled. The memory clobber keeps loads below the wait.
 DEVICE void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 DEVICE void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-DEVICE void pdl_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" :: "l"(p)); }
 #define PDL_WAIT() pdl_wait()
 #define PDL_TRIGGER() pdl_trigger()
-#define PDL_PREFETCH_L2(p) pdl_prefetch_l2(p)
 #define PDL_ENTRY() (pdl_wait(), pdl_trigger())
 DEVICE double drint(double x) { double r; asm("cvt.rni.f64.f64 %0, %1;" : "=d"(r) : "d"(x)); return r; }
 DEVICE float frint(float x) { float r; asm("cvt.rni.f32.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }

@@ -39,10 +39,8 @@ DEVICE float fsqrt(float x) { float r; asm("sqrt.rn.f32 %0, %1;" : "=f"(r) : "f"
 // launch's blocks be scheduled. The memory clobber keeps loads below the wait.
 DEVICE void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 DEVICE void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-DEVICE void pdl_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" :: "l"(p)); }
 #define PDL_WAIT() pdl_wait()
 #define PDL_TRIGGER() pdl_trigger()
-#define PDL_PREFETCH_L2(p) pdl_prefetch_l2(p)
 #define PDL_ENTRY() (pdl_wait(), pdl_trigger())
 DEVICE double drint(double x) { double r; asm("cvt.rni.f64.f64 %0, %1;" : "=d"(r) : "d"(x)); return r; }
 DEVICE float frint(float x) { float r; asm("cvt.rni.f32.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
@@ -146,9 +144,9 @@ DEVICE float dot8q(const float* x, const u32x4 q) {
   return a.x * bf16_lo(q.x) + a.y * bf16_hi(q.x) + a.z * bf16_lo(q.y) + a.w * bf16_hi(q.y) +
          b.x * bf16_lo(q.z) + b.y * bf16_hi(q.z) + b.z * bf16_lo(q.w) + b.w * bf16_hi(q.w);
 }
-// gemv_stream_at is gemv_stream from this lane's chunk c on.
 template <int R, int U>
-DEVICE void gemv_stream_at(float (&acc)[R], const float* const* x, const bf16* const* w, int c, int c1) {
+DEVICE void gemv_stream(float (&acc)[R], const float* const* x, const bf16* const* w, int c0, int c1) {
+  int c = c0 + LANE;
   for (; c + (U - 1) * WARP_SIZE < c1; c += U * WARP_SIZE) {
     u32x4 q[U][R];
 #pragma unroll
@@ -166,50 +164,6 @@ DEVICE void gemv_stream_at(float (&acc)[R], const float* const* x, const bf16* c
     for (int r = 0; r < R; ++r) q[r] = *(const u32x4*)(w[r] + (long long)c * 8);
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] += dot8q(x[r] + c * 8, q[r]);
-  }
-}
-template <int R, int U>
-DEVICE void gemv_stream(float (&acc)[R], const float* const* x, const bf16* const* w, int c0, int c1) {
-  gemv_stream_at<R, U>(acc, x, w, c0 + LANE, c1);
-}
-// gemv_first loads gemv_stream's first pass over [c0, c1) into q — the U chunks of each
-// row this lane reads first — and reports whether there was a whole pass: weight loads
-// a kernel may issue before it waits for the launch before it (docs/pdl.md).
-template <int R, int U>
-DEVICE bool gemv_first(u32x4 (&q)[U][R], const bf16* const* w, int c0, int c1) {
-  const int c = c0 + LANE;
-  if (c + (U - 1) * WARP_SIZE >= c1) return false;
-#pragma unroll
-  for (int u = 0; u < U; ++u)
-#pragma unroll
-    for (int r = 0; r < R; ++r) q[u][r] = *(const u32x4*)(w[r] + (long long)(c + u * WARP_SIZE) * 8);
-  return true;
-}
-// gemv_stream_from is gemv_stream with its first pass already in q when has (gemv_first).
-template <int R, int U>
-DEVICE void gemv_stream_from(float (&acc)[R], const float* const* x, const bf16* const* w, int c0, int c1,
-                             const u32x4 (&q)[U][R], bool has) {
-  int c = c0 + LANE;
-  if (has) {
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int r = 0; r < R; ++r) acc[r] += dot8q(x[r] + (c + u * WARP_SIZE) * 8, q[u][r]);
-    c += U * WARP_SIZE;
-  }
-  gemv_stream_at<R, U>(acc, x, w, c, c1);
-}
-// gemv_prefetch starts reading into L2 the first P lane-strided 16-byte chunks of each
-// of the R rows that gemv_stream over [c0, c1) loads first (gemv_first's as well).
-template <int R, int P>
-DEVICE void gemv_prefetch(const bf16* const* w, int c0, int c1) {
-#pragma unroll
-  for (int u = 0; u < P; ++u) {
-    const int c = c0 + LANE + u * WARP_SIZE;
-    if (c < c1) {
-#pragma unroll
-      for (int r = 0; r < R; ++r) PDL_PREFETCH_L2(w[r] + (long long)c * 8);
-    }
   }
 }
 // gemv_scalar is gemv_stream one element at a time over [e0, e1), for widths that
@@ -237,6 +191,7 @@ static_assert(RPW >= 1 && U >= 1, "rows_per_warp and unroll are at least 1");
 constexpr int GROUPS = WARPS / KSPLIT;
 constexpr int ROWS = GROUPS * RPW;
 KERNEL void gemv_0671115d(float* y, const float* x, const bf16* w, int n, const int* params) {
+  PDL_ENTRY();
   const int t = BID_Y;
   if (t >= n) return;
   const int g = WARP / KSPLIT, s = WARP % KSPLIT;
@@ -253,18 +208,8 @@ KERNEL void gemv_0671115d(float* y, const float* x, const bf16* w, int n, const 
   }
   if constexpr (K % 8 == 0) {
     constexpr int C = K / 8, PER = (C + KSPLIT - 1) / KSPLIT;
-    const int c0 = s * PER, c1 = (s + 1) * PER < C ? (s + 1) * PER : C;
-    // The weights are no launch's output: the first pass is loaded and the second
-    // read into L2 while the launch before still runs (docs/pdl.md); x after the wait.
-    u32x4 q[U][RPW];
-    const bool has = gemv_first<RPW, U>(q, ws, c0, c1);
-    gemv_prefetch<RPW, U>(ws, c0 + U * WARP_SIZE, c1);
-    PDL_WAIT();
-    PDL_TRIGGER();
-    gemv_stream_from<RPW, U>(acc, xs, ws, c0, c1, q, has);
+    gemv_stream<RPW, U>(acc, xs, ws, s * PER, (s + 1) * PER < C ? (s + 1) * PER : C);
   } else {
-    PDL_WAIT();
-    PDL_TRIGGER();
     constexpr int PER = (K + KSPLIT - 1) / KSPLIT;
     gemv_scalar<RPW>(acc, xs, ws, s * PER, (s + 1) * PER < K ? (s + 1) * PER : K);
   }
