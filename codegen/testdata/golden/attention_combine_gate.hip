@@ -33,7 +33,6 @@ DEVICE double drint(double x) { return __builtin_rint(x); }
 // Programmatic dependent launch is an sm_90 feature: nothing to wait for here.
 #define PDL_WAIT() ((void)0)
 #define PDL_TRIGGER() ((void)0)
-#define PDL_PREFETCH_L2(p) ((void)(p))
 #define PDL_ENTRY() ((void)0)
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };

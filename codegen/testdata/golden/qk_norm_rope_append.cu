@@ -39,10 +39,8 @@ DEVICE float fsqrt(float x) { float r; asm("sqrt.rn.f32 %0, %1;" : "=f"(r) : "f"
 // launch's blocks be scheduled. The memory clobber keeps loads below the wait.
 DEVICE void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 DEVICE void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-DEVICE void pdl_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" :: "l"(p)); }
 #define PDL_WAIT() pdl_wait()
 #define PDL_TRIGGER() pdl_trigger()
-#define PDL_PREFETCH_L2(p) pdl_prefetch_l2(p)
 #define PDL_ENTRY() (pdl_wait(), pdl_trigger())
 DEVICE double drint(double x) { double r; asm("cvt.rni.f64.f64 %0, %1;" : "=d"(r) : "d"(x)); return r; }
 DEVICE float frint(float x) { float r; asm("cvt.rni.f32.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
