@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	goruntime "runtime"
 	"time"
 
 	"github.com/aimaproject/aimac/runtime"
@@ -34,6 +35,11 @@ func (b *Backend) Capture(fn func() error) (runtime.Graph, error) {
 // pre and post run with b.mu held and the stream capturing, and return a
 // driver call's result and what it was.
 func (b *Backend) capture(pre func() (int32, string), fn func() error, post func() (int32, string)) (*graph, error) {
+	// A thread-local capture must end on the thread that began it: the
+	// goroutine stays on its OS thread from begin to end (enter's own
+	// lock nests inside this one).
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
 	unlock := b.enter()
 	if err := b.ready(false); err != nil {
 		unlock()
