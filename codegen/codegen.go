@@ -204,6 +204,7 @@ func templateData(d Dialect, c ir.LaunchConfig, k plan.Kernel, f *ir.Family) (ma
 	data["dialect"] = string(d)
 	data["threads"] = c.Threads
 	data["warp"] = c.Warp
+	data["stages"] = c.Stages
 	data["args"] = signatureArgs(f, f.AnyFloatIsBF16(k.Params))
 	var reads []string
 	for _, s := range f.Slots {

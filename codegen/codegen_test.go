@@ -36,13 +36,14 @@ func frozen(t *testing.T, target plan.Target) *plan.Plan {
 
 // optionPlans are plans of the real model that reach the families no
 // frozen plan uses by default: sm_90 with the streamed decode attention
-// (planner.Options.DecodeStream) and the cpu with the split pair and its
-// plain combine (DecodeSplits).
+// (planner.Options.DecodeStream), the cpu with the split pair and its
+// plain combine (DecodeSplits), and gfx1151 without the tile pass (Tiling
+// off: the families the tensor-core ones replace, matmul_add among them).
 func optionPlans(t *testing.T) []*plan.Plan {
 	t.Helper()
 	m := planner.FromConfig(arch.RealName, arch.Real())
 	var out []*plan.Plan
-	for _, o := range []planner.Options{{Target: plan.SM90, DecodeStream: true}, {Target: plan.CPU, DecodeSplits: 66}} {
+	for _, o := range []planner.Options{{Target: plan.SM90, DecodeStream: true}, {Target: plan.CPU, DecodeSplits: 66}, {Target: plan.GFX1151, Tiling: planner.TileOff}} {
 		o.Buckets, o.ContextTokens = []int{1024}, 4096
 		p, err := planner.Plan(m, o)
 		if err != nil {

@@ -62,6 +62,21 @@ const (
 	MoEDownGEMV   Kind = "moe_down_gemv"    // MoEDown of one token: every slot's loads in flight at once
 )
 
+// Tensor-core variants for many rows (prefill, docs/prefill-gemm.md): the
+// math of MatMul, MatMulAdd, MoEGateUp and MoEDown on bf16 operands with
+// fp32 accumulation, in block tiles; the kinds they replace stay their
+// oracle and the CPU's kernels. The routed experts become four launches:
+// the (token, slot) pairs sorted by expert, the grouped gate_up, the grouped
+// down and the deterministic sum over each token's slots.
+const (
+	GEMM           Kind = "gemm"              // MatMul in 128×128 tiles on the tensor cores
+	GEMMAdd        Kind = "gemm_add"          // MatMulAdd in tiles: the residual add in the epilogue
+	MoESort        Kind = "moe_sort"          // (token, slot) pairs grouped by expert, padded to the tile
+	MoEGateUpGroup Kind = "moe_gate_up_group" // MoEGateUp over the sorted pairs: silu(gate)·up epilogue
+	MoEDownGroup   Kind = "moe_down_group"    // MoEDown's products per pair, scaled by the routing weight
+	MoESlotSum     Kind = "moe_slot_sum"      // MoEDown's sum over a token's slots, in slot order
+)
+
 // Weight generation: no step's graph uses it; every plan lists one kernel
 // per weight dtype and runtime.SyntheticWeights launches them.
 const (

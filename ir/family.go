@@ -76,7 +76,7 @@ func (c Catalogue) Family(kind Kind) (*Family, error) {
 type LaunchConfig struct {
 	Threads        int // threads of every block (the templates are written for it)
 	Warp           int // lanes of a warp (sm_90) or wave (gfx1151, wave32)
-	MaxSharedBytes int // shared memory (LDS) a block may use
+	MaxSharedBytes int // shared memory (LDS) a block may use, dynamic included
 	Stages         int // software pipeline stages of tiled loops (1: none)
 	// Multiprocessors is the number of SMs (CUs on gfx1151): what a grid
 	// sized to fill the device counts, whatever the rows.

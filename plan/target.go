@@ -53,13 +53,16 @@ type TargetSpec struct {
 
 // targets is the per-target table. Both GPUs run 256-thread blocks of
 // 32-lane warps (gfx1151 in wave32), so one template serves both dialects;
-// sm_90's shared memory is the 48 KiB a kernel gets without the dynamic
-// shared-memory opt-in, gfx1151's the 64 KiB of LDS a workgroup may use;
-// the H100 and H200 have 132 SMs, the Radeon 8060S 40 CUs.
+// sm_90's shared memory is the 227 KiB a block may use with the dynamic
+// shared-memory opt-in (the runtime raises a kernel's limit; static arrays
+// stay within 48 KiB), gfx1151's the 64 KiB of LDS a workgroup may use;
+// tiled loops pipeline 4 stages on sm_90 (cp.async) and 2 on gfx1151 (its
+// copies are loads and stores, and 64 KiB holds two); the H100 and H200
+// have 132 SMs, the Radeon 8060S 40 CUs.
 var targets = map[Target]TargetSpec{
 	CPU:     {},
-	SM90:    {Dialect: CUDA, ObjectExt: ".cubin", Compiler: "nvcc", Launch: ir.LaunchConfig{Threads: 256, Warp: 32, MaxSharedBytes: 48 << 10, Stages: 1, Multiprocessors: 132}, Programmatic: true},
-	GFX1151: {Dialect: HIP, ObjectExt: ".hsaco", Compiler: "hipcc", Launch: ir.LaunchConfig{Threads: 256, Warp: 32, MaxSharedBytes: 64 << 10, Stages: 1, Multiprocessors: 40}},
+	SM90:    {Dialect: CUDA, ObjectExt: ".cubin", Compiler: "nvcc", Launch: ir.LaunchConfig{Threads: 256, Warp: 32, MaxSharedBytes: 227 << 10, Stages: 4, Multiprocessors: 132}, Programmatic: true},
+	GFX1151: {Dialect: HIP, ObjectExt: ".hsaco", Compiler: "hipcc", Launch: ir.LaunchConfig{Threads: 256, Warp: 32, MaxSharedBytes: 64 << 10, Stages: 2, Multiprocessors: 40}},
 }
 
 // Valid reports whether t is a known target.

@@ -31,6 +31,9 @@ type Options struct {
 	KVDType ir.DType
 	// Fusion says whether the fusion pass runs (FuseDefault: on GPU targets).
 	Fusion Fusion
+	// Tiling says whether prefill's projections and routed experts move to
+	// the tensor-core families (the tile pass; TileDefault: on GPU targets).
+	Tiling Tiling
 	// DecodeSplits is the split count of the decode step's split-KV
 	// attention (the split_kv pass): 0 picks the target's (twice its
 	// multiprocessors' worth of blocks on a GPU; none on the cpu, whose
@@ -131,6 +134,9 @@ func (o *Options) check() error {
 		errs = append(errs, errors.New("a bf16 KV cache needs a GPU target; the cpu target keeps it in f32"))
 	case o.KVDType != ir.F32 && o.KVDType != ir.BF16:
 		errs = append(errs, fmt.Errorf("KV cache dtype %q: want f32 or bf16", o.KVDType))
+	}
+	if o.Tiling != TileDefault && o.Tiling != TileOn && o.Tiling != TileOff {
+		errs = append(errs, fmt.Errorf("tiling %q: want %q, %q or empty (the target's default)", o.Tiling, TileOn, TileOff))
 	}
 	if o.Fusion != FuseDefault && o.Fusion != FuseOn && o.Fusion != FuseOff {
 		errs = append(errs, fmt.Errorf("fusion %q: want %q, %q or empty (the target's default)", o.Fusion, FuseOn, FuseOff))

@@ -83,7 +83,7 @@ func parseBuckets(s string) ([]int, error) {
 }
 
 func planCmd() *cobra.Command {
-	var dir, target, buckets, out, kvDType, fusion string
+	var dir, target, buckets, out, kvDType, fusion, tiling string
 	var ctxTokens, decodeSplits, gdnColTile int
 	var decodeStream bool
 	c := &cobra.Command{
@@ -104,7 +104,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 				return err
 			}
 			p, err := planner.Plan(m, planner.Options{Target: plan.Target(target), Buckets: bs, ContextTokens: ctxTokens, KVDType: ir.DType(kvDType), Fusion: planner.Fusion(fusion),
-				DecodeSplits: decodeSplits, DecodeStream: decodeStream, GDNColumnTile: gdnColTile})
+				Tiling: planner.Tiling(tiling), DecodeSplits: decodeSplits, DecodeStream: decodeStream, GDNColumnTile: gdnColTile})
 			if err != nil {
 				return err
 			}
@@ -125,6 +125,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 	cliflag.Int(c.Flags(), &ctxTokens, "context-tokens", 262144, 1, "context capacity `N` (prompt + output tokens)")
 	c.Flags().StringVar(&kvDType, "kv-dtype", "", "KV cache element `DTYPE`: bf16 or f32 on a GPU target (default bf16: half the bytes, less exact), f32 on the cpu (the default)")
 	c.Flags().StringVar(&fusion, "fusion", "", "the fusion pass `MODE`: on, off, or empty for the target's default (on for GPU targets)")
+	c.Flags().StringVar(&tiling, "tiling", "", "the tile pass `MODE` (prefill on the tensor-core families): on, off, or empty for the target's default (on for GPU targets)")
 	cliflag.IntRange(c.Flags(), &decodeSplits, "decode-splits", 0, -1, 1024, "`N` splits of the decode step's split-KV attention: 0 for the target's (GPU: from its multiprocessors; cpu: none), -1 to keep attention, 1 to 1024 on any target")
 	c.Flags().BoolVar(&decodeStream, "decode-stream", false, "run the decode attention's split as attention_decode_stream (a cp.async ring) on sm_90")
 	cliflag.IntRange(c.Flags(), &gdnColTile, "gdn-col-tile", 0, -1, 1<<16, "`N` state columns a block of the decode step's gdn_decode_split: 0 for the target's (GPU: a block per multiprocessor or more), -1 to keep gdn_decode_step (a block per key head), N to ask for N on any target")
@@ -132,6 +133,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 	completeTarget(c, targetNames(plan.Targets))
 	_ = c.RegisterFlagCompletionFunc("kv-dtype", cobra.FixedCompletions([]string{"f32", "bf16"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = c.RegisterFlagCompletionFunc("fusion", cobra.FixedCompletions([]string{"on", "off"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = c.RegisterFlagCompletionFunc("tiling", cobra.FixedCompletions([]string{"on", "off"}, cobra.ShellCompDirectiveNoFileComp))
 	return c
 }
 

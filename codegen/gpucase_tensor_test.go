@@ -1,0 +1,438 @@
+package codegen
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"unsafe"
+
+	"github.com/aimaproject/aimac/bf16"
+	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
+	"github.com/aimaproject/aimac/plan"
+)
+
+// tensorCase is one case of a tensor-core family written from operands
+// the caller filled: rows is the logical n, mem every operand's device
+// memory (outputs poisoned), stored the elements of an operand written to
+// its file (the rest zero-extended on the device), want the elements of an
+// output's reference compared (0: all), ref the reference that fills the
+// wanted part (nil: the family's over every row).
+type tensorCase struct {
+	name     string
+	k        plan.Kernel
+	rows     int
+	mem      map[string][]byte
+	stored   map[string]int64
+	want     map[string]int64
+	ref      func(a *ir.Args) error
+	timeReps int
+	bytes    int64
+	flops    int64
+	note     string
+}
+
+// tensorMeta is caseMeta with the speed fields gpucheck reads.
+type tensorMeta struct {
+	caseMeta
+	Flops int64 `json:"flops,omitempty"`
+	// Shared is the launch's dynamic shared memory (the family's launch rule).
+	Shared int `json:"shared,omitempty"`
+}
+
+func writeTensorCase(t *testing.T, dir string, c tensorCase) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := kernels.Families[ir.Kind(c.k.Family)]
+	if err := f.CheckParams(c.k.Params); err != nil {
+		t.Fatalf("case %s: %v", c.name, err)
+	}
+	var block [ir.ParamSlots]int32
+	a := &ir.Args{Family: f, Params: c.k.Params, N: c.rows, Block: &block, Mem: make([][]byte, len(f.Operands))}
+	meta := tensorMeta{caseMeta: caseMeta{Kernel: c.k.Name, Grid: caseGrid(c.k, c.rows), Block: caseBlock(), N: c.rows, Params: block,
+		TimeReps: c.timeReps, Bytes: c.bytes, Note: c.note}, Flops: c.flops,
+		Shared: f.Launch(c.k.Params, c.rows, plan.SM90.Launch()).SharedBytes}
+	write := func(name string, b []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range f.Operands {
+		// An output checked over a prefix is stored over it (poisoned); the
+		// device zero-extends the rest.
+		if w := c.want[o.Name]; w > 0 && o.Access != ir.Read {
+			if _, ok := c.stored[o.Name]; !ok {
+				if c.stored == nil {
+					c.stored = map[string]int64{}
+				}
+				c.stored[o.Name] = w
+			}
+		}
+	}
+	for i, o := range f.Operands {
+		m, ok := c.mem[o.Name]
+		if !ok {
+			t.Fatalf("case %s: no memory for operand %s", c.name, o.Name)
+		}
+		a.Mem[i] = m
+		size := int64(o.DType.Size())
+		arg := caseArg{File: o.Name + ".in", DType: string(o.DType), Out: o.Access != ir.Read}
+		b := m
+		if s, ok := c.stored[o.Name]; ok {
+			b = m[:s*size]
+			arg.Elements = int64(len(m)) / size
+		}
+		meta.Args = append(meta.Args, arg)
+		write(o.Name+".in", b)
+	}
+	if err := a.Check(); err != nil {
+		t.Fatalf("case %s: %v", c.name, err)
+	}
+	ref := f.Reference
+	if c.ref != nil {
+		ref = c.ref
+	}
+	if err := ref(a); err != nil {
+		t.Fatalf("case %s: reference: %v", c.name, err)
+	}
+	for i, o := range f.Operands {
+		if o.Access == ir.Read {
+			continue
+		}
+		b := a.Mem[i]
+		if w := c.want[o.Name]; w > 0 {
+			b = b[:w*int64(o.DType.Size())]
+		}
+		write(o.Name+".want", b)
+	}
+	src, err := Render(plan.SM90, c.k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := json.MarshalIndent(meta, "", " ")
+	write("meta.json", mb)
+	write("kernel.cu", []byte(src.Code))
+}
+
+// filler makes the operand memories of the cases: random f32 rows in
+// [-1, 1), bf16 weights ~ N(0, 0.05), outputs poisoned with 7.
+type filler struct{ rng *rand.Rand }
+
+func (f filler) f32(n int64) []byte {
+	b := aligned(4 * n)
+	v := f32View(b)
+	for i := range v {
+		v[i] = float32(f.rng.Float64()*2 - 1)
+	}
+	return b
+}
+
+func (f filler) poison(n int64) []byte {
+	b := aligned(4 * n)
+	for i, v := 0, f32View(b); i < len(v); i++ {
+		v[i] = 7
+	}
+	return b
+}
+
+func (f filler) bf16(n int64) []byte {
+	b := aligned(2 * n)
+	w := bf16View(b)
+	for i := range w {
+		w[i] = bf16.FromFloat32(float32(f.rng.NormFloat64() * 0.05))
+	}
+	return b
+}
+
+// routing is ids (k distinct experts below pool per token; pair 0's last
+// slot outside the experts when odd is set) and weights summing to 1.
+func (f filler) routing(rows, k, pool int, odd bool) (ids, weights []byte) {
+	ids, weights = aligned(int64(4*rows*k)), aligned(int64(4*rows*k))
+	iv, wv := i32View(ids), f32View(weights)
+	for t := range rows {
+		perm := f.rng.Perm(pool)
+		var s float32
+		for j := range k {
+			iv[t*k+j] = int32(perm[j])
+			wv[t*k+j] = float32(f.rng.Float64()) + 0.01
+			s += wv[t*k+j]
+		}
+		for j := range k {
+			wv[t*k+j] /= s
+		}
+	}
+	if odd {
+		iv[k-1] = -1
+	}
+	return ids, weights
+}
+
+// gemmCase is a dense case: x and W random, y poisoned (gemm) or random
+// (gemm_add); with check < rows the reference covers the first check rows.
+func gemmCase(name, family string, k, n, rows, check int, seed uint64) tensorCase {
+	f := filler{rand.New(rand.NewPCG(seed, 11))}
+	kk := gemmKern(family, float64(k), float64(n))
+	phys := int64(rows + 2)
+	y := f.poison(phys * int64(n))
+	if family == "gemm_add" {
+		y = f.f32(phys * int64(n))
+	}
+	c := tensorCase{name: name, k: kk, rows: rows, mem: map[string][]byte{"y": y, "x": f.f32(phys * int64(k)), "w": f.bf16(int64(n) * int64(k))}}
+	if check < rows {
+		c.want = map[string]int64{"y": int64(check) * int64(n)}
+		c.ref = func(a *ir.Args) error {
+			b := *a
+			b.N = check
+			return a.Family.Reference(&b)
+		}
+	}
+	return c
+}
+
+// moeCases are the four launches of one grouped MoE (moe_sort, the grouped
+// gate_up, the grouped down, moe_slot_sum) on one routing: each case's
+// inputs are the previous launches' reference outputs. pool < experts
+// routes to the first pool experts only (whose weights are the stored part).
+func moeCases(prefix string, experts, hidden, inter, k, rows, pool int, odd bool, seed uint64) []tensorCase {
+	f := filler{rand.New(rand.NewPCG(seed, 17))}
+	mp := map[string]float64{"experts": float64(experts), "hidden": float64(hidden), "inter": float64(inter), "k": float64(k)}
+	sortK := kern("moe_sort", map[string]float64{"experts": float64(experts), "k": float64(k)})
+	guK, dnK := kern("moe_gate_up_group", mp), kern("moe_down_group", mp)
+	sumK := kern("moe_slot_sum", map[string]float64{"experts": float64(experts), "hidden": float64(hidden), "k": float64(k)})
+	phys := rows + 2
+	tiles := int64(kernels.MoETiles(phys, k, experts))
+	ids, weights := f.routing(phys, k, pool, odd)
+	order, tilesB := aligned(4*tiles*kernels.GEMMTileRows), aligned(4*(1+tiles))
+	kernels.MoESort(i32View(order), i32View(tilesB), i32View(ids), rows, k, experts)
+	pairs := int64(phys * k)
+	x := f.f32(int64(phys * hidden))
+	// Only the pool's experts are random; the others are read by no pair.
+	pooled := func(per int64) []byte {
+		b := aligned(2 * int64(experts) * per)
+		copy(b, f.bf16(int64(pool)*per))
+		return b
+	}
+	gateUp := pooled(2 * int64(inter) * int64(hidden))
+	down := pooled(int64(hidden) * int64(inter))
+	act := f.poison(pairs * int64(inter))
+	if err := kernels.MoEGateUpGroup(f32View(act), f32View(x), i32View(order), i32View(tilesB), bf16View(gateUp), rows, hidden, inter, k, experts); err != nil {
+		panic(err)
+	}
+	ys := f.poison(pairs * int64(hidden))
+	if err := kernels.MoEDownGroup(f32View(ys), f32View(act), i32View(order), i32View(tilesB), f32View(weights), bf16View(down), rows, hidden, inter, k, experts); err != nil {
+		panic(err)
+	}
+	clone := func(b []byte) []byte { c := aligned(int64(len(b))); copy(c, b); return c }
+	var stored map[string]int64
+	if pool < experts {
+		stored = map[string]int64{"gate_up": int64(pool) * 2 * int64(inter) * int64(hidden), "down": int64(pool) * int64(hidden) * int64(inter)}
+	}
+	// act rows of pairs whose slot is left out stay poisoned on both sides.
+	return []tensorCase{
+		{name: prefix + "_sort", k: sortK, rows: rows, mem: map[string][]byte{"order": aligned(int64(len(order))), "tiles": aligned(int64(len(tilesB))), "ids": ids}},
+		{name: prefix + "_gate_up", k: guK, rows: rows, stored: stored,
+			mem: map[string][]byte{"act": f.poison(pairs * int64(inter)), "x": x, "order": order, "tiles": tilesB, "gate_up": gateUp}},
+		{name: prefix + "_down", k: dnK, rows: rows, stored: stored,
+			mem: map[string][]byte{"ys": f.poison(pairs * int64(hidden)), "act": clone(act), "order": order, "tiles": tilesB, "weights": weights, "down": down}},
+		{name: prefix + "_slot_sum", k: sumK, rows: rows, mem: map[string][]byte{"y": f.poison(int64(phys * hidden)), "ys": ys, "ids": ids}},
+	}
+}
+
+// tensorCorrectness are the correctness cases of the tensor-core families
+// (gemmCases with the grouped MoE's): the tiny fixtures' experts (16, hidden
+// 64, inter 32, top-4) at 1, 63 and 65 tokens, odd sizes (K % 8 ≠ 0, inter
+// not a multiple of the 64-column half tile), experts with more pairs than
+// one tile, and the model's widths. Outputs poisoned; tolerances as
+// gemmCases says (each grouped reference rounds its activation to bf16 as
+// the kernel does).
+func tensorCorrectness() []tensorCase {
+	var out []tensorCase
+	for i, c := range gemmCases {
+		out = append(out, gemmCase(c.name, c.k.Family, c.k.Params.Int("k"), c.k.Params.Int("n"), c.n, c.n, uint64(300+i)))
+	}
+	out = append(out, moeCases("moe_tiny_t1", 16, 64, 32, 4, 1, 16, false, 401)...)
+	out = append(out, moeCases("moe_tiny_t63", 16, 64, 32, 4, 63, 16, true, 402)...)
+	out = append(out, moeCases("moe_tiny_t65", 16, 64, 32, 4, 65, 16, false, 403)...)
+	out = append(out, moeCases("moe_odd", 5, 20, 6, 3, 7, 5, true, 404)...)
+	out = append(out, moeCases("moe_tiles", 4, 256, 72, 2, 300, 4, false, 405)...)
+	out = append(out, moeCases("moe_wide", 16, 2048, 512, 8, 65, 16, true, 406)...)
+	return out
+}
+
+// TestWriteGPUCasesTensor writes the correctness cases of the tensor-core
+// families.
+func TestWriteGPUCasesTensor(t *testing.T) {
+	out := *gpuCases
+	if out == "" {
+		out = t.TempDir()
+	}
+	for _, c := range tensorCorrectness() {
+		writeTensorCase(t, filepath.Join(out, c.name), c)
+	}
+}
+
+// TestWriteGPUCasesTensorSpeed writes the speed cases at the real model's
+// prefill sizes (8192 tokens): the dense projections 2048 → 8192, 2048 →
+// 4096 and 4096 → 2048 (with the residual add), the old matmul on the first
+// one's files, and the grouped MoE at top-8 (hidden 2048, inter 512) with
+// its tokens routed over 64 of the 256 experts (256 MB of gate_up weights,
+// past the L2; the rest are zeros). References cover the first rows (64
+// tokens) so that writing them stays cheap; every row is timed. Without
+// -gpucases the same cases are written at 256 tokens to a temporary
+// directory.
+func TestWriteGPUCasesTensorSpeed(t *testing.T) {
+	out, T, E, pool := *gpuCases, 8192, 256, 64
+	if out == "" {
+		out, T, E, pool = t.TempDir(), 256, 16, 8
+	}
+	const check = 64
+	flops := func(k, n int) int64 { return 2 * int64(T) * int64(k) * int64(n) }
+	dense := func(name, family string, k, n int, seed uint64) tensorCase {
+		c := gemmCase(name, family, k, n, T, check, seed)
+		// x already on the bf16 grid: the old matmul timed on these files
+		// then agrees with the reference up to the order of the sums.
+		copy(f32View(c.mem["x"]), kernels.RoundBF16(f32View(c.mem["x"])))
+		c.timeReps, c.flops = 20, flops(k, n)
+		c.bytes = int64(T)*int64(k)*4 + int64(k)*int64(n)*2 + int64(T)*int64(n)*4
+		c.note = fmt.Sprintf("%d×%d → %d: %.0f GFLOP; ≈ 790 TFLOP/s is the measured bf16 matrix rate", T, k, n, float64(c.flops)/1e9)
+		return c
+	}
+	cases := []tensorCase{
+		dense("speed_gemm_8192", "gemm", 2048, 8192, 501),
+		dense("speed_gemm_4096", "gemm", 2048, 4096, 502),
+		dense("speed_gemm_add_2048", "gemm_add", 4096, 2048, 503),
+	}
+	const H, I, top = 2048, 512, 8
+	moe := moeCasesChecked("speed_moe", E, H, I, top, T, pool, check, 504)
+	pairs := int64(T * top)
+	moe[0].timeReps, moe[0].note = 20, "moe_sort of 65536 pairs: one block"
+	moe[1].timeReps, moe[1].flops = 20, 2*pairs*2*I*H
+	moe[1].bytes = int64(T)*H*4 + int64(pool)*2*I*H*2 + pairs*I*4
+	moe[1].note = "grouped gate_up, 64 experts used (256 MB), 1024 pairs each"
+	moe[2].timeReps, moe[2].flops = 20, 2*pairs*H*I
+	moe[2].bytes = pairs*I*4 + int64(pool)*H*I*2 + pairs*H*4
+	moe[2].note = "grouped down, 64 experts used (128 MB), ys written per pair"
+	moe[3].timeReps, moe[3].bytes = 20, pairs*H*4+int64(T)*H*4
+	moe[3].note = "sum over 8 slots per token"
+	cases = append(cases, moe...)
+	for _, c := range cases {
+		writeTensorCase(t, filepath.Join(out, c.name), c)
+	}
+	// The old matmul on the first dense case's files: one launch is ≈ 45 ms.
+	old := kern("matmul", map[string]float64{"k": 2048, "n": 8192})
+	dir := filepath.Join(out, "speed_matmul_8192")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	meta := streamMeta{caseMeta: caseMeta{Kernel: old.Name, Grid: caseGrid(old, T), Block: caseBlock(), N: T},
+		TimeReps: 1, Bytes: cases[0].bytes, InputsFrom: "speed_gemm_8192", Note: "the family gemm replaces, on its files"}
+	var first tensorMeta
+	b, err := os.ReadFile(filepath.Join(out, "speed_gemm_8192", "meta.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &first); err != nil {
+		t.Fatal(err)
+	}
+	meta.Args = first.Args
+	mb, _ := json.MarshalIndent(struct {
+		streamMeta
+		Flops int64 `json:"flops"`
+	}{meta, cases[0].flops}, "", " ")
+	src, err := Render(plan.SM90, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string][]byte{"meta.json": mb, "kernel.cu": []byte(src.Code)} {
+		if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// moeCasesChecked is moeCases at speed-case sizes: the device runs every
+// token, the references (sorted anew over the first check tokens, the same
+// rows' arithmetic) cover the pairs of the first check tokens.
+func moeCasesChecked(prefix string, experts, hidden, inter, k, rows, pool, check int, seed uint64) []tensorCase {
+	cs := moeCases(prefix, experts, hidden, inter, k, check, pool, false, seed)
+	f := filler{rand.New(rand.NewPCG(seed, 19))}
+	phys := rows + 2
+	tiles := int64(kernels.MoETiles(phys, k, experts))
+	ids, weights := f.routing(phys, k, pool, false)
+	// The first check tokens keep the routing the small references used.
+	copy(ids, cs[0].mem["ids"][:4*check*k])
+	copy(weights, cs[2].mem["weights"][:4*check*k])
+	order, tilesB := aligned(4*tiles*kernels.GEMMTileRows), aligned(4*(1+tiles))
+	kernels.MoESort(i32View(order), i32View(tilesB), i32View(ids), rows, k, experts)
+	pairs := int64(phys * k)
+	grow := func(small []byte, n int64, fill func(int64) []byte) []byte {
+		b := fill(n)
+		copy(b, small)
+		return b
+	}
+	x := grow(cs[1].mem["x"][:4*check*hidden], int64(phys*hidden), f.f32)
+	act := grow(cs[2].mem["act"][:4*check*k*inter], pairs*int64(inter), f.f32)
+	want := func(name string, per int) map[string]int64 { return map[string]int64{name: int64(check * k * per)} }
+	// The small references' wants are the first rows of the full runs'.
+	small := map[int]func(a *ir.Args) error{}
+	for i := range cs {
+		c := cs[i]
+		small[i] = func(a *ir.Args) error {
+			f := a.Family
+			b := &ir.Args{Family: f, Params: a.Params, N: check, Block: a.Block, Mem: make([][]byte, len(f.Operands))}
+			for j, o := range f.Operands {
+				b.Mem[j] = c.mem[o.Name]
+			}
+			if err := f.Reference(b); err != nil {
+				return err
+			}
+			for j, o := range f.Operands {
+				if o.Access != ir.Read {
+					copy(a.Mem[j], b.Mem[j])
+				}
+			}
+			return nil
+		}
+	}
+	return []tensorCase{
+		{name: prefix + "_sort", k: cs[0].k, rows: rows, mem: map[string][]byte{"order": aligned(int64(len(order))), "tiles": aligned(int64(len(tilesB))), "ids": ids}},
+		{name: prefix + "_gate_up", k: cs[1].k, rows: rows, stored: cs[1].stored, want: want("act", inter), ref: small[1],
+			mem: map[string][]byte{"act": f.poison(pairs * int64(inter)), "x": x, "order": order, "tiles": tilesB, "gate_up": cs[1].mem["gate_up"]}},
+		{name: prefix + "_down", k: cs[2].k, rows: rows, stored: cs[2].stored, want: want("ys", hidden), ref: small[2],
+			mem: map[string][]byte{"ys": f.poison(pairs * int64(hidden)), "act": act, "order": order, "tiles": tilesB, "weights": weights, "down": cs[2].mem["down"]}},
+		// Past the checked tokens the slots' rows are zeros: the sum's time
+		// does not depend on their values.
+		{name: prefix + "_slot_sum", k: cs[3].k, rows: rows, mem: map[string][]byte{"y": f.poison(int64(phys * hidden)), "ys": grow(cs[3].mem["ys"][:4*check*k*hidden], pairs*int64(hidden), aligned4), "ids": ids},
+			want: map[string]int64{"y": int64(check * hidden)}, stored: map[string]int64{"ys": int64(check * k * hidden)}, ref: small[3]},
+	}
+}
+
+// aligned4 is n zero floats.
+func aligned4(n int64) []byte { return aligned(4 * n) }
+
+// Typed views of case memory (8-byte aligned by aligned).
+func f32View(b []byte) []float32 {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
+}
+
+func i32View(b []byte) []int32 {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*int32)(unsafe.Pointer(&b[0])), len(b)/4)
+}
+
+func bf16View(b []byte) []uint16 {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint16)(unsafe.Pointer(&b[0])), len(b)/2)
+}

@@ -1,0 +1,248 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/aimaproject/aimac/ir"
+)
+
+// MoESortMaxExperts bounds the experts of a moe_sort: its block keeps a
+// count, a tile base, two running ranks and two bit words per warp for each
+// in static shared memory (40 KiB at 512).
+const MoESortMaxExperts = 512
+
+// MoETiles is the most row tiles the (token, slot) pairs of rows tokens
+// routed to k of experts experts fill when each expert's pairs are padded
+// to whole tiles of GEMMTileRows: every tile but one per used expert is
+// full.
+func MoETiles(rows, k, experts int) int {
+	pairs := rows * k
+	return ir.Ceil(pairs, GEMMTileRows) + min(experts, pairs)
+}
+
+func moeTiles(p ir.Params, rows int64) int64 {
+	return int64(MoETiles(int(rows), p.Int("k"), p.Int("experts")))
+}
+
+// The sorted pairs: order holds, tile after tile, the pair index t·k + s
+// of each row (−1 past an expert's last pair); tiles[0] is the number of
+// tiles in use and tiles[1 + i] the expert of tile i.
+var (
+	orderOperand = ir.OperandSpec{Name: "order", DType: ir.I32, Access: ir.Read, Extent: func(p ir.Params, rows int64) int64 {
+		return moeTiles(p, rows) * GEMMTileRows
+	}}
+	tilesOperand = ir.OperandSpec{Name: "tiles", DType: ir.I32, Access: ir.Read, Extent: func(p ir.Params, rows int64) int64 {
+		return 1 + moeTiles(p, rows)
+	}}
+)
+
+func written(o ir.OperandSpec) ir.OperandSpec { o.Access = ir.Write; return o }
+
+// moeGroupFamilies are the routed experts of a prefill on the tensor cores
+// (docs/prefill-gemm.md): moe_sort groups the (token, slot) pairs by expert
+// on the device, moe_gate_up_group and moe_down_group run the gemm tile
+// over each expert's pairs (every expert's weights read once per tile of
+// its pairs), moe_slot_sum adds each token's slots in order. Together they
+// are moe_gate_up followed by moe_down on bf16 operands; no atomics touch
+// the results, so every run gives the same bits.
+func moeGroupFamilies() []*ir.Family {
+	moeParams := ir.Ints("experts", "hidden", "inter", "k")
+	tileGrid := func(cols string, per int) func(ir.Params, int, ir.LaunchConfig) ir.LaunchShape {
+		return func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
+			return gemmShared(c.Blocks(ir.Ceil(p.Int(cols), per), MoETiles(max(rows, 1), p.Int("k"), p.Int("experts")), 1), c)
+		}
+	}
+	return []*ir.Family{
+		{
+			Kind:     ir.MoESort,
+			Operands: []ir.OperandSpec{written(orderOperand), written(tilesOperand), {Name: "ids", DType: ir.I32, Access: ir.Read, Extent: ir.PerRow("k")}},
+			Params:   ir.Ints("experts", "k"),
+			Check: func(p ir.Params) error {
+				if err := topK(p); err != nil {
+					return err
+				}
+				if p.Int("experts") > MoESortMaxExperts {
+					return fmt.Errorf("experts %d: moe_sort holds at most %d", p.Int("experts"), MoESortMaxExperts)
+				}
+				return nil
+			},
+			// One block: the ranks are counted in order, round after round.
+			Launch: func(_ ir.Params, _ int, c ir.LaunchConfig) ir.LaunchShape { return c.Blocks(1, 1, 1) },
+			Reference: func(a *ir.Args) error {
+				MoESort(a.I32("order"), a.I32("tiles"), a.I32("ids"), a.N, a.Int("k"), a.Int("experts"))
+				return nil
+			},
+			TemplateData: func(ir.Params) map[string]any { return map[string]any{"tile_rows": GEMMTileRows} },
+		},
+		{
+			Kind: ir.MoEGateUpGroup,
+			Operands: []ir.OperandSpec{
+				{Name: "act", DType: ir.F32, Access: ir.Write, Extent: ir.PerRow("k", "inter")},
+				{Name: "x", DType: ir.F32, Access: ir.Read, Extent: ir.PerRow("hidden")},
+				orderOperand, tilesOperand,
+				operandsOf(ir.MoEGateUp)[3],
+			},
+			Params: moeParams,
+			Check:  topK,
+			// (half tiles of gate and up rows, row tiles): a block's 128 weight
+			// rows are 64 gate rows and the 64 up rows of the same outputs.
+			Launch: tileGrid("inter", GEMMTileCols/2),
+			Reference: func(a *ir.Args) error {
+				return MoEGateUpGroup(a.F32("act"), a.F32("x"), a.I32("order"), a.I32("tiles"), a.BF16("gate_up"),
+					a.N, a.Int("hidden"), a.Int("inter"), a.Int("k"), a.Int("experts"))
+			},
+		},
+		{
+			Kind: ir.MoEDownGroup,
+			Operands: []ir.OperandSpec{
+				{Name: "ys", DType: ir.F32, Access: ir.Write, Extent: ir.PerRow("k", "hidden")},
+				{Name: "act", DType: ir.F32, Access: ir.Read, Extent: ir.PerRow("k", "inter")},
+				orderOperand, tilesOperand,
+				{Name: "weights", DType: ir.F32, Access: ir.Read, Extent: ir.PerRow("k")},
+				operandsOf(ir.MoEDown)[4],
+			},
+			Params: moeParams,
+			Check:  topK,
+			Launch: tileGrid("hidden", GEMMTileCols),
+			Reference: func(a *ir.Args) error {
+				return MoEDownGroup(a.F32("ys"), a.F32("act"), a.I32("order"), a.I32("tiles"), a.F32("weights"), a.BF16("down"),
+					a.N, a.Int("hidden"), a.Int("inter"), a.Int("k"), a.Int("experts"))
+			},
+		},
+		{
+			Kind: ir.MoESlotSum,
+			Operands: []ir.OperandSpec{
+				{Name: "y", DType: ir.F32, Access: ir.Write, Extent: ir.PerRow("hidden")},
+				{Name: "ys", DType: ir.F32, Access: ir.Read, Extent: ir.PerRow("k", "hidden")},
+				{Name: "ids", DType: ir.I32, Access: ir.Read, Extent: ir.PerRow("k")},
+			},
+			Params: ir.Ints("experts", "hidden", "k"),
+			Check:  topK,
+			Launch: perRowLaunch,
+			Reference: func(a *ir.Args) error {
+				MoESlotSum(a.F32("y"), a.F32("ys"), a.I32("ids"), a.N, a.Int("hidden"), a.Int("k"), a.Int("experts"))
+				return nil
+			},
+		},
+	}
+}
+
+// MoESort groups the n·k (token, slot) pairs of ids by expert, in pair
+// order within an expert, each expert's run padded with −1 to whole tiles
+// of GEMMTileRows: order[i·GEMMTileRows + r] is row r of tile i, tiles[0]
+// the tiles in use and tiles[1 + i] the expert of tile i. Ids outside
+// [0, experts) are left out.
+func MoESort(order, tiles, ids []int32, n, k, experts int) {
+	counts := make([]int, experts)
+	for _, e := range ids[:n*k] {
+		if e >= 0 && int(e) < experts {
+			counts[e]++
+		}
+	}
+	base := make([]int, experts)
+	used := 0
+	for e, c := range counts {
+		base[e] = used
+		for j := range ir.Ceil(c, GEMMTileRows) {
+			tiles[1+used+j] = int32(e)
+		}
+		used += ir.Ceil(c, GEMMTileRows)
+	}
+	tiles[0] = int32(used)
+	for i := range order[:used*GEMMTileRows] {
+		order[i] = -1
+	}
+	next := make([]int, experts)
+	for i, e := range ids[:n*k] {
+		if e >= 0 && int(e) < experts {
+			order[base[e]*GEMMTileRows+next[e]] = int32(i)
+			next[e]++
+		}
+	}
+}
+
+// sortedGroups walks the tiles of a moe_sort result: for each tile its
+// expert and the pair indices of its rows (−1 rows dropped), after checking
+// that they address the n·k pairs and the experts.
+func sortedGroups(order, tiles []int32, n, k, experts int, each func(e int, pairs []int)) error {
+	used := int(tiles[0])
+	if used < 0 || used > MoETiles(n, k, experts) {
+		return fmt.Errorf("%d tiles in use, at most %d for %d tokens", used, MoETiles(n, k, experts), n)
+	}
+	for i := range used {
+		e := int(tiles[1+i])
+		if e < 0 || e >= experts {
+			return fmt.Errorf("tile %d: expert %d outside [0, %d)", i, e, experts)
+		}
+		var pairs []int
+		for _, p := range order[i*GEMMTileRows:][:GEMMTileRows] {
+			if p < 0 {
+				continue
+			}
+			if int(p) >= n*k {
+				return fmt.Errorf("tile %d: pair %d outside the %d pairs", i, p, n*k)
+			}
+			pairs = append(pairs, int(p))
+		}
+		each(e, pairs)
+	}
+	return nil
+}
+
+// MoEGateUpGroup is MoEGateUp over sorted pairs on x rounded to bf16:
+// act[p] = silu(gate_e·x[t]) ⊙ up_e·x[t] for every pair p = t·k + s of a
+// tile of expert e. Rows of pairs left out (ids outside the experts) are
+// not written.
+func MoEGateUpGroup(act, x []float32, order, tiles []int32, gateUp []uint16, n, hidden, inter, k, experts int) error {
+	return sortedGroups(order, tiles, n, k, experts, func(e int, pairs []int) {
+		xs := make([]float32, len(pairs)*hidden)
+		for i, p := range pairs {
+			copy(xs[i*hidden:][:hidden], x[(p/k)*hidden:][:hidden])
+		}
+		xs = RoundBF16(xs)
+		h := make([]float32, len(pairs)*2*inter)
+		matmulTile(h, xs, gateUp[e*2*inter*hidden:][:2*inter*hidden], 0, len(pairs), 0, 2*inter, hidden, 2*inter)
+		for i, p := range pairs {
+			row := h[i*2*inter:][:2*inter]
+			SiLUMul(act[p*inter:], row[:inter], row[inter:], inter)
+		}
+	})
+}
+
+// MoEDownGroup is MoEDown's products over sorted pairs on act rounded to
+// bf16, each scaled by its routing weight: ys[p] = weights[p] · down_e ·
+// act[p]. Rows of pairs left out are not written.
+func MoEDownGroup(ys, act []float32, order, tiles []int32, weights []float32, down []uint16, n, hidden, inter, k, experts int) error {
+	return sortedGroups(order, tiles, n, k, experts, func(e int, pairs []int) {
+		as := make([]float32, len(pairs)*inter)
+		for i, p := range pairs {
+			copy(as[i*inter:][:inter], act[p*inter:][:inter])
+		}
+		as = RoundBF16(as)
+		out := make([]float32, len(pairs)*hidden)
+		matmulTile(out, as, down[e*hidden*inter:][:hidden*inter], 0, len(pairs), 0, hidden, inter, hidden)
+		for i, p := range pairs {
+			dst := ys[p*hidden:][:hidden]
+			for j, v := range out[i*hidden:][:hidden] {
+				dst[j] = weights[p] * v
+			}
+		}
+	})
+}
+
+// MoESlotSum is MoEDown's sum: y[t] = Σ_s ys[t·k + s] over the slots in
+// order from zero, slots with ids outside [0, experts) left out.
+func MoESlotSum(y, ys []float32, ids []int32, n, hidden, k, experts int) {
+	for t := range n {
+		yt := y[t*hidden:][:hidden]
+		clear(yt)
+		for s := range k {
+			if e := ids[t*k+s]; e < 0 || int(e) >= experts {
+				continue
+			}
+			for j, v := range ys[(t*k+s)*hidden:][:hidden] {
+				yt[j] += v
+			}
+		}
+	}
+}

@@ -1,0 +1,176 @@
+package kernels_test
+
+import (
+	"unsafe"
+
+	"github.com/aimaproject/aimac/ir"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/aimaproject/aimac/bf16"
+	"github.com/aimaproject/aimac/kernels"
+)
+
+// TestMoESort: pairs grouped by expert in pair order, each expert padded to
+// whole tiles with −1, ids outside the experts left out.
+func TestMoESort(t *testing.T) {
+	const tile = kernels.GEMMTileRows
+	ids := []int32{2, 0, 2, 7, -1, 2} // 3 tokens × 2 slots, 4 experts
+	tiles := make([]int32, 1+kernels.MoETiles(3, 2, 4))
+	order := make([]int32, (len(tiles)-1)*tile)
+	kernels.MoESort(order, tiles, ids, 3, 2, 4)
+	if diff := cmp.Diff([]int32{2, 0, 2}, tiles[:3]); diff != "" {
+		t.Errorf("tiles (-want +got):\n%s", diff)
+	}
+	want := slices.Repeat([]int32{-1}, 2*tile)
+	want[0] = 1                                      // expert 0: pair 1
+	want[tile], want[tile+1], want[tile+2] = 0, 2, 5 // expert 2: pairs 0, 2, 5
+	if diff := cmp.Diff(want, order[:2*tile]); diff != "" {
+		t.Errorf("order (-want +got):\n%s", diff)
+	}
+}
+
+// TestMoETilesBound: however the pairs fall, the tiles in use stay within
+// MoETiles (the grid and the buffers the planner sizes).
+func TestMoETilesBound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, c := range []struct{ rows, k, experts int }{{1, 8, 256}, {300, 2, 4}, {129, 1, 3}, {1000, 8, 16}, {64, 4, 512}} {
+		for range 20 {
+			ids := make([]int32, c.rows*c.k)
+			for i := range ids {
+				ids[i] = int32(rng.IntN(c.experts))
+			}
+			tiles := make([]int32, 1+kernels.MoETiles(c.rows, c.k, c.experts))
+			order := make([]int32, (len(tiles)-1)*kernels.GEMMTileRows)
+			kernels.MoESort(order, tiles, ids, c.rows, c.k, c.experts)
+			if int(tiles[0]) > kernels.MoETiles(c.rows, c.k, c.experts) {
+				t.Fatalf("%+v: %d tiles, bound %d", c, tiles[0], kernels.MoETiles(c.rows, c.k, c.experts))
+			}
+		}
+	}
+}
+
+// TestMoEGroupedMatchesOracle: moe_sort, moe_gate_up_group, moe_down_group
+// and moe_slot_sum give what moe_gate_up and moe_down give on x and act
+// rounded to bf16 (the grouped kernels' operands). Both sides sum in fp32 in
+// possibly different orders (matmul's row paths): within 1e-5 of the
+// output's largest magnitude.
+func TestMoEGroupedMatchesOracle(t *testing.T) {
+	for _, c := range []struct{ n, experts, hidden, inter, k int }{{1, 16, 64, 32, 4}, {65, 16, 64, 32, 4}, {300, 4, 40, 12, 2}, {7, 5, 20, 6, 3}} {
+		rng := rand.New(rand.NewPCG(uint64(c.n), 3))
+		x := randVec(rng, c.n*c.hidden)
+		gateUp := randBF16(rng, c.experts*2*c.inter*c.hidden)
+		down := randBF16(rng, c.experts*c.hidden*c.inter)
+		ids := make([]int32, c.n*c.k)
+		weights := make([]float32, c.n*c.k)
+		for tok := range c.n {
+			for s, e := range rng.Perm(c.experts)[:c.k] {
+				ids[tok*c.k+s], weights[tok*c.k+s] = int32(e), rng.Float32()
+			}
+		}
+		ids[c.k-1] = -1
+		// The oracle on bf16 operands.
+		act := make([]float32, c.n*c.k*c.inter)
+		kernels.MoEGateUp(act, kernels.RoundBF16(x), ids, gateUp, c.n, c.hidden, c.inter, c.k, c.experts)
+		want := make([]float32, c.n*c.hidden)
+		kernels.MoEDown(want, kernels.RoundBF16(act), ids, weights, down, c.n, c.hidden, c.inter, c.k, c.experts)
+		// The grouped chain.
+		tiles := make([]int32, 1+kernels.MoETiles(c.n, c.k, c.experts))
+		order := make([]int32, (len(tiles)-1)*kernels.GEMMTileRows)
+		kernels.MoESort(order, tiles, ids, c.n, c.k, c.experts)
+		gact := make([]float32, c.n*c.k*c.inter)
+		if err := kernels.MoEGateUpGroup(gact, x, order, tiles, gateUp, c.n, c.hidden, c.inter, c.k, c.experts); err != nil {
+			t.Fatal(err)
+		}
+		ys := make([]float32, c.n*c.k*c.hidden)
+		if err := kernels.MoEDownGroup(ys, gact, order, tiles, weights, down, c.n, c.hidden, c.inter, c.k, c.experts); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, c.n*c.hidden)
+		kernels.MoESlotSum(got, ys, ids, c.n, c.hidden, c.k, c.experts)
+		var scale, worst float64
+		for i := range want {
+			scale = max(scale, math.Abs(float64(want[i])))
+			worst = max(worst, math.Abs(float64(got[i]-want[i])))
+		}
+		if worst > 1e-5*scale {
+			t.Errorf("%+v: max error %g against a largest output %g", c, worst, scale)
+		}
+	}
+}
+
+// TestSortedGroupsRefuses: a tile count or a pair past the bounds is an
+// error of the grouped references, not an index panic.
+func TestSortedGroupsRefuses(t *testing.T) {
+	x, act := make([]float32, 8), make([]float32, 8)
+	gateUp := make([]uint16, 2*2*2*2)
+	tiles := []int32{5, 0}
+	order := make([]int32, kernels.GEMMTileRows)
+	if err := kernels.MoEGateUpGroup(act, x, order, tiles, gateUp, 1, 2, 2, 1, 2); err == nil {
+		t.Error("5 tiles for one pair: no error")
+	}
+	tiles = []int32{1, 0}
+	order[0] = 9
+	if err := kernels.MoEGateUpGroup(act, x, order, tiles, gateUp, 1, 2, 2, 1, 2); err == nil {
+		t.Error("pair 9 of 1: no error")
+	}
+}
+
+func randVec(rng *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = rng.Float32()*2 - 1
+	}
+	return v
+}
+
+func randBF16(rng *rand.Rand, n int) []uint16 {
+	w := make([]uint16, n)
+	for i := range w {
+		w[i] = bf16.FromFloat32(float32(rng.NormFloat64() * 0.1))
+	}
+	return w
+}
+
+// TestGEMMReference: gemm's reference is x rounded to bf16 times W in fp32,
+// against the same product in float64 within 1e-5 relative to the row's
+// absolute sum; gemm_add adds it into y.
+func TestGEMMReference(t *testing.T) {
+	const rows, k, n = 5, 37, 9
+	rng := rand.New(rand.NewPCG(4, 5))
+	x, w := randVec(rng, rows*k), randBF16(rng, n*k)
+	y0 := randVec(rng, rows*n)
+	for _, kind := range []ir.Kind{ir.GEMM, ir.GEMMAdd} {
+		f := kernels.Families[kind]
+		y := slices.Clone(y0)
+		var p ir.Params
+		p.SetInt("k", k)
+		p.SetInt("n", n)
+		var block [ir.ParamSlots]int32
+		a := &ir.Args{Family: f, Params: p, N: rows, Block: &block, Mem: [][]byte{f32Bytes(y), f32Bytes(slices.Clone(x)), u16Bytes(w)}}
+		if err := f.Reference(a); err != nil {
+			t.Fatal(err)
+		}
+		for r := range rows {
+			for j := range n {
+				var s, mag float64
+				for i := range k {
+					v := float64(bf16.Round(x[r*k+i])) * float64(bf16.ToFloat32(w[j*k+i]))
+					s, mag = s+v, mag+math.Abs(v)
+				}
+				if kind == ir.GEMMAdd {
+					s += float64(y0[r*n+j])
+				}
+				if d := math.Abs(float64(y[r*n+j]) - s); d > 1e-5*(mag+1) {
+					t.Errorf("%s [%d][%d]: got %g, want %g", kind, r, j, y[r*n+j], s)
+				}
+			}
+		}
+	}
+}
+
+func u16Bytes(v []uint16) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 2*len(v)) }

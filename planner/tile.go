@@ -1,0 +1,136 @@
+package planner
+
+import (
+	"fmt"
+
+	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
+	"github.com/aimaproject/aimac/plan"
+)
+
+// Tiling says whether the tile pass runs.
+type Tiling string
+
+const (
+	TileDefault Tiling = ""    // on for GPU targets, off on the CPU (whose plan keeps the oracle families)
+	TileOn      Tiling = "on"  // on for every target (the tiled families' references run on the CPU)
+	TileOff     Tiling = "off" // never: prefill keeps matmul and the per-slot MoE kernels
+)
+
+// tilePass runs tileMany over the prefill graphs of a GPU target, and the
+// logits pass of many rows (teacher forcing: the LM head over every row).
+func tilePass(c *compilation) error {
+	if !(c.o.Tiling == TileOn || (c.o.Tiling == TileDefault && c.o.Target.GPU())) {
+		return nil
+	}
+	for i, g := range c.graphs {
+		if k := c.steps[i].Kind; k != plan.Prefill && k != plan.Logits {
+			continue
+		}
+		if err := tileMany(g); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tileMany replaces the projections of a prefill graph of more than one
+// row by the tensor-core families (docs/prefill-gemm.md): matmul by gemm,
+// matmul_add by gemm_add, and each routed-expert pair moe_gate_up →
+// moe_down by moe_sort, moe_gate_up_group, moe_down_group, moe_slot_sum.
+// Their tiles take any K, N and row count (partial tiles are zero-filled
+// and not stored, blocks past the logical rows return at once), so no shape
+// keeps the old family; a one-row graph is the streaming pass's.
+func tileMany(g *ir.Graph) error {
+	if g.Tokens <= 1 {
+		return nil
+	}
+	for _, op := range g.Ops {
+		if op.Rows == nil {
+			continue
+		}
+		switch op.Kind {
+		case ir.MatMul:
+			op.Kind = ir.GEMM
+		case ir.MatMulAdd:
+			op.Kind = ir.GEMMAdd
+		}
+	}
+	groupExperts(g)
+	if err := g.Verify(kernels.Families); err != nil {
+		return fmt.Errorf("tiling %s: %w", g.Name, err)
+	}
+	return nil
+}
+
+// groupExperts rewrites every moe_gate_up whose act output only the next
+// moe_down of its layer reads into the grouped chain: the pairs sorted
+// once (moe_sort, before the gate_up), the grouped gate_up into the same
+// act, the grouped down into per-pair rows ys, and their slot sum into the
+// down's output. order, tiles and ys are activations shared by the layers.
+// It returns the number of rewrites.
+func groupExperts(g *ir.Graph) int {
+	u := indexUses(g)
+	var out []*ir.Op
+	replace := map[int][]*ir.Op{}
+	n := 0
+	for i, gu := range g.Ops {
+		if gu.Kind != ir.MoEGateUp || gu.Rows == nil {
+			continue
+		}
+		act := gu.Operands[0]
+		j := u.next(act.Tensor, i)
+		if j < 0 || !plain(act) {
+			continue
+		}
+		dn := g.Ops[j]
+		if dn.Kind != ir.MoEDown || dn.Layer != gu.Layer || dn.Rows == nil || *dn.Rows != *gu.Rows ||
+			dn.Operands[1] != act || dn.Operands[2] != gu.Operands[2] || !u.deadAfter(act.Tensor, j) {
+			continue
+		}
+		p := gu.Params
+		sortP := ir.Params{Ints: map[string]int64{"experts": int64(p.Int("experts")), "k": int64(p.Int("k"))}}
+		sumP := ir.Params{Ints: map[string]int64{"experts": int64(p.Int("experts")), "hidden": int64(p.Int("hidden")), "k": int64(p.Int("k"))}}
+		if kernels.Families[ir.MoESort].CheckParams(sortP) != nil {
+			continue // more experts than moe_sort's block holds: keep the per-slot kernels
+		}
+		tiles := int64(kernels.MoETiles(g.Tokens, p.Int("k"), p.Int("experts")))
+		order := tileTensor(g, "moe_order", ir.I32, tiles*kernels.GEMMTileRows)
+		tileList := tileTensor(g, "moe_tiles", ir.I32, 1+tiles)
+		ys := tileTensor(g, "moe_ys", ir.F32, int64(g.Tokens), int64(p.Int("k")*p.Int("hidden")))
+		ids := gu.Operands[2]
+		rows := gu.Rows
+		replace[i] = []*ir.Op{
+			{Kind: ir.MoESort, Layer: gu.Layer, Rows: rows, Params: sortP, Operands: []ir.Operand{of(order), of(tileList), ids}},
+			{Kind: ir.MoEGateUpGroup, Layer: gu.Layer, Rows: rows, Params: p.Clone(),
+				Operands: []ir.Operand{act, gu.Operands[1], of(order), of(tileList), gu.Operands[3]}},
+		}
+		replace[j] = []*ir.Op{
+			{Kind: ir.MoEDownGroup, Layer: dn.Layer, Rows: rows, Params: dn.Params.Clone(),
+				Operands: []ir.Operand{of(ys), act, of(order), of(tileList), dn.Operands[3], dn.Operands[4]}},
+			{Kind: ir.MoESlotSum, Layer: dn.Layer, Rows: rows, Params: sumP, Operands: []ir.Operand{dn.Operands[0], of(ys), ids}},
+		}
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	for i, op := range g.Ops {
+		if r, ok := replace[i]; ok {
+			out = append(out, r...)
+			continue
+		}
+		out = append(out, op)
+	}
+	g.Ops = out
+	return n
+}
+
+// tileTensor is the graph's activation called name, added with shape when
+// it is not there yet.
+func tileTensor(g *ir.Graph, name string, dt ir.DType, shape ...int64) *ir.Tensor {
+	if t := g.Tensor(name); t != nil {
+		return t
+	}
+	return g.AddTensor(ir.Tensor{Name: name, Role: ir.Activation, DType: dt, Shape: shape})
+}

@@ -1,0 +1,89 @@
+package planner
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/plan"
+)
+
+// tiledGraphs is every step's graph after the tile pass, by name.
+func tiledGraphs(t *testing.T, target plan.Target, tiling Tiling, buckets []int) map[string]*ir.Graph {
+	t.Helper()
+	m := FromConfig("tiny", tinyConfig(t))
+	gs, err := Graphs(m, Options{Target: target, Buckets: buckets, ContextTokens: 64, Tiling: tiling}, "tile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*ir.Graph{}
+	for _, g := range gs {
+		out[g.Name] = g
+	}
+	return out
+}
+
+// TestTilePass: on a GPU target every projection of a prefill of several
+// rows is a gemm or gemm_add and every layer's routed experts the grouped
+// chain; the decode step, a one-row prefill, the cpu target and Tiling off
+// keep the old families.
+func TestTilePass(t *testing.T) {
+	const layers = 4
+	for _, target := range plan.GPUTargets() {
+		untiled := tiledGraphs(t, target, TileOff, []int{1, 4})
+		tiled := tiledGraphs(t, target, TileDefault, []int{1, 4})
+		before, after := kindCounts(untiled["prefill_4"]), kindCounts(tiled["prefill_4"])
+		want := map[ir.Kind]int{
+			ir.GEMM: before[ir.MatMul], ir.GEMMAdd: before[ir.MatMulAdd],
+			ir.MoESort: layers, ir.MoEGateUpGroup: layers, ir.MoEDownGroup: layers, ir.MoESlotSum: layers,
+		}
+		got := map[ir.Kind]int{}
+		for k := range want {
+			got[k] = after[k]
+		}
+		for _, k := range []ir.Kind{ir.MatMul, ir.MatMulAdd, ir.MoEGateUp, ir.MoEDown} {
+			want[k], got[k] = 0, after[k]
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s prefill_4 kinds (-want +got):\n%s", target, diff)
+		}
+		if before[ir.MoEGateUp] != layers || before[ir.MatMul] == 0 {
+			t.Errorf("%s: the untiled prefill has %d moe_gate_up and %d matmul", target, before[ir.MoEGateUp], before[ir.MatMul])
+		}
+		for _, name := range []string{"decode", "prefill_1"} {
+			if diff := cmp.Diff(kindCounts(untiled[name]), kindCounts(tiled[name])); diff != "" {
+				t.Errorf("%s %s changed (-off +on):\n%s", target, name, diff)
+			}
+		}
+		// The sort runs before its layer's gate_up, the slot sum right after
+		// the grouped down.
+		ops := tiled["prefill_4"].Ops
+		for i, op := range ops {
+			switch op.Kind {
+			case ir.MoEGateUpGroup:
+				if i == 0 || ops[i-1].Kind != ir.MoESort || ops[i-1].Layer != op.Layer {
+					t.Errorf("%s: op %d moe_gate_up_group not preceded by its layer's moe_sort", target, i)
+				}
+			case ir.MoEDownGroup:
+				if i+1 == len(ops) || ops[i+1].Kind != ir.MoESlotSum {
+					t.Errorf("%s: op %d moe_down_group not followed by moe_slot_sum", target, i)
+				}
+			}
+		}
+	}
+	cpu := tiledGraphs(t, plan.CPU, TileDefault, []int{4})
+	if n := kindCounts(cpu["prefill_4"]); n[ir.GEMM]+n[ir.MoESort] != 0 {
+		t.Errorf("the cpu plan was tiled: %v", n)
+	}
+}
+
+// TestTilingOption: an unknown tiling is refused by name.
+func TestTilingOption(t *testing.T) {
+	m := FromConfig("tiny", tinyConfig(t))
+	_, err := Plan(m, Options{Target: plan.SM90, Buckets: []int{4}, ContextTokens: 64, Tiling: "sideways"})
+	if err == nil || !strings.Contains(err.Error(), `tiling "sideways"`) {
+		t.Errorf("err = %v, want the tiling named", err)
+	}
+}
