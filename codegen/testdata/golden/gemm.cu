@@ -33,6 +33,15 @@ DEVICE float shfl_xor(float v, int mask) {
   return r;
 }
 DEVICE float fsqrt(float x) { float r; asm("sqrt.rn.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
+// Programmatic dependent launch (sm_90): griddepcontrol.wait returns once the
+// launches this one depends on have completed with their writes flushed (at
+// once without programmatic serialization); launch_dependents lets the next
+// launch's blocks be scheduled. The memory clobber keeps loads below the wait.
+DEVICE void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+DEVICE void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+#define PDL_WAIT() pdl_wait()
+#define PDL_TRIGGER() pdl_trigger()
+#define PDL_ENTRY() (pdl_wait(), pdl_trigger())
 DEVICE double drint(double x) { double r; asm("cvt.rni.f64.f64 %0, %1;" : "=d"(r) : "d"(x)); return r; }
 DEVICE float frint(float x) { float r; asm("cvt.rni.f32.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 // expf: x = k·ln2 + r, |r| ≤ ln2/2, e^r by its Taylor series to r^8, 2^k in two steps.
@@ -340,6 +349,7 @@ DEVICE int gemm_col(int nt, int i) { return (WARP % 4) * WN + nt * 16 + mma_c_co
 constexpr int K = 512;
 constexpr int N = 2048;
 KERNEL void gemm_15399380(float* y, const float* x, const bf16* w, int n, const int* params) {
+  PDL_ENTRY();
   GEMM_SMEM(smem);
   const int m0 = BID_Y * BM;
   if (m0 >= n) return;

@@ -33,6 +33,15 @@ DEVICE float shfl_xor(float v, int mask) {
   return r;
 }
 DEVICE float fsqrt(float x) { float r; asm("sqrt.rn.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
+// Programmatic dependent launch (sm_90): griddepcontrol.wait returns once the
+// launches this one depends on have completed with their writes flushed (at
+// once without programmatic serialization); launch_dependents lets the next
+// launch's blocks be scheduled. The memory clobber keeps loads below the wait.
+DEVICE void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+DEVICE void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+#define PDL_WAIT() pdl_wait()
+#define PDL_TRIGGER() pdl_trigger()
+#define PDL_ENTRY() (pdl_wait(), pdl_trigger())
 DEVICE double drint(double x) { double r; asm("cvt.rni.f64.f64 %0, %1;" : "=d"(r) : "d"(x)); return r; }
 DEVICE float frint(float x) { float r; asm("cvt.rni.f32.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 // expf: x = k·ln2 + r, |r| ≤ ln2/2, e^r by its Taylor series to r^8, 2^k in two steps.
@@ -345,6 +354,7 @@ constexpr int INTER = 512;
 constexpr int TOPK = 8;
 static_assert(EXPERTS > 0 && TOPK > 0, "experts and slots are positive");
 KERNEL void moe_gate_up_group_770b3075(float* act, const float* x, const int* order, const int* tiles, const bf16* gate_up, int n, const int* params) {
+  PDL_ENTRY();
   GEMM_SMEM(smem);
   const int tile = BID_Y;
   if (tile >= tiles[0]) return;

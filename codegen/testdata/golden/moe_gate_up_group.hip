@@ -30,6 +30,10 @@ DEVICE float fexp(float x) { return __builtin_expf(x); }
 DEVICE float flog(float x) { return __builtin_logf(x); }
 DEVICE float fsqrt(float x) { return __builtin_sqrtf(x); }
 DEVICE double drint(double x) { return __builtin_rint(x); }
+// Programmatic dependent launch is an sm_90 feature: nothing to wait for here.
+#define PDL_WAIT() ((void)0)
+#define PDL_TRIGGER() ((void)0)
+#define PDL_ENTRY() ((void)0)
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };
 struct __attribute__((aligned(16))) f32x4 { float x, y, z, w; };
@@ -279,6 +283,7 @@ constexpr int INTER = 512;
 constexpr int TOPK = 8;
 static_assert(EXPERTS > 0 && TOPK > 0, "experts and slots are positive");
 KERNEL void moe_gate_up_group_770b3075(float* act, const float* x, const int* order, const int* tiles, const bf16* gate_up, int n, const int* params) {
+  PDL_ENTRY();
   GEMM_SMEM(smem);
   const int tile = BID_Y;
   if (tile >= tiles[0]) return;

@@ -33,6 +33,15 @@ DEVICE float shfl_xor(float v, int mask) {
   return r;
 }
 DEVICE float fsqrt(float x) { float r; asm("sqrt.rn.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
+// Programmatic dependent launch (sm_90): griddepcontrol.wait returns once the
+// launches this one depends on have completed with their writes flushed (at
+// once without programmatic serialization); launch_dependents lets the next
+// launch's blocks be scheduled. The memory clobber keeps loads below the wait.
+DEVICE void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+DEVICE void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+#define PDL_WAIT() pdl_wait()
+#define PDL_TRIGGER() pdl_trigger()
+#define PDL_ENTRY() (pdl_wait(), pdl_trigger())
 DEVICE double drint(double x) { double r; asm("cvt.rni.f64.f64 %0, %1;" : "=d"(r) : "d"(x)); return r; }
 DEVICE float frint(float x) { float r; asm("cvt.rni.f32.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 // expf: x = k·ln2 + r, |r| ≤ ln2/2, e^r by its Taylor series to r^8, 2^k in two steps.
@@ -144,6 +153,7 @@ DEVICE void shared_add(int* p, int v) { asm volatile("red.add.u32 [%0], %1;" ::"
 DEVICE void shared_or(unsigned int* p, unsigned int v) { asm volatile("red.or.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory"); }
 DEVICE int popc(unsigned int v) { int r; asm("popc.b32 %0, %1;" : "=r"(r) : "r"(v)); return r; }
 KERNEL void moe_sort_9c27ac4d(int* order, int* tiles, const int* ids, int n, const int* params) {
+  PDL_ENTRY();
   SHARED int count[EXPERTS];
   SHARED int base[EXPERTS];
   // Double-buffered by round parity: round r ranks with run[r%2] and bits[r%2] while

@@ -30,6 +30,10 @@ DEVICE float fexp(float x) { return __builtin_expf(x); }
 DEVICE float flog(float x) { return __builtin_logf(x); }
 DEVICE float fsqrt(float x) { return __builtin_sqrtf(x); }
 DEVICE double drint(double x) { return __builtin_rint(x); }
+// Programmatic dependent launch is an sm_90 feature: nothing to wait for here.
+#define PDL_WAIT() ((void)0)
+#define PDL_TRIGGER() ((void)0)
+#define PDL_ENTRY() ((void)0)
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };
 struct __attribute__((aligned(16))) f32x4 { float x, y, z, w; };
@@ -101,6 +105,7 @@ DEVICE void shared_add(int* p, int v) { __atomic_fetch_add(p, v, __ATOMIC_RELAXE
 DEVICE void shared_or(unsigned int* p, unsigned int v) { __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }
 DEVICE int popc(unsigned int v) { return __builtin_popcount(v); }
 KERNEL void moe_sort_9c27ac4d(int* order, int* tiles, const int* ids, int n, const int* params) {
+  PDL_ENTRY();
   SHARED int count[EXPERTS];
   SHARED int base[EXPERTS];
   // Double-buffered by round parity: round r ranks with run[r%2] and bits[r%2] while
