@@ -37,13 +37,17 @@ func frozen(t *testing.T, target plan.Target) *plan.Plan {
 // optionPlans are plans of the real model that reach the families no
 // frozen plan uses by default: sm_90 with the streamed decode attention
 // (planner.Options.DecodeStream), the cpu with the split pair and its
-// plain combine (DecodeSplits), and gfx1151 without the tile pass (Tiling
-// off: the families the tensor-core ones replace, matmul_add among them).
+// plain combine (DecodeSplits), gfx1151 without the tile pass (Tiling
+// off: the families the tensor-core ones replace, matmul_add among them),
+// and gfx1151 without fusion, whose decode streams the unfused MoE block
+// (moe_gate_up_gemv, moe_down_gemv: the GPU plans fuse it, the cpu plan
+// does not stream).
 func optionPlans(t *testing.T) []*plan.Plan {
 	t.Helper()
 	m := planner.FromConfig(arch.RealName, arch.Real())
 	var out []*plan.Plan
-	for _, o := range []planner.Options{{Target: plan.SM90, DecodeStream: true}, {Target: plan.CPU, DecodeSplits: 66}, {Target: plan.GFX1151, Tiling: planner.TileOff}} {
+	for _, o := range []planner.Options{{Target: plan.SM90, DecodeStream: true}, {Target: plan.CPU, DecodeSplits: 66},
+		{Target: plan.GFX1151, Tiling: planner.TileOff}, {Target: plan.GFX1151, Fusion: planner.FuseOff}} {
 		o.Buckets, o.ContextTokens = []int{1024}, 4096
 		p, err := planner.Plan(m, o)
 		if err != nil {
@@ -127,7 +131,7 @@ func TestGolden(t *testing.T) {
 // TestRenderFrozenPlans renders every kernel of both GPU plans and checks
 // the properties every source must have: one entry point named after the
 // kernel, no headers or device-library calls, and the target's block size;
-// together the frozen plans use every family.
+// together the frozen and option plans use every family.
 func TestRenderFrozenPlans(t *testing.T) {
 	families := map[string]bool{}
 	for _, k := range frozen(t, plan.CPU).Kernels {

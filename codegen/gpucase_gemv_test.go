@@ -50,11 +50,16 @@ func TestWriteGPUCasesGEMV(t *testing.T) {
 // gfx1151 (the one-element paths, the splits and the odd shapes are in no
 // frozen plan): no scratch, LDS within budget; and to PTX through clang's
 // CUDA front end without a warning.
-func TestCompileGEMVCases(t *testing.T) {
+func TestCompileGEMVCases(t *testing.T) { compileCases(t, gemvCases) }
+
+// compileCases compiles every case's kernel for gfx1151: no scratch, LDS
+// within budget; and to PTX through clang's CUDA front end without a
+// warning.
+func compileCases(t *testing.T, cases []gpuCase) {
 	c := clang(t)
 	render := func(tg plan.Target) []hipcc.Source {
 		var srcs []hipcc.Source
-		for _, gc := range gemvCases {
+		for _, gc := range cases {
 			k := gc.k
 			k.Name = gc.name
 			s, err := Render(tg, k)
@@ -188,6 +193,12 @@ func TestWriteGPUCasesGEMVSpeed(t *testing.T) {
 // and the timing meta. A case with inputs_from writes only its kernel and
 // meta.
 func writeStreamCase(t *testing.T, dir string, c streamCase, seed uint64) {
+	writeStreamCaseRows(t, dir, c, seed, 1, nil)
+}
+
+// writeStreamCaseRows is writeStreamCase for a launch of rows rows, with
+// prep, when set, adjusting the random inputs before the reference runs.
+func writeStreamCaseRows(t *testing.T, dir string, c streamCase, seed uint64, rows int, prep func(*ir.Args)) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -196,19 +207,19 @@ func writeStreamCase(t *testing.T, dir string, c streamCase, seed uint64) {
 		t.Fatalf("case %s: %v", c.name, err)
 	}
 	var block [ir.ParamSlots]int32
-	meta := streamMeta{caseMeta: caseMeta{Kernel: c.k.Name, Grid: caseGrid(c.k, 1), Block: caseBlock(), N: 1, Params: block},
+	meta := streamMeta{caseMeta: caseMeta{Kernel: c.k.Name, Grid: caseGrid(c.k, rows), Block: caseBlock(), N: rows, Params: block},
 		TimeReps: 200, Bytes: c.bytes, InputsFrom: c.from, Note: c.note}
 	for _, o := range f.Operands {
-		meta.Args = append(meta.Args, caseArg{File: o.Name + ".in", DType: string(o.DType), Out: o.Access != ir.Read, Elements: o.Extent(c.k.Params, 1)})
+		meta.Args = append(meta.Args, caseArg{File: o.Name + ".in", DType: string(o.DType), Out: o.Access != ir.Read, Elements: o.Extent(c.k.Params, int64(rows))})
 	}
 	if c.from == "" {
 		rng := rand.New(rand.NewPCG(seed, 13))
-		a := &ir.Args{Family: f, Params: c.k.Params, N: 1, Block: &block, Mem: make([][]byte, len(f.Operands))}
+		a := &ir.Args{Family: f, Params: c.k.Params, N: rows, Block: &block, Mem: make([][]byte, len(f.Operands))}
 		for i, o := range f.Operands {
-			a.Mem[i] = aligned(o.Extent(c.k.Params, 1) * int64(o.DType.Size()))
+			a.Mem[i] = aligned(o.Extent(c.k.Params, int64(rows)) * int64(o.DType.Size()))
 		}
 		for _, o := range f.Operands {
-			stored := o.Extent(c.k.Params, 1)
+			stored := o.Extent(c.k.Params, int64(rows))
 			if s, ok := c.stored[o.Name]; ok {
 				stored = s
 			}
@@ -242,6 +253,9 @@ func writeStreamCase(t *testing.T, dir string, c streamCase, seed uint64) {
 					}
 				}
 			}
+		}
+		if prep != nil {
+			prep(a)
 		}
 		write := func(name string, i int) {
 			b := a.Mem[i]

@@ -273,9 +273,19 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 		for j := range logits {
 			logits[j] *= 4
 		}
-	case ir.MoEGateUp, ir.MoEDown, ir.MoEGateUpGEMV, ir.MoEDownGEMV:
+	case ir.MoEDecodeGateUp:
+		// Outputs poisoned; logits spread as the router's.
+		ids := a.I32("ids")
+		for j := range ids {
+			ids[j] = -5
+		}
+		logits := a.F32("logits")
+		for j := range logits {
+			logits[j] *= 4
+		}
+	case ir.MoEGateUp, ir.MoEDown, ir.MoEGateUpGEMV, ir.MoEDownGEMV, ir.MoEDecodeDown:
 		k := p.Int("k")
-		down := ir.Kind(c.k.Family) == ir.MoEDown || ir.Kind(c.k.Family) == ir.MoEDownGEMV
+		down := ir.Kind(c.k.Family) == ir.MoEDown || ir.Kind(c.k.Family) == ir.MoEDownGEMV || ir.Kind(c.k.Family) == ir.MoEDecodeDown
 		ids := a.I32("ids")
 		var weights []float32
 		if down {

@@ -36,6 +36,12 @@ const (
 	// split over blocks; the last block of a key head to arrive finishes the
 	// gated norm. Its oracle is gdn_decode_step's, the chain's references.
 	GDNDecodeSplit Kind = "gdn_decode_split"
+	// The decode step's MoE block after the router projection (SPEC §4) in
+	// two weight-streaming launches: top-k with the routed and the shared
+	// experts' gate_up·SiLU, then every expert's down projection, the
+	// weighted sum, the shared expert's gate and the residual.
+	MoEDecodeGateUp Kind = "moe_decode_gate_up" // router_topk + moe_gate_up + the shared expert's gate, up and silu_mul
+	MoEDecodeDown   Kind = "moe_decode_down"    // moe_down + the shared expert's down and gate + shared_expert_combine
 )
 
 // Split kinds: made by the planner's split_kv pass from one op of the kinds

@@ -77,6 +77,7 @@ func TestFuseGDNDecode(t *testing.T) {
 		want[ir.MatMulAdd] = m.Config.NumHiddenLayers
 		delete(want, ir.Add)
 		qkFused(want)
+		moeFused(want, m.Config.NumHiddenLayers)
 		if diff := cmp.Diff(want, kindCounts(fused["decode"])); diff != "" {
 			t.Errorf("%s: fused decode op counts (-want +got):\n%s", target, diff)
 		}

@@ -85,6 +85,26 @@ func streamOneRow(g *ir.Graph, t plan.Target) error {
 			maps.Copy(p.Ints, map[string]int64{"rows_per_warp": int64(rpw),
 				"unroll": int64(unroll(chunks(p.Int("inter")), t.Launch().Warp, slots*rpw, tune))})
 			op.Kind = ir.MoEDownGEMV
+		case ir.MoEDecodeGateUp:
+			// The k routed experts' rows and the shared expert's, a gate and
+			// an up row each.
+			rpw := rowsPerWarp(kernels.MoEDecodeActWidth(p), 2, tune)
+			maps.Copy(p.Ints, map[string]int64{"rows_per_warp": int64(rpw),
+				"unroll": int64(unroll(chunks(p.Int("hidden")), t.Launch().Warp, 2*rpw, tune))})
+		case ir.MoEDecodeDown:
+			if p.Flag("warp_per_slot") {
+				// A block's rows of one expert a warp: as many rows as keep
+				// the loads a lane holds in bounds, up to a block's cap.
+				u := unroll(chunks(p.Int("inter")), t.Launch().Warp, 1, tune)
+				rows := min(kernels.MoEDecodeMaxBlockRows/2, kernels.GEMVMaxLoads/u)
+				maps.Copy(p.Ints, map[string]int64{"rows_per_warp": int64(rows), "unroll": int64(u)})
+				break
+			}
+			// Every slot's rows in flight at once, then the shared expert's.
+			slots := p.Int("k")
+			rpw := min(rowsPerWarp(p.Int("hidden"), slots, tune), max(1, kernels.GEMVMaxLoads/slots))
+			maps.Copy(p.Ints, map[string]int64{"rows_per_warp": int64(rpw),
+				"unroll": int64(unroll(chunks(p.Int("inter")), t.Launch().Warp, slots*rpw, tune))})
 		default:
 			continue
 		}

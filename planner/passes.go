@@ -121,6 +121,7 @@ func fusePass(c *compilation) error {
 		if c.steps[i].Kind == plan.DecodeStep {
 			n += fuseGDNDecode(g, c.o.Target, c.o.GDNColumnTile)
 			n += fuseQKNormRoPE(g)
+			n += fuseMoEDecode(g)
 		}
 		if n == 0 {
 			continue

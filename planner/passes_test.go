@@ -107,6 +107,7 @@ func TestFuseMatMulAdd(t *testing.T) {
 		}
 	}
 	want[ir.GDNDecodeSplit] = gdn
+	moeFused(want, layers)
 	if diff := cmp.Diff(want, fused); diff != "" {
 		t.Errorf("fused decode op counts (-want +got):\n%s", diff)
 	}

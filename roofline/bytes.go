@@ -86,9 +86,10 @@ func Decode(p *plan.Plan, context int) (*Step, error) {
 // read-write — with these rules where the extent is a bound, not what a
 // step touches:
 //
-//   - the routed experts' weights (moe_gate_up, moe_down and their gemv
-//     variants): only the k selected experts' slices, k/experts of the
-//     extent per row, at most the whole tensor (batch 1 reads k experts);
+//   - the routed experts' weights (moe_gate_up, moe_down, their gemv
+//     variants, the fused moe_decode_gate_up and moe_decode_down): only
+//     the k selected experts' slices, k/experts of the extent per row, at
+//     most the whole tensor (batch 1 reads k experts);
 //   - the embedding table: the rows of the step's tokens, not the table;
 //   - the KV cache read by attention (attention, attention_decode_split,
 //     attention_decode_stream):
@@ -178,5 +179,6 @@ func operandBytes(f *ir.Family, p ir.Params, o ir.OperandSpec, rows, context int
 }
 
 func routedExperts(k ir.Kind) bool {
-	return k == ir.MoEGateUp || k == ir.MoEDown || k == ir.MoEGateUpGEMV || k == ir.MoEDownGEMV
+	return k == ir.MoEGateUp || k == ir.MoEDown || k == ir.MoEGateUpGEMV || k == ir.MoEDownGEMV ||
+		k == ir.MoEDecodeGateUp || k == ir.MoEDecodeDown
 }

@@ -12,11 +12,12 @@ import (
 )
 
 // TestFusedPlanBitIdentical runs the tiny checkpoint on the CPU with the
-// fusion pass forced on and off (matmul_add, and gdn_decode_step and
-// qk_norm_rope_append in the decode steps, or gdn_decode_split with its
-// arrival-counter state when a column tile is asked for): the fused
-// families' composed references make every logit of a prefill and the
-// decode steps after it equal bit for bit to the unfused plan's.
+// fusion pass forced on and off (matmul_add, and gdn_decode_step,
+// qk_norm_rope_append, moe_decode_gate_up and moe_decode_down in the
+// decode steps, or gdn_decode_split with its arrival-counter state when a
+// column tile is asked for): the fused families' composed references make
+// every logit of a prefill and the decode steps after it equal bit for bit
+// to the unfused plan's.
 func TestFusedPlanBitIdentical(t *testing.T) {
 	ck, err := checkpoint.Open(tiny(t))
 	if err != nil {
@@ -36,7 +37,7 @@ func TestFusedPlanBitIdentical(t *testing.T) {
 		for _, ph := range p.Phases {
 			for _, l := range ph.Launches {
 				for _, k := range p.Kernels {
-					if k.Name == l.Kernel && (ir.Kind(k.Family) == ir.MatMulAdd || ir.Kind(k.Family) == ir.GDNDecodeStep || ir.Kind(k.Family) == ir.GDNDecodeSplit || ir.Kind(k.Family) == ir.QKNormRoPEAppend) {
+					if k.Name == l.Kernel {
 						fused[ir.Kind(k.Family)]++
 					}
 				}
@@ -46,7 +47,7 @@ func TestFusedPlanBitIdentical(t *testing.T) {
 		if tile > 0 {
 			gdn = ir.GDNDecodeSplit
 		}
-		for _, k := range []ir.Kind{ir.MatMulAdd, gdn, ir.QKNormRoPEAppend} {
+		for _, k := range []ir.Kind{ir.MatMulAdd, gdn, ir.QKNormRoPEAppend, ir.MoEDecodeGateUp, ir.MoEDecodeDown} {
 			if (f == planner.FuseOn) != (fused[k] > 0) {
 				t.Fatalf("fusion %q: %d %s launches", f, fused[k], k)
 			}

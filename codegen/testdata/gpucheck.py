@@ -19,7 +19,8 @@ to 1e-5. gpucheck_sm90.json holds the last result on an H200.
 A case whose meta.json gives "time_reps" is then launched that many times back to
 back between two CUDA events, five times over: the median microseconds per
 launch are reported, and with
-"bytes" (what one launch must move) the achieved GB/s. "block" and "shared"
+"bytes" (what one launch must move) the achieved GB/s, beside the kernel's registers a
+thread, local (spill) bytes and resident blocks per SM. "block" and "shared"
 (dynamic shared memory bytes) default to 256 threads and 0. A case with
 "inputs_from" reads its input and want files from that sibling case (an old
 family timed on the new one's bytes); an argument with "elements" longer than
@@ -143,6 +144,13 @@ for name in names:
             timing["gb_s"] = round(meta["bytes"] / us / 1e3, 1)
         if meta.get("flops"):
             timing["tflop_s"] = round(meta["flops"] / us / 1e6, 1)
+        # What bounds the launch's residency: registers a thread (CU_FUNC_ATTRIBUTE_NUM_REGS),
+        # local memory (spills, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES), blocks resident per SM.
+        regs, local, per_sm = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+        cuda.cuFuncGetAttribute(ctypes.byref(regs), 4, fn)
+        cuda.cuFuncGetAttribute(ctypes.byref(local), 3, fn)
+        cuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(per_sm), fn, ctypes.c_int(blk[0]), ctypes.c_size_t(shared))
+        timing.update({"regs": regs.value, "local_bytes": local.value, "blocks_per_sm": per_sm.value})
         notes.append(" ".join(f"{k}={v}" for k, v in timing.items()))
     print(f"{name:16s} {'OK ' if ok else 'BAD'} max_abs_err={worst:.3g} {' | '.join(notes)}")
     results.append((name, ok, worst, timing))

@@ -1,0 +1,195 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/aimaproject/aimac/ir"
+)
+
+// The decode step's MoE block after the router projection (SPEC §4) in two
+// weight-streaming launches, made by the planner's fusion pass
+// (docs/moe-decode.md):
+//
+//   - moe_decode_gate_up: router_topk, moe_gate_up, the shared expert's
+//     gate_proj and up_proj and their silu_mul. Every block ranks the
+//     router logits on chip (one warp: softmax, top-k, renormalization), so
+//     no launch waits for a separate top-k; it streams the gate and up rows
+//     of one selected expert, or of the shared expert (a k+1-th expert of
+//     width shared_inter), and writes act[t] = [k × inter routed | shared_inter
+//     shared]. One block also writes the ids and weights for the down launch.
+//   - moe_decode_down: moe_down, the shared expert's down_proj, its sigmoid
+//     gate (the shared_expert_gate dot of the normed row, on chip in every
+//     block) and shared_expert_combine: a warp owns output rows over every
+//     expert, so the residual is updated in place without atomics.
+//
+// Their references run the unfused families' references in order on
+// scratch rows, so they compute bit for bit what the eleven launches' tail
+// did.
+func moeDecodeFamilies() []*ir.Family {
+	experts := func(p ir.Params, _ int64) int64 {
+		return int64(p.Int("experts")) * 2 * int64(p.Int("inter")) * int64(p.Int("hidden"))
+	}
+	act := func(p ir.Params, rows int64) int64 { return rows * int64(MoEDecodeActWidth(p)) }
+	params := cat(ir.Ints("experts", "hidden", "inter", "k", "shared_inter"), streamParams())
+	return []*ir.Family{
+		{
+			Kind: ir.MoEDecodeGateUp,
+			Operands: []ir.OperandSpec{
+				{Name: "act", DType: ir.F32, Access: ir.Write, Extent: act},
+				{Name: "ids", DType: ir.I32, Access: ir.Write, Extent: ir.PerRow("k")},
+				{Name: "weights", DType: ir.F32, Access: ir.Write, Extent: ir.PerRow("k")},
+				{Name: "x", DType: ir.F32, Access: ir.Read, Extent: ir.PerRow("hidden")},
+				{Name: "logits", DType: ir.F32, Access: ir.Read, Extent: ir.PerRow("experts")},
+				{Name: "gate_up", DType: ir.BF16, Access: ir.Read, Extent: experts},
+				{Name: "shared_gate", DType: ir.BF16, Access: ir.Read, Extent: ir.Fixed("shared_inter", "hidden")},
+				{Name: "shared_up", DType: ir.BF16, Access: ir.Read, Extent: ir.Fixed("shared_inter", "hidden")},
+			},
+			Params: params,
+			Check: func(p ir.Params) error {
+				if err := moeDecodeCheck(p); err != nil {
+					return err
+				}
+				// A warp streams a gate and an up row for each of its rows.
+				return checkStream(p, 2*p.Int("rows_per_warp"))
+			},
+			// Grid (k × ⌈inter / rows a block⌉ routed blocks, then ⌈shared_inter
+			// / rows a block⌉ shared blocks; rows).
+			Launch: func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
+				per := c.Warps() * p.Int("rows_per_warp")
+				return c.Blocks(p.Int("k")*ir.Ceil(p.Int("inter"), per)+ir.Ceil(p.Int("shared_inter"), per), rows, 1)
+			},
+			Reference: func(a *ir.Args) error {
+				MoEDecodeGateUp(a.F32("act"), a.I32("ids"), a.F32("weights"), a.F32("x"), a.F32("logits"),
+					a.BF16("gate_up"), a.BF16("shared_gate"), a.BF16("shared_up"), a.N,
+					a.Int("experts"), a.Int("hidden"), a.Int("inter"), a.Int("k"), a.Int("shared_inter"))
+				return nil
+			},
+		},
+		{
+			Kind: ir.MoEDecodeDown,
+			Operands: []ir.OperandSpec{
+				{Name: "y", DType: ir.F32, Access: ir.ReadWrite, Extent: ir.PerRow("hidden")},
+				{Name: "act", DType: ir.F32, Access: ir.Read, Extent: act},
+				{Name: "ids", DType: ir.I32, Access: ir.Read, Extent: ir.PerRow("k")},
+				{Name: "weights", DType: ir.F32, Access: ir.Read, Extent: ir.PerRow("k")},
+				{Name: "x", DType: ir.F32, Access: ir.Read, Extent: ir.PerRow("hidden")},
+				{Name: "down", DType: ir.BF16, Access: ir.Read, Extent: ir.Fixed("experts", "hidden", "inter")},
+				{Name: "shared_down", DType: ir.BF16, Access: ir.Read, Extent: ir.Fixed("hidden", "shared_inter")},
+				{Name: "shared_expert_gate", DType: ir.BF16, Access: ir.Read, Extent: ir.Fixed("hidden")},
+			},
+			// warp_per_slot chooses the layout: off, a warp owns rows_per_warp
+			// output rows and streams them of every slot's expert at once;
+			// on, a block owns rows_per_warp output rows and each warp streams
+			// them of one slot's expert (every row on one act slice), the
+			// warps' sums meeting in shared memory.
+			Params: cat(params, ir.Flags("warp_per_slot")),
+			Check: func(p ir.Params) error {
+				if err := moeDecodeCheck(p); err != nil {
+					return err
+				}
+				if p.Flag("warp_per_slot") {
+					if p.Int("rows_per_warp") > MoEDecodeMaxBlockRows {
+						return fmt.Errorf("rows_per_warp %d: a block keeps at most %d rows' partial sums", p.Int("rows_per_warp"), MoEDecodeMaxBlockRows)
+					}
+					return checkStream(p, p.Int("rows_per_warp"))
+				}
+				// A warp streams its rows of every slot's expert at once, then
+				// the shared expert's.
+				return checkStream(p, p.Int("k")*p.Int("rows_per_warp"))
+			},
+			// Grid (⌈hidden / rows a block⌉, rows): rows_per_warp output rows
+			// a warp (or, warp_per_slot, a block) over every expert.
+			Launch: func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
+				per := c.Warps() * p.Int("rows_per_warp")
+				if p.Flag("warp_per_slot") {
+					per = p.Int("rows_per_warp")
+				}
+				return c.Blocks(ir.Ceil(p.Int("hidden"), per), rows, 1)
+			},
+			Reference: func(a *ir.Args) error {
+				MoEDecodeDown(a.F32("y"), a.F32("act"), a.I32("ids"), a.F32("weights"), a.F32("x"),
+					a.BF16("down"), a.BF16("shared_down"), a.BF16("shared_expert_gate"), a.N,
+					a.Int("experts"), a.Int("hidden"), a.Int("inter"), a.Int("k"), a.Int("shared_inter"))
+				return nil
+			},
+		},
+	}
+}
+
+// MoEDecodeMaxExperts bounds the router logits one warp ranks: a lane holds
+// experts / 32 probabilities in registers.
+const MoEDecodeMaxExperts = 512
+
+// MoEDecodeMaxBlockRows bounds a warp_per_slot down block's output rows:
+// their partial sums, k + 1 a row, sit in shared memory.
+const MoEDecodeMaxBlockRows = 16
+
+// moeDecodeCheck is what both fused MoE families need of their parameters:
+// top-k within the experts, every slot's loads in flight at once (at most
+// GEMVMaxSlots), and a router one warp ranks.
+func moeDecodeCheck(p ir.Params) error {
+	if err := topK(p); err != nil {
+		return err
+	}
+	if k := p.Int("k"); k < 1 || k > GEMVMaxSlots {
+		return fmt.Errorf("k %d: the fused MoE block keeps every slot in flight, 1 to %d", k, GEMVMaxSlots)
+	}
+	if e := p.Int("experts"); e > MoEDecodeMaxExperts {
+		return fmt.Errorf("experts %d: one warp ranks at most %d router logits", e, MoEDecodeMaxExperts)
+	}
+	if p.Int("inter") < 1 || p.Int("shared_inter") < 1 || p.Int("hidden") < 1 {
+		return fmt.Errorf("hidden %d, inter %d, shared_inter %d: want positive widths", p.Int("hidden"), p.Int("inter"), p.Int("shared_inter"))
+	}
+	return nil
+}
+
+// MoEDecodeActWidth is a token's row of the fused block's activations: the
+// k routed experts' silu(gate)·up, then the shared expert's.
+func MoEDecodeActWidth(p ir.Params) int {
+	return p.Int("k")*p.Int("inter") + p.Int("shared_inter")
+}
+
+// MoEDecodeGateUp runs router_topk, moe_gate_up, the shared expert's two
+// projections and silu_mul (the references, over all n rows at once as the
+// unfused launches do) and lays the activations out as the fused kernel
+// does: act[t] = [k × inter routed | shared shared]. ids, weights: [n][k].
+func MoEDecodeGateUp(act []float32, ids []int32, weights, x, logits []float32, gateUp, sharedGate, sharedUp []uint16,
+	n, experts, hidden, inter, k, shared int) {
+	if n <= 0 {
+		return
+	}
+	RouterTopK(ids, weights, logits, n, experts, k)
+	routed := make([]float32, n*k*inter)
+	MoEGateUp(routed, x, ids, gateUp, n, hidden, inter, k, experts)
+	g, u, s := make([]float32, n*shared), make([]float32, n*shared), make([]float32, n*shared)
+	MatMul(g, x, sharedGate, n, hidden, shared)
+	MatMul(u, x, sharedUp, n, hidden, shared)
+	SiLUMul(s, g, u, n*shared)
+	width := k*inter + shared
+	for t := range n {
+		copy(act[t*width:][:k*inter], routed[t*k*inter:][:k*inter])
+		copy(act[t*width+k*inter:][:shared], s[t*shared:][:shared])
+	}
+}
+
+// MoEDecodeDown runs moe_down, the shared expert's down projection, the
+// shared_expert_gate projection of x and shared_expert_combine (the
+// references, over all n rows at once) on act laid out as MoEDecodeGateUp
+// writes it: y[t] += routed[t] + sigmoid(x[t]·gate) · shared[t].
+func MoEDecodeDown(y, act []float32, ids []int32, weights, x []float32, down, sharedDown, sharedGate []uint16,
+	n, experts, hidden, inter, k, shared int) {
+	if n <= 0 {
+		return
+	}
+	width := k*inter + shared
+	routedAct, sharedAct := make([]float32, n*k*inter), make([]float32, n*shared)
+	for t := range n {
+		copy(routedAct[t*k*inter:][:k*inter], act[t*width:][:k*inter])
+		copy(sharedAct[t*shared:][:shared], act[t*width+k*inter:][:shared])
+	}
+	routed, out, gate := make([]float32, n*hidden), make([]float32, n*hidden), make([]float32, n)
+	MoEDown(routed, routedAct, ids, weights, down, n, hidden, inter, k, experts)
+	MatMul(out, sharedAct, sharedDown, n, shared, hidden)
+	MatMul(gate, x, sharedGate, n, hidden, 1)
+	SharedExpertCombine(y, routed, out, gate, n, hidden)
+}
