@@ -22,6 +22,17 @@ func gemv(k, n, rpw, split, unroll float64) plan.Kernel {
 	return kern("gemv", map[string]float64{"k": k, "n": n, "rows_per_warp": rpw, "split_k": split, "unroll": unroll})
 }
 
+// normGEMV is an rmsnorm_gemv case kernel: the matmul shape, the launch
+// parameters and the norm's 1+w (eps as the model's).
+func normGEMV(k, n, rpw, split, unroll float64, onePlus bool) plan.Kernel {
+	flag := 0.0
+	if onePlus {
+		flag = 1
+	}
+	return kern("rmsnorm_gemv", map[string]float64{"k": k, "n": n, "rows_per_warp": rpw, "split_k": split, "unroll": unroll,
+		"eps": 1e-6, "one_plus": flag})
+}
+
 func moeStream(family string, experts, hidden, inter, k, rpw, unroll float64) plan.Kernel {
 	return kern(family, map[string]float64{"experts": experts, "hidden": hidden, "inter": inter, "k": k, "rows_per_warp": rpw, "unroll": unroll})
 }
@@ -111,6 +122,23 @@ var gemvCases = []gpuCase{
 	{"gemv_tiny_b", gemv(64, 4, 1, 1, 1), 1, 0},
 	{"gemv_tiny_head", gemv(64, 512, 1, 1, 1), 1, 0},
 	{"gemv_tiny_down", gemv(32, 64, 1, 1, 1), 1, 0},
+	// rmsnorm_gemv: the same shapes as gemv's plus the fused projections of
+	// the real model (GDN qkvzba N = 8192+4096+32+32, attention q|k|v N =
+	// 8192+512+512, the router, the LM head's block shape) and of the tiny
+	// fixture (hidden 64: qkvzba 128+64+4+4, q|k|v 256+64+64, router 16).
+	{"norm_gemv_45", normGEMV(2048, 45, 2, 1, 4, true), 1, 0},
+	{"norm_gemv_rows2", normGEMV(2048, 45, 4, 1, 4, true), 2, 0},
+	{"norm_gemv_odd", normGEMV(20, 7, 2, 2, 4, true), 2, 0},
+	{"norm_gemv_krem", normGEMV(2056, 33, 4, 1, 4, true), 1, 0},
+	{"norm_gemv_kodd_split", normGEMV(2051, 5, 1, 8, 1, true), 1, 0},
+	{"norm_gemv_plain_w", normGEMV(1000, 19, 2, 4, 2, false), 1, 0},
+	{"norm_gemv_qkvzba", normGEMV(2048, 12352, 4, 1, 4, true), 1, 0},
+	{"norm_gemv_qkv", normGEMV(2048, 9216, 4, 1, 4, true), 1, 0},
+	{"norm_gemv_router", normGEMV(2048, 256, 1, 8, 1, true), 1, 0},
+	{"norm_gemv_head", normGEMV(2048, 4133, 4, 1, 4, true), 1, 0},
+	{"norm_gemv_tiny_qkvzba", normGEMV(64, 200, 1, 1, 1, true), 1, 0},
+	{"norm_gemv_tiny_qkv", normGEMV(64, 384, 1, 1, 1, true), 1, 0},
+	{"norm_gemv_tiny_router", normGEMV(64, 16, 1, 2, 1, true), 1, 0},
 	{"moe_gu_gemv", moeStream("moe_gate_up_gemv", 16, 256, 64, 4, 1, 1), 1, 0},
 	{"moe_gu_gemv_wide", moeStream("moe_gate_up_gemv", 8, 2048, 72, 8, 2, 4), 1, 0},
 	{"moe_gu_gemv_rows2", moeStream("moe_gate_up_gemv", 8, 2048, 72, 8, 1, 4), 2, 0},
@@ -148,7 +176,8 @@ type streamMeta struct {
 // TestWriteGPUCasesGEMVSpeed writes the speed cases of the streaming
 // families beside the families they replace, at the real model's widths:
 // K = 2048 with N = 65536 (256 MB of weights, past the 50 MB L2: the
-// stream of the decode step's projections) and the MoE expert tensors at
+// stream of the decode step's projections), the GDN layer's fused input
+// projection with its norm (N = 12352, and 6× the rows past the L2) and the MoE expert tensors at
 // real size (256 experts) with one token routed to 8 of them. Without
 // -gpucases the same cases are written to a temporary directory at a
 // sixty-fourth of N and a sixteenth of the experts (the real inputs are
@@ -165,6 +194,14 @@ func TestWriteGPUCasesGEMVSpeed(t *testing.T) {
 	dnBytes := int64(top) * H * I * 2
 	l2 := "the 8 experts' weights (32 MB gate_up, 16 MB down) fit in the 50 MB L2, so repeated launches read them from L2: the full-model bench is the HBM figure"
 	hbm := "256 MB of weights, past the L2: every launch streams them from HBM"
+	// The real qkvzba (50 MB) barely fits the 50 MB L2: timed launch after launch it is partly
+	// read from L2, which flatters it; the ×6 case (6·12352 rows, 303 MB) streams from HBM.
+	Q := 12352.0
+	if *gpuCases == "" {
+		Q = 193
+	}
+	qkvzbaL2 := "GDN in_proj qkv|z|b|a, real size (50 MB): about the size of the 50 MB L2, so repeated launches partly hit L2; the _x6 case is the HBM figure"
+	qkvzbaHBM := "GDN in_proj qkv|z|b|a shape at 6× the rows (303 MB, past the L2): streams from HBM"
 	moeStored := func(name string, per int64) map[string]int64 { return map[string]int64{name: top * per} }
 	cases := []streamCase{
 		{"speed_gemv_65536", gemv(K, N, 4, 1, 4), wBytes + K*4 + int64(N)*4, "", hbm, nil},
@@ -177,6 +214,12 @@ func TestWriteGPUCasesGEMVSpeed(t *testing.T) {
 		{"speed_matmul_n32", kern("matmul", map[string]float64{"k": K, "n": 32}), 32*K*2 + K*4 + 32*4, "speed_gemv_n32", "GDN b/a shape: latency-bound", nil},
 		{"speed_gemv_n1", gemv(K, 1, 1, 8, 1), K*2 + K*4 + 4, "", "shared-expert gate shape: latency-bound", nil},
 		{"speed_matmul_n1", kern("matmul", map[string]float64{"k": K, "n": 1}), K*2 + K*4 + 4, "speed_gemv_n1", "shared-expert gate shape: latency-bound", nil},
+		// The input projections of a GDN layer as one launch (qkv|z|b|a, N = 12352) with the layer's
+		// norm folded in, beside the same rows without the norm (gemv): the norm's cost per launch.
+		{"speed_norm_gemv_qkvzba", normGEMV(K, Q, 4, 1, 4, true), int64(Q)*K*2 + K*4*3 + int64(Q)*4, "", qkvzbaL2, nil},
+		{"speed_gemv_qkvzba", gemv(K, Q, 4, 1, 4), int64(Q)*K*2 + K*4 + int64(Q)*4, "", qkvzbaL2 + " (without the norm: what the fold costs)", nil},
+		{"speed_norm_gemv_qkvzba_x6", normGEMV(K, 6*Q, 4, 1, 4, true), 6*int64(Q)*K*2 + K*4*3 + 6*int64(Q)*4, "", qkvzbaHBM + "; speed_gemv_65536 is gemv's HBM figure", nil},
+		{"speed_norm_gemv_router", normGEMV(K, 256, 1, 8, 1, true), 256*K*2 + K*4*3 + 256*4, "", "router with the post-attention norm folded in; 1 MB: latency-bound", nil},
 		{"speed_moe_gu_gemv", moeStream("moe_gate_up_gemv", E, H, I, top, 1, 4), guBytes + H*4 + top*I*4, "", l2, moeStored("gate_up", 2*I*H)},
 		{"speed_moe_gu", kern("moe_gate_up", map[string]float64{"experts": E, "hidden": H, "inter": I, "k": top}), guBytes + H*4 + top*I*4, "speed_moe_gu_gemv", l2, moeStored("gate_up", 2*I*H)},
 		{"speed_moe_dn_gemv", moeStream("moe_down_gemv", E, H, I, top, 1, 2), dnBytes + top*I*4 + H*4, "", l2, moeStored("down", H*I)},

@@ -66,6 +66,9 @@ const (
 	GEMVAdd       Kind = "gemv_add"         // MatMulAdd of one row: gemv adding into the residual
 	MoEGateUpGEMV Kind = "moe_gate_up_gemv" // MoEGateUp of one token: grid over (row groups, slot)
 	MoEDownGEMV   Kind = "moe_down_gemv"    // MoEDown of one token: every slot's loads in flight at once
+	// RMSNormGEMV is an RMSNorm folded into the one-row projection that
+	// consumes it: each block norms the row on chip, then streams its rows.
+	RMSNormGEMV Kind = "rmsnorm_gemv"
 )
 
 // Tensor-core variants for many rows (prefill, docs/prefill-gemm.md): the

@@ -111,6 +111,24 @@ type Args struct {
 	Mem    [][]byte
 }
 
+// Sub is a run of family f with parameters p over operands of a, named in
+// f's operand order (the same rows and parameter block): how a fused
+// family's reference runs the references it is composed of.
+func (a *Args) Sub(f *Family, p Params, operands ...string) *Args {
+	if len(operands) != len(f.Operands) {
+		panic(fmt.Sprintf("family %s: %d operands for %s's %d", a.Family.Kind, len(operands), f.Kind, len(f.Operands)))
+	}
+	s := &Args{Family: f, Params: p, N: a.N, Block: a.Block, Mem: make([][]byte, len(operands))}
+	for i, name := range operands {
+		j := a.Family.Operand(name)
+		if j < 0 {
+			panic(fmt.Sprintf("family %s has no operand %q", a.Family.Kind, name))
+		}
+		s.Mem[i] = a.Mem[j]
+	}
+	return s
+}
+
 // mem is the memory of the operand called name, checked against the
 // declared dtype. A name the family does not declare is a bug of its
 // reference, caught by the family tests.

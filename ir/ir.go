@@ -54,11 +54,23 @@ type Tensor struct {
 	Shape  []int64
 	Role   Role
 	Source string // weights: the checkpoint tensor, relative to the model prefix
+	// Parts, for a weight made of checkpoint tensors concatenated along
+	// their first dimension (the fusion pass's concatenated projections),
+	// are those tensors in row order; Source is then empty.
+	Parts []Part
 	// SourceDType is the checkpoint's element type when the device keeps a
 	// widened copy (small parameters are stored as f32 on the device).
 	SourceDType string
 	// Placement is an activation's arena slot, once the scheduler placed it.
 	Placement *Placement
+}
+
+// Part is one checkpoint tensor of a concatenated weight: its name
+// (relative to the model prefix) and the rows [Rows[0], Rows[1]) of the
+// weight it fills.
+type Part struct {
+	Source string
+	Rows   [2]int64
 }
 
 // Placement is an activation's byte offset in the arena and its live range
@@ -149,6 +161,9 @@ func (g *Graph) Dump(cat Catalogue) string {
 		if t.Source != "" {
 			fmt.Fprintf(&b, " <- %s", t.Source)
 		}
+		for _, p := range t.Parts {
+			fmt.Fprintf(&b, " <- %s[%d:%d]", p.Source, p.Rows[0], p.Rows[1])
+		}
 		if p := t.Placement; p != nil {
 			fmt.Fprintf(&b, " @%d live=[%d,%d]", p.Offset, p.First, p.Last)
 		}
@@ -217,4 +232,32 @@ func (g *Graph) DropUnused() {
 			op.Operands[j].Tensor = ids[op.Operands[j].Tensor]
 		}
 	}
+}
+
+// CheckParts checks that the parts of a concatenated weight of shape tile
+// its first dimension in order: from row 0, each starting where the one
+// before ended, non-empty, up to the last row, none named twice.
+func CheckParts(parts []Part, shape []int64) error {
+	if len(parts) == 0 {
+		return nil
+	}
+	if len(shape) == 0 {
+		return fmt.Errorf("parts of a scalar")
+	}
+	row := int64(0)
+	seen := map[string]bool{}
+	for _, p := range parts {
+		if p.Source == "" || seen[p.Source] {
+			return fmt.Errorf("part %q: empty or named twice", p.Source)
+		}
+		seen[p.Source] = true
+		if p.Rows[0] != row || p.Rows[1] <= p.Rows[0] {
+			return fmt.Errorf("part %s: rows [%d, %d), want rows from %d on, at least one", p.Source, p.Rows[0], p.Rows[1], row)
+		}
+		row = p.Rows[1]
+	}
+	if row != shape[0] {
+		return fmt.Errorf("parts cover %d rows of %d", row, shape[0])
+	}
+	return nil
 }

@@ -33,8 +33,14 @@ func (g *Graph) Verify(cat Catalogue) error {
 				break
 			}
 		}
-		if t.Role == Weight && t.Source == "" {
+		switch {
+		case t.Role == Weight && t.Source == "" && len(t.Parts) == 0:
 			fail("tensor %s: weight without a checkpoint source", t.Name)
+		case len(t.Parts) > 0 && (t.Role != Weight || t.Source != ""):
+			fail("tensor %s: parts belong to a weight without a source of its own", t.Name)
+		}
+		if err := CheckParts(t.Parts, t.Shape); err != nil {
+			fail("tensor %s: %v", t.Name, err)
 		}
 	}
 	for _, s := range g.Dyn {

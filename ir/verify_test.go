@@ -25,7 +25,24 @@ func graph() *ir.Graph {
 	return g
 }
 
+// parts are a concatenated weight's parts: name, first row, end row, ….
+func parts(spec ...any) []ir.Part {
+	var out []ir.Part
+	for i := 0; i+2 < len(spec); i += 3 {
+		out = append(out, ir.Part{Source: spec[i].(string), Rows: [2]int64{int64(spec[i+1].(int)), int64(spec[i+2].(int))}})
+	}
+	return out
+}
+
 func TestVerify(t *testing.T) {
+	// A concatenated weight in place of w is as valid.
+	{
+		g := graph()
+		g.Tensors[3].Source, g.Tensors[3].Parts = "", parts("w.a", 0, 4, "w.b", 4, 6)
+		if err := g.Verify(kernels.Families); err != nil {
+			t.Fatalf("concatenated weight: %v", err)
+		}
+	}
 	if err := graph().Verify(kernels.Families); err != nil {
 		t.Fatalf("valid graph: %v", err)
 	}
@@ -58,6 +75,12 @@ func TestVerify(t *testing.T) {
 		}, "tensor spare: never used"},
 		{"duplicate name", func(g *ir.Graph) { g.Tensors[4].Name = "x" }, "tensor x: duplicate name"},
 		{"weight without source", func(g *ir.Graph) { g.Tensors[1].Source = "" }, "weight without a checkpoint source"},
+		{"source and parts", func(g *ir.Graph) { g.Tensors[3].Parts = parts("a", 0, 6) }, "parts belong to a weight without a source"},
+		{"parts of an activation", func(g *ir.Graph) { g.Tensors[2].Parts = parts("a", 0, 4) }, "parts belong to a weight"},
+		{"parts short", func(g *ir.Graph) { g.Tensors[3].Source, g.Tensors[3].Parts = "", parts("a", 0, 2, "b", 2, 5) }, "parts cover 5 rows of 6"},
+		{"parts with a gap", func(g *ir.Graph) { g.Tensors[3].Source, g.Tensors[3].Parts = "", parts("a", 0, 2, "b", 3, 6) }, "want rows from 2 on"},
+		{"part empty", func(g *ir.Graph) { g.Tensors[3].Source, g.Tensors[3].Parts = "", parts("a", 0, 0, "b", 0, 6) }, "at least one"},
+		{"part twice", func(g *ir.Graph) { g.Tensors[3].Source, g.Tensors[3].Parts = "", parts("a", 0, 2, "a", 2, 6) }, `part "a": empty or named twice`},
 	}
 	for _, tt := range tests {
 		g := graph()

@@ -26,6 +26,7 @@ func gemvFamilies() []*ir.Family {
 	return []*ir.Family{
 		gemvFamily(ir.GEMV, ir.MatMul),
 		gemvFamily(ir.GEMVAdd, ir.MatMulAdd),
+		rmsnormGEMV(),
 		{
 			Kind:     ir.MoEGateUpGEMV,
 			Operands: operandsOf(ir.MoEGateUp),
@@ -123,7 +124,50 @@ func gemvFamily(kind, of ir.Kind) *ir.Family {
 			return c.Blocks(ir.Ceil(p.Int("n"), groups*p.Int("rows_per_warp")), rows, 1)
 		},
 		Reference: func(a *ir.Args) error { return Families[of].Reference(a) },
-		// gemv writes y, gemv_add adds into it.
-		TemplateData: func(ir.Params) map[string]any { return map[string]any{"accumulate": kind == ir.GEMVAdd} },
+		// gemv writes y, gemv_add adds into it; rmsnorm_gemv norms x first.
+		TemplateData: func(ir.Params) map[string]any {
+			return map[string]any{"accumulate": kind == ir.GEMVAdd, "norm": kind == ir.RMSNormGEMV}
+		},
 	}
+}
+
+// rmsnormGEMV declares rmsnorm_gemv: the layer norm (rmsnorm of one vector
+// per row, width k) folded into the projection of one row that consumes it
+// (the fusion pass's rule). Its blocks stream their weight rows as gemv
+// does against x·(1+norm_w) and scale each sum by the row's
+// rsqrt(mean(x²)+eps) at the end (one scalar per row), so no reduction
+// stands before the stream; block 0 of each row also writes the normed row
+// to xn, for the norm's other readers (the experts, the hidden rows the
+// logits phase reads). Its reference is the pair's: rmsnorm into xn, then
+// matmul from it; the GPU's sums round differently (the scale after the
+// sum), within float rounding of it.
+func rmsnormGEMV() *ir.Family {
+	f := gemvFamily(ir.RMSNormGEMV, ir.MatMul)
+	f.Operands = []ir.OperandSpec{
+		{Name: "y", DType: ir.F32, Access: ir.Write, Extent: ir.PerRow("n")},
+		{Name: "x", DType: ir.F32, Access: ir.Read, Extent: ir.PerRow("k")},
+		{Name: "norm_w", DType: ir.F32, Access: ir.Read, Extent: ir.Fixed("k")},
+		{Name: "w", DType: ir.BF16, Access: ir.Read, Extent: ir.Fixed("n", "k")},
+		{Name: "xn", DType: ir.F32, Access: ir.Write, Extent: ir.PerRow("k")},
+	}
+	f.Params = cat(f.Params, ir.Reals("eps"), ir.Flags("one_plus"))
+	f.Reference = func(a *ir.Args) error {
+		norm := a.Sub(Families[ir.RMSNorm], RMSNormGEMVNormParams(a.Params), "xn", "x", "norm_w")
+		if err := norm.Family.Reference(norm); err != nil {
+			return err
+		}
+		mm := a.Sub(Families[ir.MatMul], ir.Params{Ints: map[string]int64{"k": int64(a.Int("k")), "n": int64(a.Int("n"))}}, "y", "xn", "w")
+		return mm.Family.Reference(mm)
+	}
+	return f
+}
+
+// RMSNormGEMVNormParams are the rmsnorm parameters an rmsnorm_gemv's norm
+// runs with: one vector of k per row, the rows packed.
+func RMSNormGEMVNormParams(p ir.Params) ir.Params {
+	k := int64(p.Int("k"))
+	n := ir.Params{Ints: map[string]int64{"width": k, "heads": 1, "x_stride": k, "y_stride": k}}
+	n.SetReal("eps", p.Real("eps"))
+	n.SetFlag("one_plus", p.Flag("one_plus"))
+	return n
 }

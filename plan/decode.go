@@ -87,9 +87,26 @@ func (p *Plan) Validate() error {
 		}
 	}
 	global := map[string]*Buffer{}
+	loadedBy := map[string]string{} // checkpoint tensor → the weight buffer holding it
 	for i := range p.Buffers {
 		b := &p.Buffers[i]
 		checkBuffer(b, "buffer", fail)
+		if err := ir.CheckParts(b.IRParts(), b.Shape); err != nil {
+			fail("buffer %s: %v", b.Name, err)
+		}
+		if len(b.Parts) > 0 && (b.Role != ir.Weight || b.Tensor != "") {
+			fail("buffer %s: parts belong to a weight without a tensor of its own", b.Name)
+		}
+		if b.Role == ir.Weight {
+			// A checkpoint tensor is held once on the device, whole or as one
+			// part of a concatenated weight.
+			for _, part := range b.Sources() {
+				if other, dup := loadedBy[part.Tensor]; dup && part.Tensor != "" {
+					fail("buffer %s: checkpoint tensor %s is already loaded by buffer %s", b.Name, part.Tensor, other)
+				}
+				loadedBy[part.Tensor] = b.Name
+			}
+		}
 		if global[b.Name] != nil {
 			fail("buffer %s: duplicate", b.Name)
 		}
@@ -208,7 +225,7 @@ func (p *Plan) Graph(i int) (*ir.Graph, error) {
 			return
 		}
 		ids[b.Name] = len(g.Tensors)
-		g.AddTensor(ir.Tensor{Name: b.Name, DType: b.DType, Shape: b.Shape, Role: b.Role, Source: b.Tensor})
+		g.AddTensor(ir.Tensor{Name: b.Name, DType: b.DType, Shape: b.Shape, Role: b.Role, Source: b.Tensor, Parts: b.IRParts()})
 	}
 	byName := map[string]*Kernel{}
 	for i := range p.Kernels {

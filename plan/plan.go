@@ -20,7 +20,7 @@ import (
 )
 
 // Format is the version tag of the plan file.
-const Format = "aimac-plan/2"
+const Format = "aimac-plan/3"
 
 // PhaseKind says what a phase computes and how the engine runs it.
 type PhaseKind string
@@ -93,9 +93,47 @@ type Buffer struct {
 	// to the model prefix) and SourceDType its stored type when it differs.
 	Tensor      string `json:"tensor,omitempty"`
 	SourceDType string `json:"source_dtype,omitempty"`
+	// Parts, for a weight concatenated from checkpoint tensors along their
+	// first dimension (the projections that share an input, made one
+	// launch by the fusion pass), are those tensors in row order; Tensor
+	// is then empty. The loader builds the buffer from them.
+	Parts []Part `json:"parts,omitempty"`
 	// Live is an activation's first and last launch: buffers whose live
 	// ranges intersect never share arena bytes.
 	Live []int `json:"live,omitempty"`
+}
+
+// Part is one checkpoint tensor of a concatenated weight and the rows
+// [Rows[0], Rows[1]) of the buffer it fills.
+type Part struct {
+	Tensor string   `json:"tensor"`
+	Rows   [2]int64 `json:"rows"`
+}
+
+// IRParts are the parts as the IR holds them.
+func (b *Buffer) IRParts() []ir.Part {
+	var out []ir.Part
+	for _, p := range b.Parts {
+		out = append(out, ir.Part{Source: p.Tensor, Rows: p.Rows})
+	}
+	return out
+}
+
+// Sources are the checkpoint tensors a weight buffer is loaded from, with
+// the first row each fills: its tensor, or its parts.
+func (b *Buffer) Sources() []Part {
+	if len(b.Parts) > 0 {
+		return b.Parts
+	}
+	return []Part{{Tensor: b.Tensor, Rows: [2]int64{0, b.Rows()}}}
+}
+
+// Rows is the buffer's first dimension (1 for a scalar): what parts tile.
+func (b *Buffer) Rows() int64 {
+	if len(b.Shape) == 0 {
+		return 1
+	}
+	return b.Shape[0]
 }
 
 // Kernel is one specialized kernel: a family and the compile-time

@@ -11,7 +11,11 @@ import (
 	"github.com/aimaproject/aimac/planner"
 )
 
-func tinyPlan(t testing.TB) *plan.Plan {
+func tinyPlan(t testing.TB) *plan.Plan { return tinyPlanFusion(t, planner.FuseDefault) }
+
+// tinyPlanFusion is tinyPlan with fusion f (on: attention's q, k and v
+// concatenated into one weight of parts).
+func tinyPlanFusion(t testing.TB, f planner.Fusion) *plan.Plan {
 	t.Helper()
 	c, err := arch.ParseConfig([]byte(`{"hidden_size":16,"num_hidden_layers":4,"vocab_size":40,"num_attention_heads":2,
 	"num_key_value_heads":1,"head_dim":8,"linear_num_key_heads":1,"linear_num_value_heads":2,"linear_key_head_dim":4,
@@ -20,11 +24,22 @@ func tinyPlan(t testing.TB) *plan.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := planner.Plan(planner.FromConfig("tiny", c), planner.Options{Target: "cpu", Buckets: []int{4, 8}, ContextTokens: 32})
+	p, err := planner.Plan(planner.FromConfig("tiny", c), planner.Options{Target: "cpu", Buckets: []int{4, 8}, ContextTokens: 32, Fusion: f})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// weights are the indices of the plan's weight buffers.
+func weights(p *plan.Plan) []int {
+	var out []int
+	for i, b := range p.Buffers {
+		if b.Role == ir.Weight {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // TestValidateRejects corrupts a valid plan in one place at a time.
@@ -59,6 +74,25 @@ func TestValidateRejects(t *testing.T) {
 		}, "live together and overlap"},
 		{"use outside the live range", func(p *plan.Plan) { p.Phases[0].Buffers[0].Live = []int{5, 6} }, "outside its live range"},
 		{"too few args", func(p *plan.Plan) { l := &p.Phases[0].Launches[0]; l.Args = l.Args[:1] }, "operands, want"},
+		{"tensor loaded twice", func(p *plan.Plan) {
+			w := weights(p)
+			p.Buffers[w[1]].Tensor = p.Buffers[w[0]].Tensor
+		}, "is already loaded by buffer"},
+		{"tensor loaded again as a part", func(p *plan.Plan) {
+			w := weights(p)
+			b := &p.Buffers[w[1]]
+			b.Parts = []plan.Part{{Tensor: p.Buffers[w[0]].Tensor, Rows: [2]int64{0, b.Shape[0]}}}
+			b.Tensor = ""
+		}, "is already loaded by buffer"},
+		{"parts beside a tensor", func(p *plan.Plan) {
+			b := &p.Buffers[weights(p)[0]]
+			b.Parts = []plan.Part{{Tensor: "other", Rows: [2]int64{0, b.Shape[0]}}}
+		}, "parts belong to a weight without a tensor"},
+		{"parts short of the rows", func(p *plan.Plan) {
+			b := &p.Buffers[weights(p)[0]]
+			b.Parts = []plan.Part{{Tensor: b.Tensor, Rows: [2]int64{0, b.Shape[0] - 1}}}
+			b.Tensor = ""
+		}, "parts cover"},
 	}
 	for _, tt := range tests {
 		p := tinyPlan(t)
@@ -80,7 +114,12 @@ func TestDecodeRejectsUnknownFields(t *testing.T) {
 
 func FuzzDecode(f *testing.F) {
 	f.Add(tinyPlan(f).Bytes())
-	f.Add([]byte(`{"format":"aimac-plan/2"}`))
+	fused := tinyPlanFusion(f, planner.FuseOn)
+	if !bytes.Contains(fused.Bytes(), []byte(`"parts"`)) {
+		f.Fatal("the fused tiny plan has no concatenated weight")
+	}
+	f.Add(fused.Bytes())
+	f.Add([]byte(`{"format":"aimac-plan/3"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := plan.Decode(bytes.NewReader(data))
 		if err != nil {
@@ -96,10 +135,12 @@ func FuzzDecode(f *testing.F) {
 // TestDecodeOlderFormat checks that a plan of an earlier format is refused
 // by its format tag, with what to do, not by the first field it lacks.
 func TestDecodeOlderFormat(t *testing.T) {
-	old := `{"format":"aimac-plan/1","target":"cpu","kernels":[{"name":"add_1","family":"add","params":{"width":4}}]}`
-	_, err := plan.Decode(strings.NewReader(old))
-	want := `plan format "aimac-plan/1", this program reads "aimac-plan/2": plan the model again with this aimac`
-	if err == nil || err.Error() != want {
-		t.Errorf("Decode of an older plan: %v, want %s", err, want)
+	for _, format := range []string{"aimac-plan/1", "aimac-plan/2"} {
+		old := `{"format":"` + format + `","target":"cpu","kernels":[{"name":"add_1","family":"add","params":{"width":4}}]}`
+		_, err := plan.Decode(strings.NewReader(old))
+		want := `plan format "` + format + `", this program reads "aimac-plan/3": plan the model again with this aimac`
+		if err == nil || err.Error() != want {
+			t.Errorf("Decode of an older plan: %v, want %s", err, want)
+		}
 	}
 }

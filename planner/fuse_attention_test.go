@@ -63,7 +63,8 @@ func TestFuseQKNormRoPE(t *testing.T) {
 						names = append(names, g.Tensors[x.Tensor].Name)
 					}
 					p := "layers.3.self_attn."
-					wantNames := []string{"attn_q", "kv.3.k", "kv.3.v", "attn_qg", "attn_k", "attn_v", p + "q_norm.weight", p + "k_norm.weight"}
+					// q|gate, k and v are slices of the concatenated projection's output (fuseProjections).
+					wantNames := []string{"attn_q", "kv.3.k", "kv.3.v", "attn_in", "attn_in", "attn_in", p + "q_norm.weight", p + "k_norm.weight"}
 					if diff := cmp.Diff(wantNames, names); diff != "" {
 						t.Errorf("%s %s: layer 3 operands (-want +got):\n%s", target, kv, diff)
 					}

@@ -46,7 +46,6 @@ func streamOneRow(g *ir.Graph, t plan.Target) error {
 	if !ok {
 		return nil
 	}
-	warps := t.Launch().Warps()
 	for _, op := range g.Ops {
 		rows := int64(g.Tokens)
 		if op.Rows == nil {
@@ -61,15 +60,7 @@ func streamOneRow(g *ir.Graph, t plan.Target) error {
 		}
 		switch op.Kind {
 		case ir.MatMul, ir.MatMulAdd:
-			n, k := p.Int("n"), p.Int("k")
-			rpw := rowsPerWarp(n, 1, tune)
-			split := 1
-			for split < min(warps, kernels.GEMVMaxSplitK) && ir.Ceil(n, rpw)*split < tune.FillWarps &&
-				chunks(k)/(2*split) >= t.Launch().Warp {
-				split *= 2
-			}
-			maps.Copy(p.Ints, map[string]int64{"rows_per_warp": int64(rpw), "split_k": int64(split),
-				"unroll": int64(unroll(chunks(k)/split, t.Launch().Warp, rpw, tune))})
+			maps.Copy(p.Ints, gemvParams(p.Int("n"), p.Int("k"), t))
 			op.Kind = map[ir.Kind]ir.Kind{ir.MatMul: ir.GEMV, ir.MatMulAdd: ir.GEMVAdd}[op.Kind]
 		case ir.MoEGateUp:
 			rpw := rowsPerWarp(p.Int("k")*p.Int("inter"), 2, tune)
@@ -114,6 +105,28 @@ func streamOneRow(g *ir.Graph, t plan.Target) error {
 		return fmt.Errorf("streaming %s: %w", g.Name, err)
 	}
 	return nil
+}
+
+// gemvParams are the launch parameters of a gemv family (gemv, gemv_add,
+// rmsnorm_gemv) over n rows of width k on target t: rows per warp to fill
+// the target's streaming warps, split-K while the rows alone leave them
+// idle and each slice keeps two passes of a warp, the unroll within a
+// lane's loads. A target without a row in streamTable (the cpu, which runs
+// the references) gets ones.
+func gemvParams(n, k int, t plan.Target) map[string]int64 {
+	tune, ok := streamTable[t]
+	if !ok {
+		return map[string]int64{"rows_per_warp": 1, "split_k": 1, "unroll": 1}
+	}
+	warps := t.Launch().Warps()
+	rpw := rowsPerWarp(n, 1, tune)
+	split := 1
+	for split < min(warps, kernels.GEMVMaxSplitK) && ir.Ceil(n, rpw)*split < tune.FillWarps &&
+		chunks(k)/(2*split) >= t.Launch().Warp {
+		split *= 2
+	}
+	return map[string]int64{"rows_per_warp": int64(rpw), "split_k": int64(split),
+		"unroll": int64(unroll(chunks(k)/split, t.Launch().Warp, rpw, tune))}
 }
 
 // rowsPerWarp is the most output rows per warp (each streaming width

@@ -123,6 +123,11 @@ func fusePass(c *compilation) error {
 			n += fuseQKNormRoPE(g)
 			n += fuseMoEDecode(g)
 		}
+		// After the GDN chain (whose rule wants the projections' outputs as
+		// tensors of their own), before the norms (which fold into the
+		// concatenated projection).
+		n += fuseProjections(g)
+		n += fuseNormGEMV(g, c.o.Target)
 		if n == 0 {
 			continue
 		}

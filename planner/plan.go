@@ -245,6 +245,9 @@ func buffer(t *ir.Tensor) plan.Buffer {
 	if t.SourceDType != "" && t.SourceDType != "F32" {
 		b.SourceDType = t.SourceDType
 	}
+	for _, p := range t.Parts {
+		b.Parts = append(b.Parts, plan.Part{Tensor: p.Source, Rows: p.Rows})
+	}
 	return b
 }
 

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/aimaproject/aimac/checkpoint"
@@ -12,13 +13,17 @@ import (
 )
 
 // TestFusedPlanBitIdentical runs the tiny checkpoint on the CPU with the
-// fusion pass forced on and off (matmul_add, and gdn_decode_step,
-// qk_norm_rope_append, moe_decode_gate_up and moe_decode_down in the
-// decode steps, or gdn_decode_split with its arrival-counter state when a
-// column tile is asked for): the fused families' composed references make
-// every logit of a prefill and the decode steps after it equal bit for bit
-// to the unfused plan's.
+// fusion pass forced on and off (matmul_add; the concatenated input
+// projections, read at offsets by prefill and as one matmul by decode,
+// built by the loader from the checkpoint's tensors; and, in the decode
+// steps, gdn_decode_step (or gdn_decode_split with its arrival-counter
+// state when a column tile is asked for), qk_norm_rope_append,
+// moe_decode_gate_up and moe_decode_down, and the norms folded into
+// rmsnorm_gemv): the fused families' composed references make every logit
+// of a prefill and the decode steps after it equal bit for bit to the
+// unfused plan's.
 func TestFusedPlanBitIdentical(t *testing.T) {
+	fusedKinds := []ir.Kind{ir.MatMulAdd, ir.QKNormRoPEAppend, ir.RMSNormGEMV, ir.MoEDecodeGateUp, ir.MoEDecodeDown}
 	ck, err := checkpoint.Open(tiny(t))
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +42,7 @@ func TestFusedPlanBitIdentical(t *testing.T) {
 		for _, ph := range p.Phases {
 			for _, l := range ph.Launches {
 				for _, k := range p.Kernels {
-					if k.Name == l.Kernel {
+					if k.Name == l.Kernel && (slices.Contains(fusedKinds, ir.Kind(k.Family)) || ir.Kind(k.Family) == ir.GDNDecodeStep || ir.Kind(k.Family) == ir.GDNDecodeSplit) {
 						fused[ir.Kind(k.Family)]++
 					}
 				}
@@ -47,10 +52,17 @@ func TestFusedPlanBitIdentical(t *testing.T) {
 		if tile > 0 {
 			gdn = ir.GDNDecodeSplit
 		}
-		for _, k := range []ir.Kind{ir.MatMulAdd, gdn, ir.QKNormRoPEAppend, ir.MoEDecodeGateUp, ir.MoEDecodeDown} {
+		for _, k := range append(slices.Clone(fusedKinds), gdn) {
 			if (f == planner.FuseOn) != (fused[k] > 0) {
 				t.Fatalf("fusion %q: %d %s launches", f, fused[k], k)
 			}
+		}
+		parts := 0
+		for _, b := range p.Buffers {
+			parts += len(b.Parts)
+		}
+		if (f == planner.FuseOn) != (parts > 0) {
+			t.Fatalf("fusion %q: %d parts of concatenated weights", f, parts)
 		}
 		e, err := runtime.NewEngine(p, runtime.NewCPU(), runtime.CheckpointWeights(ck))
 		if err != nil {

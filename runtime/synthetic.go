@@ -40,9 +40,14 @@ func (w synthWeights) bind(e *Engine) error {
 		}
 		e.globals[b.Name] = m
 		e.weights = append(e.weights, m)
-		lo, hi := synthRange(b.Tensor, b.Shape)
-		if err := e.fill(fills, b, m, w.seed, lo, hi); err != nil {
-			return fmt.Errorf("weight %s: %w", b.Name, err)
+		// Each checkpoint tensor is filled under its own name, so that a
+		// concatenated weight holds the values its parts hold unfused.
+		rowElems := b.Bytes / int64(max(1, b.DType.Size())) / b.Rows()
+		for _, src := range b.Sources() {
+			lo, hi := synthRange(src.Tensor, partShape(&b, src))
+			if err := e.fillRows(fills, b.DType, src.Tensor, m, src.Rows[0]*rowElems, (src.Rows[1]-src.Rows[0])*rowElems, w.seed, lo, hi); err != nil {
+				return fmt.Errorf("weight %s: %s: %w", b.Name, src.Tensor, err)
+			}
 		}
 	}
 	return e.be.Sync()
@@ -68,16 +73,26 @@ func (e *Engine) fillKernels() map[ir.DType]*plan.Kernel {
 // fill launches the fill kernel of b's dtype over all of m: uniform values
 // in [lo, hi] keyed by b's name under seed.
 func (e *Engine) fill(fills map[ir.DType]*plan.Kernel, b plan.Buffer, m Mem, seed uint64, lo, hi float64) error {
-	k := fills[b.DType]
 	size := int64(b.DType.Size())
-	if k == nil || size == 0 {
+	if size == 0 {
 		return fmt.Errorf("the plan has no fill_uniform kernel for %s buffers", b.DType)
 	}
-	count := b.Bytes / size
+	return e.fillRows(fills, b.DType, b.Name, m, 0, b.Bytes/size, seed, lo, hi)
+}
+
+// fillRows fills count elements of dtype dt of m from element off with the
+// values keyed by name: element i of them is the generator's i-th, wherever
+// it lies (a concatenated weight's part holds what its tensor would alone).
+func (e *Engine) fillRows(fills map[ir.DType]*plan.Kernel, dt ir.DType, name string, m Mem, off, count int64, seed uint64, lo, hi float64) error {
+	k := fills[dt]
+	size := int64(dt.Size())
+	if k == nil || size == 0 {
+		return fmt.Errorf("the plan has no fill_uniform kernel for %s buffers", dt)
+	}
 	if count > math.MaxInt32 {
 		return fmt.Errorf("%d elements exceed a kernel's row count", count)
 	}
-	prm := fillParams(seed, kernels.FillKey(b.Name), float32(lo), float32(hi-lo))
+	prm := fillParams(seed, kernels.FillKey(name), float32(lo), float32(hi-lo))
 	if err := e.be.SetParams(&prm); err != nil {
 		return err
 	}
@@ -86,7 +101,7 @@ func (e *Engine) fill(fills map[ir.DType]*plan.Kernel, b plan.Buffer, m Mem, see
 		s := kernels.Families[ir.FillUniform].Launch(k.Params, int(count), e.plan.Target.Launch())
 		l.Grid, l.Block, l.SharedBytes = s.Grid[:], s.Block[:], s.SharedBytes
 	}
-	if err := e.be.Launch(k, l, []Ref{{Mem: m}}, int(count), &prm); err != nil {
+	if err := e.be.Launch(k, l, []Ref{{Mem: m, Offset: off * size}}, int(count), &prm); err != nil {
 		return fmt.Errorf("fill: %w", err)
 	}
 	return nil
@@ -178,4 +193,13 @@ func synthRange(name string, shape []int64) (lo, hi float64) {
 	fanIn := float64(shape[len(shape)-1])
 	a := math.Sqrt(3 / fanIn)
 	return -a, a
+}
+
+// partShape is the shape of a weight buffer's checkpoint tensor src: the
+// buffer's, with src's rows.
+func partShape(b *plan.Buffer, src plan.Part) []int64 {
+	if len(b.Shape) == 0 {
+		return nil
+	}
+	return append([]int64{src.Rows[1] - src.Rows[0]}, b.Shape[1:]...)
 }

@@ -68,7 +68,10 @@ func (r *fillRecorder) Sync() error {
 }
 
 // tinyPlan plans a model with every kind of weight at toy widths.
-func tinyPlan(t *testing.T) *plan.Plan {
+func tinyPlan(t *testing.T) *plan.Plan { return tinyPlanFusion(t, planner.FuseDefault) }
+
+// tinyPlanFusion is tinyPlan with fusion f (on: concatenated weights).
+func tinyPlanFusion(t *testing.T, f planner.Fusion) *plan.Plan {
 	t.Helper()
 	c, err := arch.ParseConfig([]byte(`{"model_type":"qwen3_5_moe","text_config":{"model_type":"qwen3_5_moe_text",
 	"hidden_size":64,"num_hidden_layers":4,"vocab_size":300,"num_attention_heads":2,"num_key_value_heads":1,
@@ -78,7 +81,7 @@ func tinyPlan(t *testing.T) *plan.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := planner.Plan(planner.FromConfig("tiny", c), planner.Options{Target: "cpu", Buckets: []int{4}, ContextTokens: 16})
+	p, err := planner.Plan(planner.FromConfig("tiny", c), planner.Options{Target: "cpu", Buckets: []int{4}, ContextTokens: 16, Fusion: f})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,22 +104,34 @@ func synthesize(t *testing.T, p *plan.Plan, rec *fillRecorder, seed uint64) map[
 }
 
 // TestSyntheticWeightsFill: every weight is made on the backend by one
-// fill launch (no uploads, one Sync at the end) and holds exactly the pure
-// Go generator's values; a seed reproduces, another seed differs, and the
-// values have their distribution's range and moments.
+// fill launch per checkpoint tensor it holds (no uploads, one Sync at the
+// end) and holds exactly the pure Go generator's values, each tensor under
+// its own key (a concatenated weight's parts hold what the unfused tensors
+// hold); a seed reproduces, another seed differs, and the values have
+// their distribution's range and moments.
 func TestSyntheticWeightsFill(t *testing.T) {
-	p := tinyPlan(t)
+	for _, f := range []planner.Fusion{planner.FuseOff, planner.FuseOn} {
+		checkSyntheticFill(t, tinyPlanFusion(t, f), f == planner.FuseOn)
+	}
+}
+
+func checkSyntheticFill(t *testing.T, p *plan.Plan, concatenated bool) {
 	rec := &fillRecorder{CPU: NewCPU()}
 	w1 := synthesize(t, p, rec, 1)
-	weights := 0
+	weights, sources, parts := 0, 0, 0
 	for _, b := range p.Buffers {
 		if b.Role == ir.Weight {
 			weights++
+			sources += len(b.Sources())
+			parts += len(b.Parts)
 		}
 	}
-	if rec.uploads != 0 || rec.syncs != 1 || rec.launches != weights || len(rec.launchedSinceSync) != 0 || len(rec.errors) != 0 {
-		t.Fatalf("%d uploads, %d syncs, %d launches for %d weights, unsynced %v, errors %v",
-			rec.uploads, rec.syncs, rec.launches, weights, rec.launchedSinceSync, rec.errors)
+	if concatenated != (parts > 0) {
+		t.Fatalf("fusion %v: %d parts of concatenated weights", concatenated, parts)
+	}
+	if rec.uploads != 0 || rec.syncs != 1 || rec.launches != sources || len(rec.launchedSinceSync) != 0 || len(rec.errors) != 0 {
+		t.Fatalf("%d uploads, %d syncs, %d launches for %d checkpoint tensors, unsynced %v, errors %v",
+			rec.uploads, rec.syncs, rec.launches, sources, rec.launchedSinceSync, rec.errors)
 	}
 	if len(w1) != weights {
 		t.Fatalf("%d weights bound, plan has %d", len(w1), weights)
@@ -127,43 +142,49 @@ func TestSyntheticWeightsFill(t *testing.T) {
 		if b.Role != ir.Weight {
 			continue
 		}
-		got := w1[b.Name]
-		if int64(len(got)) != b.Bytes {
-			t.Fatalf("%s: %d bytes, want %d", b.Name, len(got), b.Bytes)
+		all := w1[b.Name]
+		if int64(len(all)) != b.Bytes {
+			t.Fatalf("%s: %d bytes, want %d", b.Name, len(all), b.Bytes)
 		}
-		lo, hi := synthRange(b.Tensor, b.Shape)
-		lo32, scale32 := float32(lo), float32(hi-lo)
-		key := kernels.FillKey(b.Name)
-		vals := make([]float64, 0, b.Bytes/2)
-		for i := int64(0); i < b.Bytes/int64(b.DType.Size()); i++ {
-			want := kernels.FillUniform(1, key, i, lo32, scale32)
-			var v float32
-			if b.DType == ir.BF16 {
-				h := binary.LittleEndian.Uint16(got[2*i:])
-				if h != bf16.FromFloat32(want) {
-					t.Fatalf("%s[%d] = %#04x, want %#04x", b.Name, i, h, bf16.FromFloat32(want))
+		rowBytes := b.Bytes / b.Shape[0]
+		for _, src := range b.Sources() {
+			name := src.Tensor
+			got := all[src.Rows[0]*rowBytes : src.Rows[1]*rowBytes]
+			shape := append([]int64{src.Rows[1] - src.Rows[0]}, b.Shape[1:]...)
+			lo, hi := synthRange(name, shape)
+			lo32, scale32 := float32(lo), float32(hi-lo)
+			key := kernels.FillKey(name)
+			vals := make([]float64, 0, len(got)/2)
+			for i := int64(0); i < int64(len(got)/b.DType.Size()); i++ {
+				want := kernels.FillUniform(1, key, i, lo32, scale32)
+				var v float32
+				if b.DType == ir.BF16 {
+					h := binary.LittleEndian.Uint16(got[2*i:])
+					if h != bf16.FromFloat32(want) {
+						t.Fatalf("%s[%d] = %#04x, want %#04x", name, i, h, bf16.FromFloat32(want))
+					}
+					v = bf16.ToFloat32(h)
+				} else {
+					if v = math.Float32frombits(binary.LittleEndian.Uint32(got[4*i:])); v != want {
+						t.Fatalf("%s[%d] = %g, want %g", name, i, v, want)
+					}
 				}
-				v = bf16.ToFloat32(h)
-			} else {
-				if v = math.Float32frombits(binary.LittleEndian.Uint32(got[4*i:])); v != want {
-					t.Fatalf("%s[%d] = %g, want %g", b.Name, i, v, want)
-				}
+				vals = append(vals, float64(v))
 			}
-			vals = append(vals, float64(v))
+			checkUniform(t, name, vals, lo, hi)
 		}
-		if !bytes.Equal(got, w1b[b.Name]) {
+		if !bytes.Equal(all, w1b[b.Name]) {
 			t.Errorf("%s: the same seed gave other values", b.Name)
 		}
 		same := 0
-		for i := 0; i < len(got); i += 4 {
-			if bytes.Equal(got[i:i+4], w2[b.Name][i:i+4]) {
+		for i := 0; i < len(all); i += 4 {
+			if bytes.Equal(all[i:i+4], w2[b.Name][i:i+4]) {
 				same++
 			}
 		}
-		if same > len(got)/4/8 {
-			t.Errorf("%s: %d of %d words equal under another seed", b.Name, same, len(got)/4)
+		if same > len(all)/4/8 {
+			t.Errorf("%s: %d of %d words equal under another seed", b.Name, same, len(all)/4)
 		}
-		checkUniform(t, b.Name, vals, lo, hi)
 	}
 }
 

@@ -45,22 +45,19 @@ type ckWeights struct {
 // at a time otherwise.
 func (w ckWeights) bind(e *Engine) error {
 	var errs []error
-	type weight struct {
-		b    plan.Buffer
+	// part is one checkpoint tensor of a weight buffer: the whole buffer,
+	// or its rows [row, row+rows) of a concatenated weight (plan.Part).
+	type part struct {
 		info checkpoint.TensorInfo
+		row  int64
+	}
+	type weight struct {
+		b     plan.Buffer
+		parts []part
 	}
 	var weights []weight
 	for _, b := range e.plan.Buffers {
 		if b.Role != "weight" {
-			continue
-		}
-		info, err := w.ck.Resolve(b.Tensor)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("weight %s: %w", b.Name, err))
-			continue
-		}
-		if !slices.Equal(info.Shape, b.Shape) {
-			errs = append(errs, fmt.Errorf("weight %s: checkpoint shape %v, plan wants %v", b.Name, info.Shape, b.Shape))
 			continue
 		}
 		want := "BF16"
@@ -70,48 +67,76 @@ func (w ckWeights) bind(e *Engine) error {
 				want = "F32"
 			}
 		}
-		if string(info.DType) != want {
-			errs = append(errs, fmt.Errorf("weight %s: checkpoint dtype %s, plan wants %s", b.Name, info.DType, want))
-			continue
+		wt := weight{b: b}
+		for _, src := range b.Sources() {
+			where := "weight " + b.Name
+			if len(b.Parts) > 0 {
+				where += " part " + src.Tensor
+			}
+			info, err := w.ck.Resolve(src.Tensor)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", where, err))
+				continue
+			}
+			shape := partShape(&b, src)
+			if !slices.Equal(info.Shape, shape) {
+				errs = append(errs, fmt.Errorf("%s: checkpoint shape %v, plan wants %v", where, info.Shape, shape))
+				continue
+			}
+			if string(info.DType) != want {
+				errs = append(errs, fmt.Errorf("%s: checkpoint dtype %s, plan wants %s", where, info.DType, want))
+				continue
+			}
+			wt.parts = append(wt.parts, part{info, src.Rows[0]})
 		}
-		weights = append(weights, weight{b, info})
+		weights = append(weights, wt)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("checkpoint does not match the plan: %w", errors.Join(errs...))
 	}
 
 	// Bind what the backend uses in place, allocate the rest; the engine
-	// owns (and Close frees) every buffer from the moment it exists.
+	// owns (and Close frees) every buffer from the moment it exists. A
+	// concatenated weight is allocated whole, each part copied to its rows.
 	binder, canBind := e.be.(HostBinder)
 	var jobs []UploadJob
 	var order []checkpoint.TensorInfo // where each job's source lies, for reading in file order
 	var bound, total int64
 	for _, wt := range weights {
-		raw, err := w.ck.Bytes(wt.info.Name)
-		if err != nil {
-			return err
-		}
-		src := raw
-		if wt.b.DType == "f32" {
-			vals, err := checkpoint.Float32s(wt.info, raw)
+		srcs := make([][]byte, len(wt.parts))
+		raws := make([][]byte, len(wt.parts))
+		for i, pt := range wt.parts {
+			raw, err := w.ck.Bytes(pt.info.Name)
 			if err != nil {
-				return fmt.Errorf("weight %s: %w", wt.b.Name, err)
+				return err
 			}
-			src = f32Bytes(vals)
+			src := raw
+			if wt.b.DType == "f32" {
+				vals, err := checkpoint.Float32s(pt.info, raw)
+				if err != nil {
+					return fmt.Errorf("weight %s: %w", wt.b.Name, err)
+				}
+				src = f32Bytes(vals)
+			}
+			raws[i], srcs[i] = raw, src
+			total += int64(len(src))
 		}
-		total += int64(len(src))
 		var m Mem
-		if wt.b.DType != "f32" && canBind && aligned(raw) {
-			if m, err = binder.Bind(raw); err != nil {
+		var err error
+		if len(wt.b.Parts) == 0 && wt.b.DType != "f32" && canBind && aligned(raws[0]) {
+			if m, err = binder.Bind(raws[0]); err != nil {
 				return fmt.Errorf("weight %s: %w", wt.b.Name, err)
 			}
-			bound += int64(len(raw))
+			bound += int64(len(raws[0]))
 		} else {
-			if m, err = e.be.Alloc(int64(len(src))); err != nil {
-				return fmt.Errorf("weight %s: allocate %d bytes: %w", wt.b.Name, len(src), err)
+			if m, err = e.be.Alloc(wt.b.Bytes); err != nil {
+				return fmt.Errorf("weight %s: allocate %d bytes: %w", wt.b.Name, wt.b.Bytes, err)
 			}
-			jobs = append(jobs, UploadJob{Name: wt.b.Name, Dst: Ref{Mem: m}, Src: src})
-			order = append(order, wt.info)
+			rowBytes := wt.b.Bytes / wt.b.Rows()
+			for i, pt := range wt.parts {
+				jobs = append(jobs, UploadJob{Name: wt.b.Name, Dst: Ref{Mem: m, Offset: pt.row * rowBytes}, Src: srcs[i]})
+				order = append(order, pt.info)
+			}
 		}
 		e.globals[wt.b.Name] = m
 		e.weights = append(e.weights, m)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aimaproject/aimac/checkpoint"
 	"github.com/aimaproject/aimac/plan"
+	"github.com/aimaproject/aimac/planner"
 	"github.com/aimaproject/aimac/runtime"
 )
 
@@ -219,5 +220,71 @@ func TestUploadFailureNamesTheWeight(t *testing.T) {
 	_, err = runtime.NewEngine(p, &bulk{Backend: runtime.NewCPU(), fail: victim.Name}, runtime.CheckpointWeights(ck))
 	if err == nil || !strings.Contains(err.Error(), victim.Name) {
 		t.Errorf("UploadAll: error %v, want it to name %s", err, victim.Name)
+	}
+}
+
+// TestConcatenatedWeights: a plan with the projections concatenated
+// (fusion on) gets each concatenated weight as one buffer with one upload
+// per part, at the part's rows, of that tensor's checkpoint bytes, and every
+// checkpoint tensor once; a part whose rows disagree with its tensor's
+// shape is refused with both named.
+func TestConcatenatedWeights(t *testing.T) {
+	ck, err := checkpoint.Open(tiny(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	m, err := planner.FromCheckpoint("tiny", ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{8}, ContextTokens: 64, Fusion: planner.FuseOn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := &bulk{Backend: runtime.NewCPU()}
+	e, err := runtime.NewEngine(p, be, runtime.CheckpointWeights(ck))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	jobs := map[string][]runtime.UploadJob{}
+	for _, j := range be.jobs {
+		jobs[j.Name] = append(jobs[j.Name], j)
+	}
+	concatenated := 0
+	for _, b := range p.Buffers {
+		if len(b.Parts) == 0 {
+			continue
+		}
+		concatenated++
+		js := jobs[b.Name]
+		if len(js) != len(b.Parts) {
+			t.Fatalf("%s: %d uploads for %d parts", b.Name, len(js), len(b.Parts))
+		}
+		rowBytes := b.Bytes / b.Shape[0]
+		for i, part := range b.Parts {
+			want := wantBytes(t, ck, plan.Buffer{Tensor: part.Tensor, DType: b.DType})
+			if j := js[i]; !bytes.Equal(j.Src, want) || j.Dst.Offset != part.Rows[0]*rowBytes || j.Dst.Mem.Size() != b.Bytes {
+				t.Errorf("%s part %s: %d bytes at %d of %d, want %d at %d of %d", b.Name, part.Tensor,
+					len(j.Src), j.Dst.Offset, j.Dst.Mem.Size(), len(want), part.Rows[0]*rowBytes, b.Bytes)
+			}
+		}
+	}
+	// Every layer's input projections: the tiny fixture's GDN and attention layers both align.
+	if concatenated != m.Config.NumHiddenLayers {
+		t.Errorf("%d concatenated weights, want one per layer (%d)", concatenated, m.Config.NumHiddenLayers)
+	}
+
+	for i, b := range p.Buffers {
+		if len(b.Parts) > 1 {
+			p.Buffers[i].Parts[0].Rows[1]--
+			p.Buffers[i].Parts[1].Rows[0]--
+			_, err := runtime.NewEngine(p, runtime.NewCPU(), runtime.CheckpointWeights(ck))
+			if err == nil || !strings.Contains(err.Error(), "weight "+b.Name+" part "+b.Parts[0].Tensor+": checkpoint shape") {
+				t.Errorf("a part one row short: error %v", err)
+			}
+			break
+		}
 	}
 }
