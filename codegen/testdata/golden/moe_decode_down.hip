@@ -96,8 +96,27 @@ DEVICE float dot8q(const float* x, const u32x4 q) {
   return a.x * bf16_lo(q.x) + a.y * bf16_hi(q.x) + a.z * bf16_lo(q.y) + a.w * bf16_hi(q.y) +
          b.x * bf16_lo(q.z) + b.y * bf16_hi(q.z) + b.z * bf16_lo(q.w) + b.w * bf16_hi(q.w);
 }
-template <int R, int U>
-DEVICE void gemv_stream(float (&acc)[R], const float* const* x, const bf16* const* w, int c0, int c1) {
+// dot8g is dot8q with each activation value first scaled by a per-column weight: G = 0
+// none (dot8q), 1 x·g, 2 x·(1 + g) (rmsnorm_gemv's norm weights, the row's rsqrt applied
+// after the sum).
+// g is the weights' base and e the chunk's first element (g is null when G = 0).
+template <int G>
+DEVICE float dot8g(const float* x, const float* g, int e, const u32x4 q) {
+  if constexpr (G == 0) {
+    return dot8q(x, q);
+  } else {
+    constexpr float ONE = G == 2 ? 1.0f : 0.0f;
+    const f32x4 a = *(const f32x4*)x, b = *(const f32x4*)(x + 4);
+    const f32x4 ga = *(const f32x4*)(g + e), gb = *(const f32x4*)(g + e + 4);
+    return a.x * (ONE + ga.x) * bf16_lo(q.x) + a.y * (ONE + ga.y) * bf16_hi(q.x) +
+           a.z * (ONE + ga.z) * bf16_lo(q.y) + a.w * (ONE + ga.w) * bf16_hi(q.y) +
+           b.x * (ONE + gb.x) * bf16_lo(q.z) + b.y * (ONE + gb.y) * bf16_hi(q.z) +
+           b.z * (ONE + gb.z) * bf16_lo(q.w) + b.w * (ONE + gb.w) * bf16_hi(q.w);
+  }
+}
+template <int R, int U, int G = 0>
+DEVICE void gemv_stream(float (&acc)[R], const float* const* x, const bf16* const* w, int c0, int c1,
+                        const float* g = nullptr) {
   int c = c0 + LANE;
   for (; c + (U - 1) * WARP_SIZE < c1; c += U * WARP_SIZE) {
     u32x4 q[U][R];
@@ -108,23 +127,31 @@ DEVICE void gemv_stream(float (&acc)[R], const float* const* x, const bf16* cons
 #pragma unroll
     for (int u = 0; u < U; ++u)
 #pragma unroll
-      for (int r = 0; r < R; ++r) acc[r] += dot8q(x[r] + (c + u * WARP_SIZE) * 8, q[u][r]);
+      for (int r = 0; r < R; ++r)
+        acc[r] += dot8g<G>(x[r] + (c + u * WARP_SIZE) * 8, g, (c + u * WARP_SIZE) * 8, q[u][r]);
   }
   for (; c < c1; c += WARP_SIZE) {
     u32x4 q[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) q[r] = *(const u32x4*)(w[r] + (long long)c * 8);
 #pragma unroll
-    for (int r = 0; r < R; ++r) acc[r] += dot8q(x[r] + c * 8, q[r]);
+    for (int r = 0; r < R; ++r) acc[r] += dot8g<G>(x[r] + c * 8, g, c * 8, q[r]);
   }
 }
 // gemv_scalar is gemv_stream one element at a time over [e0, e1), for widths that
 // are not a multiple of 8 (the weight rows are then not 16-byte aligned).
-template <int R>
-DEVICE void gemv_scalar(float (&acc)[R], const float* const* x, const bf16* const* w, int e0, int e1) {
+template <int R, int G = 0>
+DEVICE void gemv_scalar(float (&acc)[R], const float* const* x, const bf16* const* w, int e0, int e1,
+                        const float* g = nullptr) {
   for (int c = e0 + LANE; c < e1; c += WARP_SIZE) {
 #pragma unroll
-    for (int r = 0; r < R; ++r) acc[r] += x[r][c] * bf16_to_f32(w[r][c]);
+    for (int r = 0; r < R; ++r) {
+      if constexpr (G == 0) {
+        acc[r] += x[r][c] * bf16_to_f32(w[r][c]);
+      } else {
+        acc[r] += x[r][c] * ((G == 2 ? 1.0f : 0.0f) + g[c]) * bf16_to_f32(w[r][c]);
+      }
+    }
   }
 }
 
