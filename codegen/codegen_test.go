@@ -72,14 +72,15 @@ func oracleGPUPlan(t *testing.T) *plan.Plan {
 }
 
 // representatives picks one kernel per family (the first by name) from
-// the gfx1151 plan, from the cpu plan for the families fusion leaves out
+// the gfx1151 plan, from the sm_90 plan for the families only it runs
+// (attention_prefill: gfx1151's f32 KV plan keeps the pair), from the cpu plan for the families fusion leaves out
 // of the GPU plans, from optionPlans for the families only an option
 // reaches, and from oracleGPUPlan for gdn_decode_step: the set the golden
 // files pin down.
 func representatives(t *testing.T) []plan.Kernel {
 	t.Helper()
 	byFamily := map[string]plan.Kernel{}
-	ps := []*plan.Plan{frozen(t, plan.GFX1151), frozen(t, plan.CPU), oracleGPUPlan(t)}
+	ps := []*plan.Plan{frozen(t, plan.GFX1151), frozen(t, plan.SM90), frozen(t, plan.CPU), oracleGPUPlan(t)}
 	for _, p := range append(ps, optionPlans(t)...) {
 		seen := map[string]bool{}
 		for _, k := range p.Kernels {
@@ -173,10 +174,13 @@ func TestRenderFrozenPlans(t *testing.T) {
 				t.Errorf("%s: %s: bad hash %q", target, s.Kernel, s.Hash)
 			}
 		}
-		threads := target.Launch().Threads
+		// Every launch runs the target's block, or whole warps fewer where the
+		// family's tile sets its own (attention_prefill: a warp per 16 rows),
+		// within the bound the kernels are rendered for.
+		threads, warp := target.Launch().Threads, target.Launch().Warp
 		for _, ph := range p.Phases {
 			for _, l := range ph.Launches {
-				if len(l.Block) != 3 || l.Block[0] != threads || l.Block[1] != 1 || l.Block[2] != 1 {
+				if len(l.Block) != 3 || l.Block[0] > threads || l.Block[0] < warp || l.Block[0]%warp != 0 || l.Block[1] != 1 || l.Block[2] != 1 {
 					t.Fatalf("%s: %s: launch of %s has block %v, its kernels are rendered for %d threads", target, ph.Name, l.Kernel, l.Block, threads)
 				}
 			}

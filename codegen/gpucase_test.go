@@ -59,23 +59,39 @@ type caseMeta struct {
 	// Params is the parameter block the kernel's last argument points at.
 	Params [ir.ParamSlots]int32 `json:"params"`
 	Args   []caseArg            `json:"args"`
-	// TimeReps, Bytes and Note: a speed case's launches to time, the bytes
-	// one launch must move (for GB/s) and what it measures.
+	// Shared is the launch's dynamic shared memory in bytes (the runner
+	// raises the kernel's limit past 48 KiB).
+	Shared int `json:"shared,omitempty"`
+	// TimeReps, Bytes, FLOPs and Note: a speed case's launches to time, the
+	// bytes one launch must move (for GB/s), the floating-point operations
+	// of one launch (for TFLOP/s) and what it measures.
 	TimeReps int    `json:"time_reps,omitempty"`
 	Bytes    int64  `json:"bytes,omitempty"`
+	FLOPs    int64  `json:"flops,omitempty"`
 	Note     string `json:"note,omitempty"`
 	// Rotate: the timed launches take copy r mod Rotate of every operand
 	// (the device holds that many); InputsFrom: the sibling case whose
 	// input and want files this one reads.
 	Rotate     int    `json:"rotate,omitempty"`
 	InputsFrom string `json:"inputs_from,omitempty"`
+	// ATol and RTol, when set, replace the runner's f32 tolerance
+	// (|got − want| ≤ atol + rtol·|want|): the tensor-core families',
+	// stated beside their cases.
+	ATol float64 `json:"atol,omitempty"`
+	RTol float64 `json:"rtol,omitempty"`
 }
 
 // caseGrid is the planner's launch rule for a launch of n rows on sm_90:
 // the family's, with the target's launch configuration.
 func caseGrid(k plan.Kernel, rows int) []int {
-	s := kernels.Families[ir.Kind(k.Family)].Launch(k.Params, rows, plan.SM90.Launch())
+	s := caseLaunch(k, rows)
 	return s.Grid[:]
+}
+
+// caseLaunch is the whole launch shape of that rule: grid, block and
+// dynamic shared memory.
+func caseLaunch(k plan.Kernel, rows int) ir.LaunchShape {
+	return kernels.Families[ir.Kind(k.Family)].Launch(k.Params, rows, plan.SM90.Launch())
 }
 
 // caseBlock is the block of every sm_90 launch.
@@ -257,8 +273,20 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 			beta[j] = float32(rng.Float64())
 			g[j] = float32(-rng.Float64() * 0.3)
 		}
-	case ir.Attention, ir.KVAppend, ir.AttentionDecodeSplit, ir.AttentionDecodeStream, ir.QKNormRoPEAppend:
-		for _, name := range []string{"k_cache", "v_cache"} {
+	case ir.Attention, ir.KVAppend, ir.AttentionDecodeSplit, ir.AttentionDecodeStream, ir.QKNormRoPEAppend, ir.AttentionPrefill:
+		names := []string{"k_cache", "v_cache"}
+		if ir.Kind(c.k.Family) == ir.AttentionPrefill {
+			// What the tensor cores take as one bf16 term is a bf16 value, so the
+			// reference sees the same; split operands keep their f32 values.
+			names = nil
+			if kvBF16 || !p.Flag("split_kv") {
+				names = []string{"k_cache", "v_cache"}
+			}
+			if !p.Flag("split_q") {
+				names = append(names, "q")
+			}
+		}
+		for _, name := range names {
 			v := a.F32(name)
 			for j := range v {
 				v[j] = bf16.ToFloat32(bf16.FromFloat32(v[j]))
@@ -325,7 +353,11 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 			v[j] = v[j-periodElems]
 		}
 	}
-	meta := caseMeta{Kernel: c.k.Name, Grid: caseGrid(c.k, c.n), Block: caseBlock(), N: c.n, Params: block}
+	ls := caseLaunch(c.k, c.n)
+	meta := caseMeta{Kernel: c.k.Name, Grid: ls.Grid[:], Block: ls.Block[:], Shared: ls.SharedBytes, N: c.n, Params: block}
+	if ir.Kind(c.k.Family) == ir.AttentionPrefill && !p.Flag("split_p") {
+		meta.ATol, meta.RTol = prefillATol, prefillRTol // p as one bf16 term
+	}
 	if sp != nil {
 		meta.TimeReps, meta.Bytes, meta.Rotate, meta.InputsFrom, meta.Note = sp.reps, sp.bytes, sp.rotate, sp.from, sp.note
 	}

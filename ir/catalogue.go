@@ -57,6 +57,12 @@ const (
 	AttentionCombineGate  Kind = "attention_combine_gate"
 )
 
+// Prefill kinds: made by the planner's flash pass from the prefill step's
+// attention and its output gate, which stay their oracle.
+const (
+	AttentionPrefill Kind = "attention_prefill" // SPEC §2.3 steps 5–6 on tensor cores: flash attention with the output gate fused
+)
+
 // Weight-streaming variants of the projections for one activation row (the
 // decode step, the LM head of the last row): the same math as MatMul,
 // MatMulAdd, MoEGateUp and MoEDown, launched so that the weights stream at

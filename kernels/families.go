@@ -258,6 +258,7 @@ func families() []*ir.Family {
 		attentionDecodeStream(),
 		attentionCombineGate(),
 		qkNormRoPEAppend(),
+		attentionPrefill(),
 		{
 			Kind: ir.AttnOutputGate,
 			Operands: []ir.OperandSpec{

@@ -54,6 +54,11 @@ type Options struct {
 	// any target, where n divides v_dim and the template runs it (otherwise
 	// gdn_decode_step, or the chain).
 	GDNColumnTile int
+	// PrefillAttention chooses the prefill steps' attention (the flash
+	// pass): PrefillDefault (flash on GPU targets, eager on the cpu, whose
+	// plan keeps the oracle), PrefillFlash, PrefillFlashBF16 or PrefillEager
+	// on any target.
+	PrefillAttention PrefillAttention
 }
 
 // DefaultBuckets are the real model's prefill buckets.
@@ -143,6 +148,9 @@ func (o *Options) check() error {
 	}
 	if o.GDNColumnTile < -1 {
 		errs = append(errs, fmt.Errorf("gdn column tile %d: want -1 (gdn_decode_step), 0 (the target's) or a positive column count", o.GDNColumnTile))
+	}
+	if o.PrefillAttention != PrefillDefault && o.PrefillAttention != PrefillFlash && o.PrefillAttention != PrefillFlashBF16 && o.PrefillAttention != PrefillEager {
+		errs = append(errs, fmt.Errorf("prefill attention %q: want %q, %q, %q or empty (the target's default)", o.PrefillAttention, PrefillFlash, PrefillFlashBF16, PrefillEager))
 	}
 	if o.DecodeSplits < -1 || o.DecodeSplits > kernels.MaxSplits {
 		errs = append(errs, fmt.Errorf("decode splits %d: want -1 (attention), 0 (the target's) or 1 to %d", o.DecodeSplits, kernels.MaxSplits))

@@ -78,7 +78,7 @@ func TestSynthPlanAndDamage(t *testing.T) {
 	if !strings.Contains(scheduled, " live=[") {
 		t.Errorf("ir (after schedule):\n%.600s", scheduled)
 	}
-	if out, _, err := run("ir", "--passes"); err != nil || out != "lower\nfuse\nsplit_kv\nstream\ntile\nconfigure\nschedule\n" {
+	if out, _, err := run("ir", "--passes"); err != nil || out != "lower\nfuse\nsplit_kv\nflash\nstream\ntile\nconfigure\nschedule\n" {
 		t.Errorf("ir --passes: %q, %v", out, err)
 	}
 	// Refuse to overwrite, then damage the checkpoint: every problem named.
@@ -121,6 +121,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"ir", "--after", "inline"}, `no planner pass "inline"`},
 		{[]string{"plan", "--fusion", "maybe"}, `fusion "maybe": want "on", "off"`},
 		{[]string{"plan", "--tiling", "maybe"}, `tiling "maybe": want "on", "off"`},
+		{[]string{"plan", "--prefill-attention", "fast"}, `prefill attention "fast": want "flash", "flash-bf16", "eager"`},
 		{[]string{"plan", "--decode-splits", "5000"}, `invalid argument "5000" for "--decode-splits" flag: want -1 to 1024`},
 		{[]string{"plan", "--gdn-col-tile", "-2"}, `invalid argument "-2" for "--gdn-col-tile" flag: want -1 to 65536`},
 		{[]string{"ir", "--target", "tpu"}, `target "tpu" is not one of`},

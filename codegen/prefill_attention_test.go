@@ -1,0 +1,253 @@
+package codegen
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aimaproject/aimac/hipcc"
+	"github.com/aimaproject/aimac/kernels"
+	"github.com/aimaproject/aimac/plan"
+)
+
+// The tolerances of attention_prefill against attention ∘ attn_output_gate.
+// An operand the kernel takes as one bf16 term (q without split_q, k and v
+// without split_kv) is a bf16 value already in the cases; split ones are
+// arbitrary f32 values, carried to ≈ 2⁻¹⁷ relative by their two terms.
+// With q, k, v and p all carried so (the planner's sm_90 precision) the
+// runner's f32 tolerance holds: a score moves by ≤ 2⁻¹⁶·Σ|q·k|·scale ≈ 6e-5
+// here, a weight by 2⁻¹⁷ of itself. With p as one bf16 term (plain, and
+// gfx1151) each weight is within 2⁻⁹ of itself, so |Δo| ≤ 2⁻⁹·max|v| ≈ 2e-3
+// for |v| ≤ 1 (the gate only shrinks it): prefillATol, plus f32 sums in
+// another order and ex2.approx (≈ 2 ulp).
+const (
+	prefillATol = 2.5e-3
+	prefillRTol = 1e-3
+)
+
+// prefillKernel is an attention_prefill kernel with a tile of block_m
+// packed rows and block_n positions, q and p split into two bf16 terms or
+// not, an f32 cache's k and v too (splitKV, ignored with a bf16 cache).
+func prefillKernel(hq, hkv, d, capacity, bm, bn int, bf16KV, splitQP, splitKV bool) plan.Kernel {
+	b := func(x bool) float64 {
+		if x {
+			return 1
+		}
+		return 0
+	}
+	return kern("attention_prefill", map[string]float64{"q_heads": float64(hq), "kv_heads": float64(hkv),
+		"head_dim": float64(d), "scale": 1 / math.Sqrt(float64(d)), "capacity": float64(capacity), "width": float64(hkv * d),
+		"kv_bf16": b(bf16KV), "block_m": float64(bm), "block_n": float64(bn), "split_q": b(splitQP), "split_p": b(splitQP), "split_kv": b(splitKV && !bf16KV)})
+}
+
+// prefillCases are the correctness cases, with the planner's precision
+// (an f32 cache: q, k, v and p split; a bf16 one: plain bf16) and tiles
+// unless named plain or split:
+// the real model's heads (16 query, 2 KV, 256 dims) at T = 1, 63, 64, 65
+// from position 0 (a tile of 128 rows is 16 tokens × 8 heads: 63 tokens end
+// mid-tile), 65 and 1 rows after cached earlier-segment rows, a segment
+// ending at the cache's last position, several tiles (200 rows), plain bf16
+// operands; f32 and bf16 KV; the tiny fixtures' heads (4, 2, 32) at odd
+// lengths with and without a cached prefix; a group of 3 (tiles cut
+// mid-token), one KV head per query head of 128 dims; and gfx1151's tile
+// and precision (64 × 16, plain bf16 operands) on the same code paths.
+func prefillCases() []gpuCase {
+	var cs []gpuCase
+	for _, bf := range []bool{false, true} {
+		sfx := map[bool]string{false: "", true: "_bf16"}[bf]
+		bn := map[bool]int{false: 32, true: 64}[bf] // the planner's sm_90 tiles
+		// The planner's precision: an f32 cache splits q, k, v and p, a bf16
+		// one none; the other one under the name "plain" or "split".
+		real := func(capacity int) plan.Kernel { return prefillKernel(16, 2, 256, capacity, 128, bn, bf, !bf, true) }
+		other, otherName := prefillKernel(16, 2, 256, 300, 128, 64, bf, false, false), "pf_plain"
+		if bf {
+			other, otherName = prefillKernel(16, 2, 256, 300, 128, 64, bf, true, false), "pf_split"
+		}
+		cs = append(cs,
+			gpuCase{"pf_t1" + sfx, real(80), 1, 0},
+			gpuCase{"pf_t63" + sfx, real(80), 63, 0},
+			gpuCase{"pf_t64" + sfx, real(80), 64, 0},
+			gpuCase{"pf_t65" + sfx, real(80), 65, 0},
+			gpuCase{"pf_cached65" + sfx, real(300), 65, 100},
+			gpuCase{"pf_cached1" + sfx, real(300), 1, 219},
+			gpuCase{"pf_full" + sfx, real(300), 37, 263},
+			gpuCase{"pf_t200" + sfx, real(260), 200, 3},
+			gpuCase{otherName + sfx, other, 65, 100},
+			gpuCase{"pf_tiny7" + sfx, prefillKernel(4, 2, 32, 64, 128, bn, bf, !bf, true), 7, 0},
+			gpuCase{"pf_tiny_cached" + sfx, prefillKernel(4, 2, 32, 128, 128, bn, bf, !bf, true), 33, 19},
+			gpuCase{"pf_tiny_tiles" + sfx, prefillKernel(4, 2, 32, 200, 128, bn, bf, !bf, true), 131, 5},
+			gpuCase{"pf_group3" + sfx, prefillKernel(6, 2, 64, 120, 128, bn, bf, !bf, true), 43, 10},
+			gpuCase{"pf_mha" + sfx, prefillKernel(2, 2, 128, 90, 128, bn, bf, !bf, true), 70, 17},
+			gpuCase{"pf_gfxtile" + sfx, prefillKernel(16, 2, 256, 300, 64, 16, bf, false, false), 65, 100},
+			gpuCase{"pf_gfxtile_tiny" + sfx, prefillKernel(4, 2, 32, 64, 64, 16, bf, false, false), 9, 40},
+		)
+	}
+	return cs
+}
+
+// prefillSpeed is one speed case at the real model's heads: a causal
+// prefill of n rows from position 0 with a tile of bm × bn; a case with
+// from set reads that case's files (a tile variant timed on the same
+// bytes).
+type prefillSpeed struct {
+	name   string
+	n      int
+	bf16   bool
+	split  bool
+	reps   int
+	bm, bn int
+	from   string
+}
+
+// TestWriteGPUCasesPrefillAttention writes the correctness cases and the
+// speed cases (an 8K prompt's q, gate and out rows are 512 MB: without
+// -gpucases they are written to the temporary directory at a sixteenth of
+// the rows): 1K and 8K with the planner's sm_90 tiles and precision (bf16
+// KV plain, f32 KV split), at 1K and 8K the 64-row tile on the same bytes,
+// and at 8K the bf16 cache with q and p split (what the split costs). A
+// speed case's flops are kernels.PrefillFLOPs (q·kᵀ and p·v over the
+// visible positions: 0.55 TFLOP per layer at 8K, whatever the split), its
+// bytes what one launch must move: q, the gate half of qg, out and the K/V
+// of the context once per KV head.
+func TestWriteGPUCasesPrefillAttention(t *testing.T) {
+	out := *gpuCases
+	if out == "" {
+		out = t.TempDir()
+	}
+	for i, c := range prefillCases() {
+		writeCase(t, filepath.Join(out, c.name), c, uint64(3000+i))
+	}
+	scale := 1
+	if *gpuCases == "" {
+		scale = 16 // the same cases at a sixteenth of the rows, so the writer runs in every test run
+	}
+	const hq, hkv, d = 16, 2, 256
+	speeds := []prefillSpeed{
+		{"pf_speed_1k_bf16", 1024, true, false, 50, 128, 64, ""},
+		{"pf_speed_1k_bf16_m64", 1024, true, false, 50, 64, 64, "pf_speed_1k_bf16"},
+		{"pf_speed_1k_f32", 1024, false, true, 50, 128, 32, ""},
+		{"pf_speed_8k_bf16", 8192, true, false, 5, 128, 64, ""},
+		{"pf_speed_8k_bf16_split", 8192, true, true, 5, 128, 64, "pf_speed_8k_bf16"},
+		{"pf_speed_8k_bf16_m64", 8192, true, false, 5, 64, 64, "pf_speed_8k_bf16"},
+	}
+	for i, sp := range speeds {
+		es := int64(4)
+		if sp.bf16 {
+			es = 2
+		}
+		sp.n /= scale
+		c := gpuCase{sp.name, prefillKernel(hq, hkv, d, sp.n, sp.bm, sp.bn, sp.bf16, sp.split, sp.split), sp.n, 0}
+		dir := filepath.Join(out, sp.name)
+		var meta caseMeta
+		if sp.from == "" {
+			writeCase(t, dir, c, uint64(4000+i))
+			b, err := os.ReadFile(filepath.Join(dir, "meta.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &meta); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			b, err := os.ReadFile(filepath.Join(out, sp.from, "meta.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &meta); err != nil {
+				t.Fatal(err)
+			}
+			ls := caseLaunch(c.k, c.n)
+			meta.Grid, meta.Block, meta.Shared, meta.InputsFrom = ls.Grid[:], ls.Block[:], ls.SharedBytes, sp.from
+			src, err := Render(plan.SM90, c.k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "kernel.cu"), []byte(src.Code), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		flops := kernels.PrefillFLOPs(c.k.Params, sp.n, 0)
+		meta.TimeReps, meta.FLOPs = sp.reps, flops
+		meta.Bytes = int64(sp.n)*hq*d*4*3 + 2*int64(sp.n)*hkv*d*es
+		mmas := kernels.PrefillMMAs(c.k.Params)
+		meta.Note = fmt.Sprintf("causal prefill of %d rows from position 0, %s KV, tile %d × %d, %d products per pair (2: plain bf16): %.3g TFLOP of attention; at 400 TFLOP/s of products %.0f µs",
+			sp.n, map[bool]string{false: "f32", true: "bf16"}[sp.bf16], sp.bm, sp.bn, mmas, float64(flops)/1e12, float64(flops)*float64(mmas)/2/400e12*1e6)
+		b, _ := json.MarshalIndent(meta, "", " ")
+		if err := os.WriteFile(filepath.Join(dir, "meta.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestCompilePrefillAttention compiles every attention_prefill kernel of
+// the cases for gfx1151 (WMMA) and to PTX for sm_90 (mma.sync, ldmatrix,
+// cp.async): no scratch, VGPRs within budget, LDS (dynamic, so the launch
+// rule's bytes) within 64 KiB for gfx1151's tile, no warnings.
+func TestCompilePrefillAttention(t *testing.T) {
+	c := clang(t)
+	seen := map[string]bool{}
+	var hip, cuda []hipcc.Source
+	for i, gc := range prefillCases() {
+		k := gc.k
+		k.Name = fmt.Sprintf("%s_%d", k.Family, i)
+		for _, target := range plan.GPUTargets() {
+			if target == plan.GFX1151 && k.Params.Int("block_n") != 16 {
+				continue // the WMMA path takes one 16-position step per tile
+			}
+			s, err := Render(target, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			code := strings.ReplaceAll(s.Code, k.Name, "k")
+			if seen[string(target)+code] {
+				continue
+			}
+			seen[string(target)+code] = true
+			if target == plan.GFX1151 {
+				if b := kernels.PrefillSharedBytes(k.Params); b > maxLDS {
+					t.Errorf("%s: %d bytes of LDS", k.Name, b)
+				}
+				hip = append(hip, hipcc.Source{Name: k.Name, Code: s.Code})
+			} else {
+				cuda = append(cuda, hipcc.Source{Name: k.Name, Code: s.Code})
+			}
+		}
+	}
+	results, err := c.Compile(context.Background(), hipcc.GFX1151, hip, hipcc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		res := r.Resources
+		t.Logf("%-28s vgpr %3d lds %6d scratch %d", r.Name, res.VGPRs, res.LDSBytes, res.ScratchBytes)
+		if why := res.Spills(); why != "" || res.ScratchBytes != 0 || res.VGPRs == 0 || res.VGPRs > maxVGPRs || res.LDSBytes > maxLDS {
+			t.Errorf("%s: %+v %s", r.Name, res, why)
+		}
+		if strings.Contains(r.Log, "warning") {
+			t.Errorf("%s: compiler warnings:\n%s", r.Name, r.Log)
+		}
+	}
+	ptx, err := c.SyntaxCheckCUDA(context.Background(), cuda, hipcc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range ptx {
+		if !strings.Contains(string(r.Object), ".entry "+r.Name) || strings.Contains(r.Log, "warning") {
+			t.Errorf("%s: PTX without its entry or with warnings:\n%s", r.Name, r.Log)
+		}
+		if !strings.Contains(string(r.Object), "mma.sync.aligned.m16n8k16") {
+			t.Errorf("%s: no mma.sync in the PTX", r.Name)
+		}
+	}
+	if len(results) == 0 || len(ptx) == 0 {
+		t.Fatal("nothing compiled")
+	}
+}

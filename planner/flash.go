@@ -1,0 +1,157 @@
+package planner
+
+import (
+	"fmt"
+
+	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
+	"github.com/aimaproject/aimac/plan"
+)
+
+// The flash pass: on GPU targets the prefill step's attention (one block
+// per query head and row, CUDA cores) followed by its output gate becomes
+// one attention_prefill, flash attention on tensor cores with the gate in
+// its epilogue (docs/prefill-attention.md). The decode step keeps the
+// split pair, the cpu plan attention, the oracle; a shape the tensor-core
+// tile does not serve keeps the pair as well.
+
+// PrefillAttention says which family runs the prefill steps' attention.
+type PrefillAttention string
+
+const (
+	PrefillDefault PrefillAttention = ""      // flash on GPU targets, eager on the cpu (the oracle)
+	PrefillFlash   PrefillAttention = "flash" // attention_prefill on every target (on the cpu its reference: attention, then the gate)
+	// PrefillFlashBF16 is attention_prefill with q, k, v and p as single
+	// bf16 terms (as HuggingFace's bf16 attention): the fastest, at a cost in
+	// agreement with the f32 oracle (0.026 max KLD on the tiny fixture).
+	PrefillFlashBF16 PrefillAttention = "flash-bf16"
+	PrefillEager     PrefillAttention = "eager" // attention and attn_output_gate
+)
+
+func (o *Options) flash() bool {
+	return o.PrefillAttention == PrefillFlash || o.PrefillAttention == PrefillFlashBF16 || (o.PrefillAttention == PrefillDefault && o.Target.GPU())
+}
+
+// prefillTile is an attention_prefill tile: packed (token, query head)
+// rows and positions per block.
+type prefillTile struct{ m, n int }
+
+// prefillTiles are a target's tiles, best first; the first whose shared
+// memory fits the target is taken. sm_90 runs 8 warps of 16 rows on 64
+// positions (147 KB at head_dim 256), or on 32 when an f32 cache's split
+// doubles the Q, K and V tiles; gfx1151 runs 16-position tiles
+// in its 64 KiB of LDS, 4 waves (its f32 KV plans keep the pair: splitKV).
+// The cpu runs the reference,
+// whatever the tile: it takes sm_90's.
+var prefillTiles = map[plan.Target][]prefillTile{
+	plan.SM90:    {{128, 64}, {128, 32}, {64, 32}},
+	plan.GFX1151: {{64, 16}},
+	plan.CPU:     {{128, 64}, {128, 32}, {64, 32}},
+}
+
+// The precision of attention_prefill: q, k, v and p each enter the tensor
+// cores as one bf16 term or split into two (hi = bf16(x), lo = bf16(x −
+// hi)), so that the GPU computes what the f32 oracle does to ≈ 16 bits, not
+// 8. On the tiny fixture (max per-position KLD against the oracle, CPU
+// emulation) plain bf16 q, k, v and p cost 0.026: k and v 0.024, q 0.0027,
+// p 0.0017; all four split, 7e-9. An f32 KV plan (the precise one) splits
+// all four where the target can (sm_90: three times the products of a
+// plain kernel; gfx1151, whose 256 VGPRs per lane are spent at head_dim
+// 256, cannot, so its f32 KV plans keep attention and the gate). A bf16 KV
+// plan has chosen bf16's precision for k and v: its q and p are plain bf16
+// too (on the H200 the split q and p cost 40 % and spilled: 3.85 ms per
+// layer at 8K against 2.73).
+var prefillSplits = map[plan.Target]bool{plan.SM90: true, plan.GFX1151: false, plan.CPU: true}
+
+// prefillParams are the attention_prefill parameters of an attention op:
+// its own, the precision above (none with plain), and the first tile that
+// fits; ok is false when none does or an f32 cache would need splits the
+// target cannot make.
+func prefillParams(p ir.Params, target plan.Target, plain bool, tiles []prefillTile, c ir.LaunchConfig) (ir.Params, bool) {
+	split := !p.Flag("kv_bf16") && !plain
+	if split && !prefillSplits[target] {
+		return ir.Params{}, false
+	}
+	for _, t := range tiles {
+		fp := p.Clone()
+		fp.SetInt("block_m", int64(t.m))
+		fp.SetInt("block_n", int64(t.n))
+		fp.SetFlag("split_q", split)
+		fp.SetFlag("split_p", split)
+		fp.SetFlag("split_kv", split)
+		if kernels.PrefillSharedBytes(fp) <= c.MaxSharedBytes {
+			return fp, true
+		}
+	}
+	return ir.Params{}, false
+}
+
+func flashPass(c *compilation) error {
+	tiles, ok := prefillTiles[c.o.Target]
+	if !ok || !c.o.flash() {
+		return nil
+	}
+	limits := c.o.Target.Launch()
+	if !c.o.Target.GPU() {
+		limits = plan.SM90.Launch()
+	}
+	for i, g := range c.graphs {
+		if c.steps[i].Kind != plan.Prefill {
+			continue
+		}
+		if flashPrefillAttention(g, c.o.Target, c.o.PrefillAttention == PrefillFlashBF16, tiles, limits) == 0 {
+			continue
+		}
+		if err := g.Verify(kernels.Families); err != nil {
+			return fmt.Errorf("%s: %w", g.Name, err)
+		}
+	}
+	return nil
+}
+
+// flashPrefillAttention rewrites every attention op of g whose output the
+// next op to touch it gates in place (attn_output_gate over the same rows,
+// heads and head_dim, its gate rows untouched in between) into
+// attention_prefill, when head_dim suits the
+// tensor-core tiles (a multiple of 16 up to kernels.PrefillHeadDimMax) and
+// a tile's shared memory fits the target (prefillParams). It returns the number of
+// rewrites.
+func flashPrefillAttention(g *ir.Graph, target plan.Target, plain bool, tiles []prefillTile, c ir.LaunchConfig) int {
+	u := indexUses(g)
+	drop := map[int]bool{}
+	n := 0
+	for i, op := range g.Ops {
+		if op.Kind != ir.Attention || op.Rows == nil {
+			continue
+		}
+		p := op.Params
+		d := p.Int("head_dim")
+		if d%16 != 0 || d > kernels.PrefillHeadDimMax {
+			continue
+		}
+		o := op.Operands[0]
+		j := u.next(o.Tensor, i)
+		if j < 0 {
+			continue
+		}
+		gate := g.Ops[j]
+		if gate.Kind != ir.AttnOutputGate || gate.Rows == nil || *gate.Rows != *op.Rows || gate.Layer != op.Layer ||
+			gate.Operands[0] != o || gate.Params.Int("heads") != p.Int("q_heads") || gate.Params.Int("head_dim") != d {
+			continue
+		}
+		qg := gate.Operands[1]
+		if qg.Tensor == o.Tensor || u.next(qg.Tensor, i) != j { // the gate moves up to the attention's place
+			continue
+		}
+		fp, ok := prefillParams(p, target, plain, tiles, c)
+		if !ok {
+			continue
+		}
+		g.Ops[i] = &ir.Op{Kind: ir.AttentionPrefill, Layer: op.Layer, Rows: op.Rows, Params: fp,
+			Operands: []ir.Operand{o, op.Operands[1], qg, op.Operands[2], op.Operands[3]}}
+		drop[j] = true
+		n++
+	}
+	dropOps(g, drop)
+	return n
+}
