@@ -72,8 +72,8 @@ func oracleGPUPlan(t *testing.T) *plan.Plan {
 }
 
 // representatives picks one kernel per family (the first by name) from
-// the gfx1151 plan, from the sm_90 plan for the families only it runs
-// (attention_prefill: gfx1151's f32 KV plan keeps the pair), from the cpu plan for the families fusion leaves out
+// the gfx1151 plan, from the sm_90 plan for the families only it runs, from
+// the cpu plan for the families fusion leaves out
 // of the GPU plans, from optionPlans for the families only an option
 // reaches, and from oracleGPUPlan for gdn_decode_step: the set the golden
 // files pin down.
