@@ -58,26 +58,19 @@ var prefillTiles = map[plan.Target][]prefillTile{
 // all four where the target can (sm_90: three times the products of a
 // plain kernel; gfx1151, whose 256 VGPRs per lane are spent at head_dim
 // 256, cannot, so its f32 KV plans keep attention and the gate). A bf16 KV
-// plan has chosen bf16's precision for k and v (held exactly by one bf16
-// term), but not for q and p: they are split too, so that the kernel stays
-// within the oracle's agreement gate (plain q and p alone cost 0.0044 on
-// the fixture against a 1e-4 gate), at a price measured on the H200 (3.85
-// ms per layer at 8K against 2.73 plain, with a few bytes of spill);
-// `--prefill-attention flash-bf16` takes the plain kernel, and so does a
-// bf16 KV plan on gfx1151, which cannot split.
+// plan has chosen bf16's precision for k and v: its q and p are plain bf16
+// too (on the H200 the split q and p cost 40 % and spilled: 3.85 ms per
+// layer at 8K against 2.73).
 var prefillSplits = map[plan.Target]bool{plan.SM90: true, plan.GFX1151: false, plan.CPU: true}
 
 // prefillParams are the attention_prefill parameters of an attention op:
 // its own, the precision above (none with plain), and the first tile that
-// fits; ok is false when none does or the splits are more than the target
-// can make.
+// fits; ok is false when none does or an f32 cache would need splits the
+// target cannot make.
 func prefillParams(p ir.Params, target plan.Target, plain bool, tiles []prefillTile, c ir.LaunchConfig) (ir.Params, bool) {
-	split := !plain
+	split := !p.Flag("kv_bf16") && !plain
 	if split && !prefillSplits[target] {
-		if !p.Flag("kv_bf16") {
-			return ir.Params{}, false
-		}
-		split = false // a bf16 cache on a target that cannot split: plain bf16
+		return ir.Params{}, false
 	}
 	for _, t := range tiles {
 		fp := p.Clone()
@@ -85,7 +78,7 @@ func prefillParams(p ir.Params, target plan.Target, plain bool, tiles []prefillT
 		fp.SetInt("block_n", int64(t.n))
 		fp.SetFlag("split_q", split)
 		fp.SetFlag("split_p", split)
-		fp.SetFlag("split_kv", split && !p.Flag("kv_bf16"))
+		fp.SetFlag("split_kv", split)
 		if kernels.PrefillSharedBytes(fp) <= c.MaxSharedBytes {
 			return fp, true
 		}

@@ -375,10 +375,7 @@ func cpuEngine(t *testing.T, buckets []int, contextTokens int, kv16 bool) (*runt
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The oracle computes what the GPU plan computes: with the tile pass on,
-	// prefill's projections round their activations to bf16 as the tensor
-	// cores do (the gates against transformers measure what that costs).
-	p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: buckets, ContextTokens: contextTokens, Tiling: planner.TileOn})
+	p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: buckets, ContextTokens: contextTokens})
 	if err != nil {
 		t.Fatal(err)
 	}
