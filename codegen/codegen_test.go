@@ -47,7 +47,11 @@ func optionPlans(t *testing.T) []*plan.Plan {
 	m := planner.FromConfig(arch.RealName, arch.Real())
 	var out []*plan.Plan
 	for _, o := range []planner.Options{{Target: plan.SM90, DecodeStream: true}, {Target: plan.CPU, DecodeSplits: 66},
-		{Target: plan.GFX1151, Tiling: planner.TileOff}, {Target: plan.GFX1151, Fusion: planner.FuseOff}} {
+		{Target: plan.GFX1151, Tiling: planner.TileOff}, {Target: plan.GFX1151, Fusion: planner.FuseOff},
+		// the tensor-core families and the prefill flash attention of a bf16
+		// cache, behind --tiling on and --prefill-attention (off by default)
+		{Target: plan.SM90, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16},
+		{Target: plan.GFX1151, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16}} {
 		o.Buckets, o.ContextTokens = []int{1024}, 4096
 		p, err := planner.Plan(m, o)
 		if err != nil {

@@ -59,16 +59,17 @@ func TestFlashPrefill(t *testing.T) {
 		split  [3]bool // q, k and v, p
 	}{
 		{"real sm_90", arch.Real(), plan.SM90, ir.F32, PrefillDefault, true, [2]int64{128, 32}, [3]bool{true, true, true}},
-		{"real sm_90 bf16", arch.Real(), plan.SM90, ir.BF16, PrefillDefault, true, [2]int64{128, 64}, [3]bool{}},
+		{"real sm_90 bf16", arch.Real(), plan.SM90, ir.BF16, PrefillFlashBF16, true, [2]int64{128, 64}, [3]bool{}},
 		{"real gfx1151", arch.Real(), plan.GFX1151, ir.F32, PrefillDefault, false, [2]int64{}, [3]bool{}},
-		{"real gfx1151 bf16", arch.Real(), plan.GFX1151, ir.BF16, PrefillDefault, true, [2]int64{64, 16}, [3]bool{}},
+		{"real gfx1151 bf16", arch.Real(), plan.GFX1151, ir.BF16, PrefillFlashBF16, true, [2]int64{64, 16}, [3]bool{}},
 		{"tiny heads sm_90", &tiny, plan.SM90, ir.F32, PrefillDefault, true, [2]int64{128, 64}, [3]bool{true, true, true}},
 		{"tiny heads gfx1151", &tiny, plan.GFX1151, ir.F32, PrefillDefault, false, [2]int64{}, [3]bool{}},
-		{"tiny heads gfx1151 bf16", &tiny, plan.GFX1151, ir.BF16, PrefillDefault, true, [2]int64{64, 16}, [3]bool{}},
+		{"tiny heads gfx1151 bf16", &tiny, plan.GFX1151, ir.BF16, PrefillFlashBF16, true, [2]int64{64, 16}, [3]bool{}},
 		{"head_dim 40 sm_90", &odd, plan.SM90, ir.F32, PrefillFlash, false, [2]int64{}, [3]bool{}},
 		{"real sm_90 eager", arch.Real(), plan.SM90, ir.F32, PrefillEager, false, [2]int64{}, [3]bool{}},
 		{"real sm_90 flash-bf16", arch.Real(), plan.SM90, ir.F32, PrefillFlashBF16, true, [2]int64{128, 64}, [3]bool{}},
 		{"real cpu", arch.Real(), plan.CPU, ir.F32, PrefillDefault, false, [2]int64{}, [3]bool{}},
+		{"real sm_90 bf16 default", arch.Real(), plan.SM90, ir.BF16, PrefillDefault, false, [2]int64{}, [3]bool{}},
 		{"real cpu flash", arch.Real(), plan.CPU, ir.F32, PrefillFlash, true, [2]int64{128, 32}, [3]bool{true, true, true}},
 	} {
 		gs := graphs(tc.c, tc.target, tc.kv, tc.attn)

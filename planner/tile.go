@@ -12,7 +12,11 @@ import (
 type Tiling string
 
 const (
-	TileDefault Tiling = ""    // on for GPU targets, off on the CPU (whose plan keeps the oracle families)
+	// TileDefault is off on every target for now: on the H200 the tiled
+	// plan's prefill left transformers' logits of the HF fixture (and so
+	// did the CPU running the tiled families' references), so the tensor-core
+	// families stay behind --tiling on until that is found.
+	TileDefault Tiling = ""
 	TileOn      Tiling = "on"  // on for every target (the tiled families' references run on the CPU)
 	TileOff     Tiling = "off" // never: prefill keeps matmul and the per-slot MoE kernels
 )
@@ -20,7 +24,7 @@ const (
 // tilePass runs tileMany over the prefill graphs of a GPU target, and the
 // logits pass of many rows (teacher forcing: the LM head over every row).
 func tilePass(c *compilation) error {
-	if !(c.o.Tiling == TileOn || (c.o.Tiling == TileDefault && c.o.Target.GPU())) {
+	if c.o.Tiling != TileOn {
 		return nil
 	}
 	for i, g := range c.graphs {

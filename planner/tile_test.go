@@ -25,15 +25,15 @@ func tiledGraphs(t *testing.T, target plan.Target, tiling Tiling, buckets []int)
 	return out
 }
 
-// TestTilePass: on a GPU target every projection of a prefill of several
-// rows is a gemm or gemm_add and every layer's routed experts the grouped
-// chain; the decode step, a one-row prefill, the cpu target and Tiling off
-// keep the old families.
+// TestTilePass: with the pass on (--tiling on; the default is off) every
+// projection of a GPU prefill of several rows is a gemm or gemm_add and
+// every layer's routed experts the grouped chain; the decode step, a
+// one-row prefill, the cpu target and Tiling off keep the old families.
 func TestTilePass(t *testing.T) {
 	const layers = 4
 	for _, target := range plan.GPUTargets() {
 		untiled := tiledGraphs(t, target, TileOff, []int{1, 4})
-		tiled := tiledGraphs(t, target, TileDefault, []int{1, 4})
+		tiled := tiledGraphs(t, target, TileOn, []int{1, 4})
 		before, after := kindCounts(untiled["prefill_4"]), kindCounts(tiled["prefill_4"])
 		want := map[ir.Kind]int{
 			ir.GEMM: before[ir.MatMul], ir.GEMMAdd: before[ir.MatMulAdd],

@@ -515,7 +515,7 @@ func decodeLaunches(t *testing.T, p *plan.Plan) ([]*plan.Kernel, []*plan.Launch)
 		l := &ph.Launches[i]
 		k := kernelOf(t, p, l.Kernel)
 		switch ir.Kind(k.Family) {
-		case ir.Embedding, ir.MoEDown, ir.MoEDownGEMV, ir.MoEDecodeDown, ir.AttentionDecodeSplit, ir.RMSNorm: // moe_decode_down on GPU targets
+		case ir.Embedding, ir.MoEDown, ir.MoEDownGEMV, ir.MoEDecodeDown, ir.AttentionDecodeSplit, ir.RMSNorm, ir.RMSNormGEMV: // moe_decode_down and rmsnorm_gemv on GPU targets
 			if !seen[k.Family] {
 				seen[k.Family] = true
 				ks, ls = append(ks, k), append(ls, l)
