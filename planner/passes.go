@@ -25,9 +25,9 @@ var passes = []pass{
 	{"lower", lowerPass},         // each step of the model to a verified IR graph
 	{"fuse", fusePass},           // rewrite patterns into fused families (on GPU targets by default)
 	{"split_kv", splitPass},      // decode attention split across the context (on GPU targets by default)
-	{"flash", flashPass},         // prefill attention and its output gate to flash attention on tensor cores (GPU targets by default)
+	{"flash", flashPass},         // prefill attention and its output gate to flash attention on tensor cores (GPU targets, f32 KV, by default)
 	{"stream", streamPass},       // one-row projections to the weight-streaming families (GPU targets)
-	{"tile", tilePass},           // prefill's projections and routed experts to the tensor-core families (GPU targets)
+	{"tile", tilePass},           // prefill's projections and routed experts to the tensor-core families (--tiling on)
 	{"configure", configurePass}, // each op's launch shape from the target's launch configuration
 	{"schedule", schedulePass},   // arena placement, kernels, launches: the plan, validated
 }
