@@ -12,10 +12,11 @@ import (
 type Tiling string
 
 const (
-	// TileDefault is off on every target for now: on the H200 the tiled
-	// plan's prefill left transformers' logits of the HF fixture (and so
-	// did the CPU running the tiled families' references), so the tensor-core
-	// families stay behind --tiling on until that is found.
+	// TileDefault is off on every target for now: activations rounded to
+	// one bf16 term move the HF fixture's logits past the gates (on the H200
+	// and on the CPU running the tiled references alike), so the
+	// tensor-core families stay behind --tiling on until their A operand
+	// can be split (docs/prefill-gemm.md).
 	TileDefault Tiling = ""
 	TileOn      Tiling = "on"  // on for every target (the tiled families' references run on the CPU)
 	TileOff     Tiling = "off" // never: prefill keeps matmul and the per-slot MoE kernels
