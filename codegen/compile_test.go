@@ -30,13 +30,29 @@ func clang(t *testing.T) *hipcc.Compiler {
 	return c
 }
 
-// uniqueSources renders a frozen plan and keeps one source per distinct
-// code, with every plan kernel that rendered to it.
+// uniqueSources renders the target's frozen plan and the option plans of
+// that target (the families only an option reaches: the tensor-core ones,
+// the streamed decode attention, the unfused decode MoE, gdn_decode_step)
+// and keeps one source per distinct code, with every plan kernel that
+// rendered to it.
 func uniqueSources(t *testing.T, target plan.Target) ([]hipcc.Source, map[string][]string, map[string]string) {
 	t.Helper()
-	srcs, err := RenderPlan(frozen(t, target))
-	if err != nil {
-		t.Fatal(err)
+	ps := []*plan.Plan{frozen(t, target)}
+	if target == plan.GFX1151 {
+		ps = append(ps, oracleGPUPlan(t))
+	}
+	for _, p := range optionPlans(t) {
+		if p.Target == target {
+			ps = append(ps, p)
+		}
+	}
+	var srcs []Source
+	for _, p := range ps {
+		s, err := RenderPlan(p)
+		if err != nil {
+			t.Fatalf("%s: %v", p.Target, err)
+		}
+		srcs = append(srcs, s...)
 	}
 	byHash := map[string]string{}
 	same := map[string][]string{}
@@ -55,7 +71,7 @@ func uniqueSources(t *testing.T, target plan.Target) ([]hipcc.Source, map[string
 	return out, same, family
 }
 
-// TestCompileGfx1151 compiles every kernel of the frozen gfx1151 plan to a
+// TestCompileGfx1151 compiles every kernel of the gfx1151 plans to a
 // code object with clang-19 (no device libraries, no headers) and checks
 // the resource report: no scratch, VGPRs and LDS within budget. go test -v
 // prints the budget table.
@@ -98,7 +114,7 @@ func TestCompileGfx1151(t *testing.T) {
 		kernels, len(results), maxV, maxVGPRs, maxLDS, table.String())
 }
 
-// TestCompileSm90 parses and compiles every kernel of the frozen sm_90 plan
+// TestCompileSm90 parses and compiles every kernel of the sm_90 plans
 // to PTX with clang-19's CUDA front end (no CUDA headers or libdevice) and
 // checks each PTX file defines the kernel's entry point.
 func TestCompileSm90(t *testing.T) {
