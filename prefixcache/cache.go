@@ -12,10 +12,27 @@ import (
 )
 
 // Snapshot is what the cache holds (a *runtime.Snapshot): its size and the
-// number of tokens it covers.
+// number of tokens it covers. Bytes is the host memory it takes now; a
+// snapshot may move between device and host memory while cached, so the
+// cache sums its entries' Bytes whenever it checks its bound.
 type Snapshot interface {
 	Bytes() int64
 	Position() int
+}
+
+// Releaser is implemented by snapshots that hold memory to give back (a
+// device buffer) when the cache lets go of them: evicted, replaced, or not
+// stored at all.
+type Releaser interface{ Release() }
+
+// DeviceHolder is implemented by snapshots that may live in device memory;
+// Stats counts it.
+type DeviceHolder interface{ DeviceBytes() int64 }
+
+func release[S Snapshot](s S) {
+	if r, ok := any(s).(Releaser); ok {
+		r.Release()
+	}
 }
 
 // Cache is safe for concurrent use.
@@ -24,7 +41,6 @@ type Cache[S Snapshot] struct {
 	maxEntries int
 	maxBytes   int64
 	lru        *list.List // front: most recently used; values *entry
-	bytes      int64
 	stats      Stats
 }
 
@@ -37,7 +53,8 @@ type entry[S Snapshot] struct {
 type Stats struct {
 	Hits, Misses, Evictions uint64
 	Entries                 int
-	Bytes                   int64
+	Bytes                   int64 // host memory of the entries
+	DeviceBytes             int64 // device memory of the entries
 }
 
 // New returns a cache bounded by entry count and bytes (a bound ≤ 0
@@ -78,34 +95,56 @@ func (c *Cache[S]) Lookup(tokens []int32) (S, int) {
 
 // Put stores the snapshot of tokens (replacing an entry for the same
 // tokens) and evicts least recently used entries beyond the bounds. A
-// snapshot larger than the byte bound is not stored.
+// snapshot larger than the byte bound is not stored. The cache owns s from
+// here: what it does not keep, it releases.
 func (c *Cache[S]) Put(tokens []int32, s S) {
 	if !c.Enabled() || s.Bytes() > c.maxBytes || s.Position() != len(tokens) {
+		release(s)
 		return
 	}
+	// Released after the lock: a release may wait for the engine's step.
+	var drop []S
+	defer func() {
+		for _, d := range drop {
+			release(d)
+		}
+	}()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for e := c.lru.Front(); e != nil; e = e.Next() {
 		if en := e.Value.(*entry[S]); slices.Equal(en.tokens, tokens) {
-			c.bytes += s.Bytes() - en.snap.Bytes()
+			if any(en.snap) != any(s) {
+				drop = append(drop, en.snap)
+			}
 			en.snap = s
 			c.lru.MoveToFront(e)
-			c.evict()
+			drop = append(drop, c.evict()...)
 			return
 		}
 	}
 	c.lru.PushFront(&entry[S]{tokens: slices.Clone(tokens), snap: s})
-	c.bytes += s.Bytes()
-	c.evict()
+	drop = append(drop, c.evict()...)
 }
 
-func (c *Cache[S]) evict() {
-	for c.lru.Len() > c.maxEntries || c.bytes > c.maxBytes {
+// bytes is the host memory of the entries now.
+func (c *Cache[S]) bytes() int64 {
+	var n int64
+	for e := c.lru.Front(); e != nil; e = e.Next() {
+		n += e.Value.(*entry[S]).snap.Bytes()
+	}
+	return n
+}
+
+// evict removes least recently used entries beyond the bounds and returns
+// their snapshots, to be released.
+func (c *Cache[S]) evict() (out []S) {
+	for c.lru.Len() > c.maxEntries || c.bytes() > c.maxBytes {
 		back := c.lru.Back()
-		c.bytes -= back.Value.(*entry[S]).snap.Bytes()
 		c.lru.Remove(back)
+		out = append(out, back.Value.(*entry[S]).snap)
 		c.stats.Evictions++
 	}
+	return out
 }
 
 // Stats returns the counters.
@@ -116,6 +155,11 @@ func (c *Cache[S]) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.stats
-	s.Entries, s.Bytes = c.lru.Len(), c.bytes
+	s.Entries, s.Bytes = c.lru.Len(), c.bytes()
+	for e := c.lru.Front(); e != nil; e = e.Next() {
+		if d, ok := any(e.Value.(*entry[S]).snap).(DeviceHolder); ok {
+			s.DeviceBytes += d.DeviceBytes()
+		}
+	}
 	return s
 }

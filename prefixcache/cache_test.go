@@ -76,3 +76,44 @@ func TestDisabled(t *testing.T) {
 		t.Error("a disabled cache returned an entry")
 	}
 }
+
+// relSnap counts its releases and may move its bytes between tiers.
+type relSnap struct {
+	snap
+	dev      int64
+	released int
+}
+
+func (s *relSnap) Release()           { s.released++ }
+func (s *relSnap) DeviceBytes() int64 { return s.dev }
+
+// TestReleaseWhatIsNotKept: the cache releases every snapshot it lets go of
+// — evicted, replaced, refused — exactly once, and none that it keeps.
+func TestReleaseWhatIsNotKept(t *testing.T) {
+	c := New[*relSnap](2, 100)
+	mk := func(n int, bytes, dev int64) *relSnap {
+		return &relSnap{snap: snap{pos: n, bytes: bytes}, dev: dev}
+	}
+	a, b, b2, big, short, d := mk(1, 10, 500), mk(2, 10, 0), mk(2, 20, 0), mk(3, 101, 0), mk(5, 1, 0), mk(4, 10, 7)
+	c.Put([]int32{1}, a)
+	c.Put([]int32{1, 2}, b)
+	c.Put([]int32{1, 2}, b2)       // replaces b
+	c.Put([]int32{1, 2}, b2)       // the same snapshot again: kept, not released
+	c.Put([]int32{1, 2, 3}, big)   // over the byte bound: refused
+	c.Put([]int32{1, 2, 3}, short) // position does not match its tokens: refused
+	c.Put([]int32{1, 2, 3, 4}, d)  // evicts a (entries bound)
+	got := []int{a.released, b.released, b2.released, big.released, short.released, d.released}
+	if diff := cmp.Diff([]int{1, 1, 0, 1, 1, 0}, got); diff != "" {
+		t.Errorf("releases of a, b, b2, big, short, d (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(Stats{Evictions: 1, Entries: 2, Bytes: 30, DeviceBytes: 7}, c.Stats()); diff != "" {
+		t.Errorf("stats (-want +got):\n%s", diff)
+	}
+	// A snapshot moved from the device to the host after it was stored
+	// counts at the next check of the bound.
+	d.bytes, d.dev = 96, 0
+	c.Put([]int32{9}, mk(1, 5, 0))
+	if st := c.Stats(); st.Entries != 1 || st.Bytes != 5 || d.released != 1 || b2.released != 1 {
+		t.Errorf("after the move: %+v, d released %d, b2 released %d", st, d.released, b2.released)
+	}
+}

@@ -77,6 +77,24 @@ func (*CPU) Download(dst []byte, src Ref) error {
 	return nil
 }
 
+// Copy copies n bytes between buffers (the device copy of GPU backends:
+// the prefix cache's device tier runs the same on the CPU).
+func (*CPU) Copy(dst, src Ref, n int64) error {
+	d, err := host(dst)
+	if err != nil {
+		return err
+	}
+	s, err := host(src)
+	if err != nil {
+		return err
+	}
+	if n < 0 || n > int64(len(d)) || n > int64(len(s)) {
+		return fmt.Errorf("cpu: copy of %d bytes overruns a buffer", n)
+	}
+	copy(d[:n], s[:n])
+	return nil
+}
+
 func (*CPU) Zero(dst Ref, n int64) error {
 	b, err := host(dst)
 	if err != nil {

@@ -40,6 +40,8 @@ type Engine struct {
 	sampler deviceSampler
 	// life is the step lock Close waits on (lifetime.go).
 	life lifetime
+	// snaps is the device tier of snapshots (snapshot.go).
+	snaps snapshots
 }
 
 // phase is a plan phase with its kernels, buffers and ports resolved.
@@ -591,6 +593,7 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.dropGraphs()
+	e.dropSnapshots()
 	for _, m := range e.globals {
 		e.be.Free(m)
 	}

@@ -145,6 +145,7 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 	if err != nil {
 		return nil, err
 	}
+	defer func() { release(pending) }() // nil once committed
 	res.cachedTokens = cached
 	dec := m.Tokenizer.NewDecoder(!p.keepSpecial)
 	stopped := false
@@ -319,6 +320,7 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 	}
 	s.metrics.Tokens(res.promptTokens, res.completionTokens)
 	s.commit(pending)
+	pending = nil
 	return res, nil
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 
 	"github.com/aimaproject/aimac/prefixcache"
 	"github.com/aimaproject/aimac/runtime"
@@ -38,15 +39,28 @@ func (s *Server) startSequence(ctx context.Context, m *Model, prompt []int32, bo
 		logits, err := m.Engine.Prefill(ctx, prompt, nil)
 		return logits, 0, nil, err
 	}
+	var taken []pendingSnapshot
+	defer func() {
+		if err != nil { // what this request took is not cached
+			release(taken)
+		}
+	}()
 	snap, n := s.prefix.Lookup(prompt)
-	s.metrics.PrefixCache(n > 0)
 	if n > 0 {
-		if err := snapper.Restore(snap); err != nil {
+		err := snapper.Restore(snap)
+		if errors.Is(err, runtime.ErrReleased) {
+			n = 0 // evicted between the lookup and the restore: a miss
+		} else if err != nil {
+			return nil, 0, nil, err
+		} else {
+			logits, cached = snap.Logits(), n
+		}
+	}
+	s.metrics.PrefixCache(n > 0)
+	if n == 0 {
+		if err := m.Engine.Reset(); err != nil {
 			return nil, 0, nil, err
 		}
-		logits, cached = snap.Logits(), n
-	} else if err := m.Engine.Reset(); err != nil {
-		return nil, 0, nil, err
 	}
 	pos := n
 	take := func(end int) error {
@@ -58,7 +72,7 @@ func (s *Server) startSequence(ctx context.Context, m *Model, prompt []int32, bo
 		if err != nil {
 			return err
 		}
-		pending = append(pending, pendingSnapshot{tokens: prompt[:end], snap: sn})
+		taken = append(taken, pendingSnapshot{tokens: prompt[:end], snap: sn})
 		return nil
 	}
 	if boundary > pos && boundary < len(prompt) {
@@ -71,13 +85,22 @@ func (s *Server) startSequence(ctx context.Context, m *Model, prompt []int32, bo
 			return nil, 0, nil, err
 		}
 	}
-	return logits, cached, pending, nil
+	return logits, cached, taken, nil
 }
 
-// commit adds a successful request's snapshots to the cache.
+// commit adds a successful request's snapshots to the cache, which owns
+// them from then on.
 func (s *Server) commit(pending []pendingSnapshot) {
 	for _, p := range pending {
 		s.prefix.Put(p.tokens, p.snap)
+	}
+}
+
+// release gives back the snapshots of a request that did not succeed (a
+// snapshot may hold device memory).
+func release(pending []pendingSnapshot) {
+	for _, p := range pending {
+		p.snap.Release()
 	}
 }
 

@@ -14,11 +14,20 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aimaproject/aimac/loader"
+	"github.com/aimaproject/aimac/runtime"
 	"github.com/aimaproject/aimac/server"
 )
 
 // cacheServer serves the tiny model on the CPU engine with a prefix cache.
 func cacheServer(t *testing.T, entries int, bytes int64) (*httptest.Server, *server.Server) {
+	t.Helper()
+	ts, srv, _ := cacheServerOn(t, entries, bytes, 0)
+	return ts, srv
+}
+
+// cacheServerOn is cacheServer with device bytes for the engine's snapshot
+// tier (the CPU backend's copies stand in for device memory).
+func cacheServerOn(t *testing.T, entries int, bytes, device int64) (*httptest.Server, *server.Server, *runtime.Engine) {
 	t.Helper()
 	f := tiny(t)
 	l, err := loader.Open(loader.Options{ModelDir: f.dir, Buckets: []int{16, 64}, ContextTokens: 512})
@@ -26,11 +35,14 @@ func cacheServer(t *testing.T, entries int, bytes int64) (*httptest.Server, *ser
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
+	if err := l.Engine.SetSnapshotDeviceBytes(device); err != nil {
+		t.Fatal(err)
+	}
 	srv := server.New(server.Config{PrefixCacheEntries: entries, PrefixCacheBytes: bytes})
 	srv.SetModel(f.model(l.Engine))
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
-	return ts, srv
+	return ts, srv, l.Engine
 }
 
 // turn is what a greedy chat request answered.
@@ -179,6 +191,66 @@ func TestPrefixCacheUntouchedByCancelledRequest(t *testing.T) {
 	}
 	if hits := metric(t, ts, "aima_prefix_cache_hits_total"); hits < 0 {
 		t.Errorf("hits %v", hits)
+	}
+}
+
+// TestPrefixCacheDeviceTier: with snapshots in device memory the cached
+// answers are the cold ones, the cache's device bytes are exactly what the
+// engine's tier holds (a cancelled request's snapshots are given back, none
+// leaks), and moving every snapshot to the host changes no answer.
+func TestPrefixCacheDeviceTier(t *testing.T) {
+	ts, _, e := cacheServerOn(t, 8, 64<<20, 64<<20)
+	conv := []map[string]string{user("First conversation: count to three.")}
+	want := chatTurn(t, ts, conv, false)
+	for round := 0; round < 2; round++ {
+		if got := chatTurn(t, ts, conv, true); !cmp.Equal(answerOnly(want), answerOnly(got)) {
+			t.Errorf("round %d: %+v, want %+v", round, got, want)
+		}
+	}
+	held := func(what string) {
+		t.Helper()
+		used, _ := e.SnapshotDevice()
+		if got := metric(t, ts, "aima_prefix_cache_device_bytes"); got != float64(used) {
+			t.Errorf("%s: the cache reports %v device bytes, the engine's tier holds %d", what, got, used)
+		}
+	}
+	if used, _ := e.SnapshotDevice(); used == 0 {
+		t.Fatal("no snapshot went to the device tier")
+	}
+	held("after the cached turns")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	body, _ := json.Marshal(map[string]any{"model": modelID, "stream": true, "max_tokens": 400, "temperature": 0,
+		"messages": []map[string]string{user("Another question, abandoned midway.")}})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/v1/chat/completions", strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(resp.Body)
+	for chunks := 0; chunks < 3; {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream ended early: %v", err)
+		}
+		if strings.HasPrefix(line, "data: ") {
+			chunks++
+		}
+	}
+	cancel()
+	resp.Body.Close()
+	waitFor(t, 5e9, "the cancelled request to leave", func() bool {
+		return metric(t, ts, "aima_queue_running") == 0
+	})
+	held("after a cancelled request")
+
+	if err := e.SetSnapshotDeviceBytes(0); err != nil {
+		t.Fatal(err)
+	}
+	held("with every snapshot on the host")
+	if got := chatTurn(t, ts, conv, true); !cmp.Equal(answerOnly(want), answerOnly(got)) {
+		t.Errorf("from the host tier: %+v, want %+v", got, want)
 	}
 }
 

@@ -116,9 +116,9 @@ func New(cfg Config) *Server {
 	s.metrics = metrics.New(func() (int, int) { st := s.queue.Stats(); return st.Waiting, st.Running })
 	s.responses = newStore(cfg.ResponsesStore)
 	s.prefix = prefixcache.New[*runtime.Snapshot](cfg.PrefixCacheEntries, cfg.PrefixCacheBytes)
-	s.metrics.SetPrefixCacheStats(func() (int, int64, uint64) {
+	s.metrics.SetPrefixCacheStats(func() (int, int64, int64, uint64) {
 		st := s.prefix.Stats()
-		return st.Entries, st.Bytes, st.Evictions
+		return st.Entries, st.Bytes, st.DeviceBytes, st.Evictions
 	})
 	s.router = s.routes()
 	return s

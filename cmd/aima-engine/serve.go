@@ -20,6 +20,7 @@ import (
 	"github.com/aimaproject/aimac/chat"
 	"github.com/aimaproject/aimac/cliflag"
 	"github.com/aimaproject/aimac/loader"
+	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/server"
 	"github.com/aimaproject/aimac/server/auth"
 	"github.com/aimaproject/aimac/sums"
@@ -38,6 +39,7 @@ type serveFlags struct {
 	logFormat   string
 	demo        bool
 	cacheMiB    int64
+	deviceMiB   int64
 	thinking    bool
 	cfg         server.Config
 }
@@ -81,6 +83,7 @@ worker has returned, and exits 0.
 	cliflag.Int(fl, &f.cfg.ResponsesStore, "responses-store", 256, 1, "`N` Responses API objects kept for previous_response_id")
 	cliflag.Int(fl, &f.cfg.PrefixCacheEntries, "prefix-cache-entries", 16, 0, "`N` state snapshots the prefix cache keeps (0 disables it)")
 	cliflag.MiB(fl, &f.cacheMiB, "prefix-cache-mib", 4096, 0, "host memory the prefix cache may hold, in `MiB` (0 disables it)")
+	cliflag.MiB(fl, &f.deviceMiB, "prefix-cache-device-mib", 8192, 0, "GPU memory the prefix cache's snapshots may stay in, in `MiB`, at most half of what is free after loading (0: host memory only); the least recently used move to host memory")
 	_ = c.RegisterFlagCompletionFunc("log-format", cobra.FixedCompletions(logFormats, cobra.ShellCompDirectiveNoFileComp))
 	return c
 }
@@ -210,6 +213,10 @@ func loadModel(ctx context.Context, f *serveFlags, stderr io.Writer) (*loader.Lo
 		return nil, nil, err
 	}
 	fmt.Fprint(stderr, l.Memory.String())
+	if err := deviceSnapshots(l, f); err != nil {
+		l.Close()
+		return nil, nil, err
+	}
 	name := f.name
 	if name == "" {
 		name = filepath.Base(filepath.Clean(dir))
@@ -231,6 +238,28 @@ func loadModel(ctx context.Context, f *serveFlags, stderr io.Writer) (*loader.Lo
 		return nil, nil, err
 	}
 	return l, m, nil
+}
+
+// deviceSnapshots bounds the GPU memory the prefix cache's snapshots may
+// stay in: --prefix-cache-device-mib, at most half of the device memory free
+// after loading. On the CPU every snapshot is in host memory anyway.
+func deviceSnapshots(l *loader.Loaded, f *serveFlags) error {
+	n := f.deviceMiB << 20
+	if l.Plan.Target == plan.CPU || f.cfg.PrefixCacheBytes == 0 || n == 0 {
+		return nil
+	}
+	if mi, ok := l.Backend.(interface {
+		MemInfo() (free, total uint64, err error)
+	}); ok {
+		if free, _, err := mi.MemInfo(); err == nil {
+			n = min(n, int64(free/2))
+		}
+	}
+	if err := l.Engine.SetSnapshotDeviceBytes(n); err != nil {
+		return fmt.Errorf("prefix cache device memory: %w", err)
+	}
+	f.cfg.Logger.Info("prefix cache", "host_bytes", f.cfg.PrefixCacheBytes, "device_bytes", n)
+	return nil
 }
 
 // readModelFiles reads what serving needs of a model directory besides

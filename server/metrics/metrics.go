@@ -23,6 +23,7 @@
 //	aima_prefix_cache_evictions_total                 counter
 //	aima_prefix_cache_entries                         gauge
 //	aima_prefix_cache_bytes                           gauge
+//	aima_prefix_cache_device_bytes                    gauge
 package metrics
 
 import (
@@ -69,12 +70,12 @@ type Metrics struct {
 	completionTokens uint64
 	cacheHits        uint64
 	cacheMisses      uint64
-	cacheStats       func() (entries int, bytes int64, evictions uint64)
+	cacheStats       func() (entries int, bytes, deviceBytes int64, evictions uint64)
 }
 
-// SetPrefixCacheStats reports the prefix cache's size and evictions at every
-// scrape.
-func (m *Metrics) SetPrefixCacheStats(f func() (entries int, bytes int64, evictions uint64)) {
+// SetPrefixCacheStats reports the prefix cache's size (host and device
+// bytes) and evictions at every scrape.
+func (m *Metrics) SetPrefixCacheStats(f func() (entries int, bytes, deviceBytes int64, evictions uint64)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.cacheStats = f
@@ -238,10 +239,10 @@ func (m *Metrics) render() []byte {
 		e.sample(c.name, nil, float64(c.value))
 	}
 	var entries int
-	var bytes int64
+	var bytes, deviceBytes int64
 	var evictions uint64
 	if m.cacheStats != nil {
-		entries, bytes, evictions = m.cacheStats()
+		entries, bytes, deviceBytes, evictions = m.cacheStats()
 	}
 	e.header("aima_prefix_cache_evictions_total", "counter", "Prefix cache entries evicted to stay within its bounds.")
 	e.sample("aima_prefix_cache_evictions_total", nil, float64(evictions))
@@ -249,6 +250,8 @@ func (m *Metrics) render() []byte {
 	e.sample("aima_prefix_cache_entries", nil, float64(entries))
 	e.header("aima_prefix_cache_bytes", "gauge", "Host bytes the prefix cache holds.")
 	e.sample("aima_prefix_cache_bytes", nil, float64(bytes))
+	e.header("aima_prefix_cache_device_bytes", "gauge", "Device bytes the prefix cache holds (snapshots kept in GPU memory).")
+	e.sample("aima_prefix_cache_device_bytes", nil, float64(deviceBytes))
 	return e.buf.Bytes()
 }
 
