@@ -45,6 +45,11 @@ type Options struct {
 	// (so it spans several shards), 4 GiB for full. A shard is generated in
 	// memory before it is written, so this is also about Write's peak memory.
 	ShardBytes int64
+	// ConfigOnly writes the model's files without its tensors: config,
+	// tokenizer, chat template and generation config, what an engine run
+	// with generated weights (--synthetic-weights) reads — the full model
+	// without 69 GB on disk.
+	ConfigOnly bool
 	// Progress, if set, is called with the bytes of tensor data done so far
 	// and the total; done == total once every shard is on disk.
 	Progress func(done, total int64)
@@ -120,6 +125,9 @@ func Write(opts Options) error {
 		}
 	}
 
+	if opts.ConfigOnly {
+		return nil
+	}
 	// One shard in memory at a time; the buffer is reused across shards.
 	var maxShard int64
 	for _, s := range shards {

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"maps"
@@ -17,6 +18,7 @@ import (
 	"github.com/aimaproject/aimac/arch"
 	"github.com/aimaproject/aimac/bf16"
 	"github.com/aimaproject/aimac/checkpoint"
+	"github.com/aimaproject/aimac/loader"
 )
 
 // writeTiny writes a tiny checkpoint into a fresh directory and returns it.
@@ -566,6 +568,33 @@ func TestChatTemplateCases(t *testing.T) {
 	for _, c := range cases {
 		if (c.Want == nil) == (c.Error == nil) || c.Input["messages"] == nil {
 			t.Errorf("case %q: want exactly one of want/error, and messages", c.Name)
+		}
+	}
+}
+
+// TestConfigOnly: --config-only writes every model file but no tensor, and
+// an engine with generated weights runs from that directory.
+func TestConfigOnly(t *testing.T) {
+	for _, preset := range []string{PresetTiny, PresetFull} {
+		dir := t.TempDir()
+		if err := Write(Options{Preset: preset, Seed: 1, Out: dir, ConfigOnly: true}); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"chat_template.jinja", "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"}
+		if diff := cmp.Diff(want, slices.Sorted(maps.Keys(readDir(t, dir)))); diff != "" {
+			t.Errorf("%s: files (-want +got):\n%s", preset, diff)
+		}
+		if preset != PresetTiny {
+			continue
+		}
+		l, err := loader.Open(loader.Options{ModelDir: dir, Buckets: []int{8}, ContextTokens: 32, Synthetic: true, SyntheticSeed: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		logits, err := l.Engine.Prefill(context.Background(), []int32{1, 2, 3}, nil)
+		l.Close()
+		if err != nil || len(logits) == 0 {
+			t.Errorf("prefill on generated weights: %d logits, %v", len(logits), err)
 		}
 	}
 }

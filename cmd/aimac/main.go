@@ -223,7 +223,11 @@ has the real widths (use --layers to keep it on disk).`,
 			if err := synth.Write(o); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s checkpoint to %s\n", o.Preset, o.Out)
+			what := "checkpoint"
+			if o.ConfigOnly {
+				what = "model files (no tensors)"
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s %s to %s\n", o.Preset, what, o.Out)
 			return nil
 		},
 	}
@@ -231,6 +235,7 @@ has the real widths (use --layers to keep it on disk).`,
 	cliflag.Int(c.Flags(), &o.Layers, "layers", 0, 0, "number of layers `N` (0: the preset's)")
 	c.Flags().Uint64Var(&o.Seed, "seed", 1, "random `SEED`")
 	c.Flags().StringVar(&o.Out, "out", "", "output `DIR` (must not exist or be empty)")
+	c.Flags().BoolVar(&o.ConfigOnly, "config-only", false, "write the config, tokenizer, chat template and generation config but no tensors (for an engine run with --synthetic-weights)")
 	_ = c.RegisterFlagCompletionFunc("preset", cobra.FixedCompletions(synth.Presets(), cobra.ShellCompDirectiveNoFileComp))
 	return c
 }

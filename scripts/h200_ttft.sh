@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Time to first token through the server on the full-size Qwen3.6-35B-A3B
+# (40 layers, synthetic bf16 weights made on the device), on an sm_90 machine:
+#   1. aimac synth --preset full --config-only (config, tokenizer, template:
+#      no tensors on disk), aimac plan --target sm_90 with the design card's
+#      buckets 1024,2048,4096,8192 and a context of 132096 (128K prompts and
+#      the steps after them; TTFT_PLAN_FLAGS adds plan flags), aimac build;
+#   2. aima-engine serve --bundle ... --synthetic-weights 1, its prefix cache's
+#      snapshots in device memory (--prefix-cache-device-mib, TTFT_DEVICE_MIB);
+#   3. bench/ttft.py: TTFT at N-1, N, N+1 around every bucket edge (the worst
+#      TTFT(N+1)/TTFT(N)), the exact-prefix hit at 32K and 128K against its
+#      cold request (TTFT_EXACT), and a second chat turn.
+# Build first: CGO_ENABLED=0 go build -o bin/ ./cmd/...
+# Run from the repository root: scripts/h200_ttft.sh [RESULTS_DIR]
+# Writes ttft.json, ttft.log and ttft_serve.log into RESULTS_DIR (default
+# results/h200). TTFT_BUDGET_S (default 420) bounds the benchmark.
+set -u
+dir=${1:-results/h200}; mkdir -p "$dir"
+work=${TTFT_WORK:-$(mktemp -d)}
+start=$(date +%s); elapsed() { echo $(($(date +%s) - start)); }
+echo "== [$(elapsed)s] model files and bundle"
+bin/aimac synth --preset full --config-only --out "$work/full40" || exit 1
+# shellcheck disable=SC2086
+bin/aimac plan --model-dir "$work/full40" --target sm_90 --buckets 1024,2048,4096,8192 \
+  --context-tokens 132096 ${TTFT_PLAN_FLAGS:-} --out "$work/plan.json" || exit 1
+bin/aimac build --plan "$work/plan.json" --target sm_90 --out "$work/bundle" > "$work/build.log" 2>&1 || { tail -20 "$work/build.log"; exit 1; }
+port=${TTFT_PORT:-8124}
+echo "== [$(elapsed)s] serve"
+bin/aima-engine serve --model-dir "$work/full40" --bundle "$work/bundle" --synthetic-weights 1 --port "$port" \
+  --model-name full40 --prefix-cache-device-mib "${TTFT_DEVICE_MIB:-16384}" --request-timeout 20m \
+  > "$work/serve.out" 2> "$dir/ttft_serve.log" &
+srv=$!
+for _ in $(seq 1 600); do grep -q '"ready"' "$work/serve.out" 2>/dev/null && break; kill -0 $srv 2>/dev/null || break; sleep 0.5; done
+status=0
+if grep -q '"ready"' "$work/serve.out"; then
+  echo "== [$(elapsed)s] ttft"
+  timeout "${TTFT_BUDGET_S:-420}" python3 bench/ttft.py --url "http://127.0.0.1:$port" --model full40 \
+    --buckets 1024,2048,4096,8192 --exact "${TTFT_EXACT:-32768,131072}" --repeats 3 --exact-repeats 3 \
+    --out "$dir/ttft.json" > "$dir/ttft.log" 2>&1 || status=1
+  cat "$dir/ttft.log"
+else
+  echo "serve did not become ready"; tail -20 "$dir/ttft_serve.log"; status=1
+fi
+kill -TERM $srv 2>/dev/null; wait $srv
+echo "== [$(elapsed)s] done, status $status"
+exit $status
