@@ -656,6 +656,13 @@ def fmt(x, digits=1):
 
 def cmd_combine(args):
     ours, ours_err = load_json(args.ours)
+    for extra in args.ours_extra or []:
+        # Another run of ours (the long prefills, one timed run each): its
+        # prefill lengths join the table.
+        more, _ = load_json(extra)
+        if more and ours is not None:
+            have = {e["tokens"] for e in ours.get("prefill") or []}
+            ours.setdefault("prefill", []).extend(e for e in more.get("prefill") or [] if e["tokens"] not in have)
     hf, hf_err = load_json(args.hf)
     gpu = read_csv(args.gpu)
     gpu = gpu[0] if gpu else None
@@ -876,6 +883,7 @@ def main():
     c = sub.add_parser("combine", help="ours vs HF, as JSON and Markdown")
     c.add_argument("--ours", required=True)
     c.add_argument("--hf", required=True)
+    c.add_argument("--ours-extra", action="append", help="another JSON of ours whose prefill lengths join the table (repeatable)")
     c.add_argument("--gpu", default="", help="nvidia-smi --format=csv of the GPU before the run")
     c.add_argument("--smi", default="", help="nvidia-smi --format=csv -l samples taken during the run")
     c.add_argument("--commit", default="")

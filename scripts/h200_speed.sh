@@ -43,7 +43,10 @@
 # prefill length start from a synthetic context), SPEED_DECODE_TOKENS (256,
 # ours), SPEED_PROFILE_STEPS (4: ours, for the family table),
 # SPEED_PROFILE_MODE (graph, or launches: one by one as before),
-# SPEED_HF_DECODE_TOKENS (16), SPEED_REPEATS (3), SPEED_HF_ATTN
+# SPEED_LONG_PREFILL (32768,131072: ours only, after the engine bench, one
+# timed prefill each (the kernels are the 8K run's: no warm-up), in the time
+# left before HF's share;
+# empty: none), SPEED_HF_DECODE_TOKENS (16), SPEED_REPEATS (3), SPEED_HF_ATTN
 # (eager,sdpa), SPEED_COMMIT (default: git rev-parse HEAD).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -62,6 +65,7 @@ decode_tokens=${SPEED_DECODE_TOKENS:-256}
 profile_steps=${SPEED_PROFILE_STEPS:-4}
 profile_mode=${SPEED_PROFILE_MODE:-graph}
 hf_decode_tokens=${SPEED_HF_DECODE_TOKENS:-16}
+long_prefill=${SPEED_LONG_PREFILL-32768,131072}
 repeats=${SPEED_REPEATS:-3}
 hf_attn=${SPEED_HF_ATTN:-eager,sdpa}
 commit=${SPEED_COMMIT:-$(git -C "$root" rev-parse HEAD 2>/dev/null || true)}
@@ -129,6 +133,23 @@ if [ $engine_ok = 1 ]; then
   fi
 fi
 
+# 2b. Long prompts (ours only): bucket after bucket through the largest bucket.
+rm -f "$dir/speed_long.json"
+if [ $engine_ok = 1 ] && [ -n "$long_prefill" ]; then
+  long_s=$(( $(left) - hf_reserve - 10 ))
+  if [ $long_s -lt 40 ]; then
+    echo "[$(elapsed)s] long prefills skipped: ${long_s}s left for them"
+  else
+    echo "[$(elapsed)s] long prefills $long_prefill (timeout ${long_s}s)"
+    timeout -k 20 "$long_s" bin/aima-engine probe bench --bundle "$work/bundle" --synthetic-weights 1 \
+      --prefill "$long_prefill" --warmup 0 --repeats 1 --decode-context 0 --profile-steps 0 \
+      --id-limit 248077 --commit "$commit" --time-limit "$(( long_s - 10 ))s" --json "$dir/speed_long.json" \
+      >"$dir/speed_long.log" 2>&1
+    echo "[$(elapsed)s] long prefills exit $? (124: out of time)"
+    cat "$dir/speed_long.log"
+  fi
+fi
+
 # 3. HF transformers, alone on the GPU now.
 hf_s=$(( $(left) - 10 ))
 if [ $hf_s -lt 60 ]; then
@@ -145,7 +166,8 @@ fi
 
 # 4. Side by side.
 if [ $smi = 1 ]; then kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null; fi
-python3 bench/hf_speed.py combine --ours "$dir/speed_ours.json" --hf "$dir/speed_hf.json" \
+extra=(); [ -f "$dir/speed_long.json" ] && extra=(--ours-extra "$dir/speed_long.json")
+python3 bench/hf_speed.py combine --ours "$dir/speed_ours.json" "${extra[@]}" --hf "$dir/speed_hf.json" \
   --gpu "$dir/speed_gpu.csv" --smi "$dir/speed_smi.csv" --commit "$commit" --json "$dir/speed.json" --md "$dir/speed.md"
 rc=$?
 echo "[$(elapsed)s] done: speed.md and speed.json in RESULTS_DIR (combine exit $rc: 0 when both sides ran everything)"
