@@ -34,7 +34,11 @@
 //     dynamic stride a multiple of 16;
 //   - int n: the launch's logical row count (the runtime's rows; for a
 //     kernel planned with a constant "rows" parameter, that constant). Rows
-//     at or past n are never read into outputs nor written;
+//     at or past n are never read into outputs nor written. A negative n
+//     names the parameter slot that holds the count (slot −n−1): every
+//     entry point starts with `if (n < 0) n = params[-n - 1];`, so a
+//     launch captured into a graph (the prefill graphs) reads the segment's
+//     length at run time;
 //   - const int* params: the device-resident parameter block (ir.Slot
 //     indices, runtime.Params), passed to every kernel. The slots a family
 //     declares (ir.Family.Slots: "pos" for rope, kv_append and attention,
@@ -154,6 +158,9 @@ func Render(t plan.Target, k plan.Kernel) (Source, error) {
 	if err != nil {
 		return Source{}, err
 	}
+	if kernel, err = rowsEntry(k.Name, kernel); err != nil {
+		return Source{}, err
+	}
 	b.WriteString(kernel)
 	code := b.String()
 	sum := sha256.Sum256([]byte(code))
@@ -256,6 +263,23 @@ func pdlEntry(name, text string) (string, error) {
 	}
 	open += at + 1
 	return text[:open] + "\n  PDL_ENTRY();" + text[open:], nil
+}
+
+// rowsEntry makes the entry point's first statement read its row count
+// from the parameter block when n is negative (slot −n−1; KernelABI 5): a
+// launch captured into a prefill graph passes the slot instead of the count,
+// so one graph of a bucket serves every segment length.
+func rowsEntry(name, text string) (string, error) {
+	at := strings.Index(text, "KERNEL void "+name+"(")
+	if at < 0 {
+		return "", fmt.Errorf("codegen: kernel %s: no entry point in its template's text", name)
+	}
+	open := strings.IndexByte(text[at:], '{')
+	if open < 0 {
+		return "", fmt.Errorf("codegen: kernel %s: the entry point has no body", name)
+	}
+	open += at + 1
+	return text[:open] + "\n  if (n < 0) n = params[-n - 1];" + text[open:], nil
 }
 
 // signatureArgs spells the ABI's parameter list (see the package doc).

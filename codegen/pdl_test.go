@@ -76,3 +76,33 @@ func TestPDLEveryKernel(t *testing.T) {
 		}
 	}
 }
+
+// TestRowsEntry: the entry point's first statement takes a negative row
+// count from the parameter block; helpers above it are left alone.
+func TestRowsEntry(t *testing.T) {
+	cases := []struct {
+		name, text, want, err string
+	}{
+		{name: "inserted", text: "DEVICE void h(int n) {}\nKERNEL void k(int n, const int* params) {\n  PDL_ENTRY();\n}\n",
+			want: "DEVICE void h(int n) {}\nKERNEL void k(int n, const int* params) {\n  if (n < 0) n = params[-n - 1];\n  PDL_ENTRY();\n}\n"},
+		{name: "no entry point", text: "KERNEL void other(int n) {}\n", err: "no entry point"},
+		{name: "no body", text: "KERNEL void k(int n);\n", err: "has no body"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := rowsEntry("k", c.text)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("error %v, want one containing %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("(-want +got)\n%s", diff)
+			}
+		})
+	}
+}

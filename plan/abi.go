@@ -16,24 +16,32 @@ package plan
 //     operand of the kernel's family, in the family's operand order (the
 //     plan's launch arguments, which the runtime binds positionally), then
 //     `int n` (the launch's logical rows), then `const int* params`;
+//
 //   - the parameter block that params points at: ir.ParamSlots (32) int32
 //     slots with the layout of the ir.Slot constants (floats as IEEE-754
 //     bits; n, last and row0 at 15-17, masked at 18),
 //     written by the host before a launch or a graph replay and read by the
 //     kernels at run time;
+//
 //   - the alignment rule: every operand pointer is a multiple of ArgAlign
 //     bytes (kernels use 16-byte vector loads);
+//
 //   - the launch: the plan's grid, block and shared memory bytes, nothing
 //     else;
+//
 //   - programmatic dependent launch: every entry point waits for the launches
 //     before it (griddepcontrol.wait on sm_90, PDL_WAIT in the prelude)
 //     before it reads anything but weights and the parameter block and
 //     before it writes, so the runtime may launch any of them with
 //     programmatic stream serialization (docs/pdl.md).
 //
+//   - the row count: a negative n names the parameter slot holding it
+//     (slot −n−1), read by the entry point's first statement, so a captured
+//     prefill graph serves every segment length (ABI 5).
+//
 // Change any of these and KernelABI must change with them (plan's tests pin
 // the parameter block of each ABI).
-const KernelABI = 4
+const KernelABI = 5
 
 // ArgAlign is the byte alignment of every kernel operand pointer (see
 // KernelABI).

@@ -44,6 +44,13 @@ var abis = map[int]abiBlock{
 		"top_k": 7, "fill_seed_lo": 8, "fill_seed_hi": 9, "fill_key_lo": 10, "fill_key_hi": 11, "fill_lo": 12,
 		"fill_scale": 13, "vocab_limit": 14, "n": 15, "last": 16, "row0": 17, "masked": 18,
 	}},
+	// ABI 5: the same block; a negative row count names the slot holding it
+	// (the prefill graphs).
+	5: {Slots: 32, Align: 16, Slot: map[string]int{
+		"pos": 0, "seed_lo": 1, "seed_hi": 2, "step": 3, "temperature_bits": 4, "top_p_bits": 5, "min_p_bits": 6,
+		"top_k": 7, "fill_seed_lo": 8, "fill_seed_hi": 9, "fill_key_lo": 10, "fill_key_hi": 11, "fill_lo": 12,
+		"fill_scale": 13, "vocab_limit": 14, "n": 15, "last": 16, "row0": 17, "masked": 18,
+	}},
 }
 
 // TestKernelABIPinned fails when the parameter block or the alignment rule

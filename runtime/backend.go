@@ -37,7 +37,10 @@ type Backend interface {
 	SetParams(p *Params) error
 	// Launch runs one launch; rows is its logical row count and p the
 	// parameter block as last set (the CPU kernels read p; GPU kernels read
-	// the same values from the device copy SetParams wrote).
+	// the same values from the device copy SetParams wrote). A negative
+	// rows, passed only while a Grapher captures, names the parameter slot
+	// that holds the count (slot −rows−1), which the kernel reads at run
+	// time.
 	Launch(k *plan.Kernel, l *plan.Launch, args []Ref, rows int, p *Params) error
 	Sync() error
 	Close() error

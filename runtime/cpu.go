@@ -139,6 +139,13 @@ func (c *CPU) Launch(k *plan.Kernel, l *plan.Launch, args []Ref, rows int, p *Pa
 	if err != nil {
 		return fmt.Errorf("cpu: kernel %s: %w", k.Name, err)
 	}
+	if rows < 0 { // the count is in a slot, as GPU kernels read it (KernelABI 5)
+		s := -rows - 1
+		if s >= ir.ParamSlots || p == nil {
+			return fmt.Errorf("cpu: kernel %s: row count from slot %d, outside the parameter block", k.Name, s)
+		}
+		rows = int(p[s])
+	}
 	a := &ir.Args{Family: f, Params: k.Params, N: rows, Block: (*[ir.ParamSlots]int32)(p), Mem: make([][]byte, len(args))}
 	for i, r := range args {
 		b, err := host(r)

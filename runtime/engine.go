@@ -34,6 +34,8 @@ type Engine struct {
 	decodeGraph Graph
 	// stepGraphs replace decodeGraph on StepGrapher backends (step.go).
 	stepGraphs stepGraphs
+	// prefillGraphs are the prefill buckets' graphs (prefillgraph.go).
+	prefillGraphs prefillGraphs
 	// block is the parameter block last handed to the backend.
 	block Params
 	// sampler is the sample phase (devsample.go).
@@ -198,8 +200,9 @@ func (e *Engine) bindPorts(r *phase) error {
 	return nil
 }
 
-// SetGraphs turns replay of the decode step as a captured graph on or off
-// (on by default where the backend can capture); both give the same logits.
+// SetGraphs turns replay of the decode step and of the prefill buckets as
+// captured graphs on or off (on by default where the backend can capture);
+// both give the same logits.
 func (e *Engine) SetGraphs(on bool) {
 	_, end, err := e.begin(context.Background())
 	if err != nil {
@@ -223,6 +226,7 @@ func (e *Engine) dropGraphs() {
 		e.decodeGraph = nil
 	}
 	e.stepGraphs.drop()
+	e.prefillGraphs.drop()
 }
 
 // Plan returns the engine's plan.
@@ -437,8 +441,11 @@ func (e *Engine) checkIDs(tokens []int32) error {
 // step runs a prefill or decode phase over tokens at the current position.
 func (e *Engine) step(ctx context.Context, ph *phase, tokens []int32) ([]float32, error) {
 	run := e.run
-	if ph == e.decode && e.graphs {
+	switch {
+	case ph == e.decode && e.graphs:
 		run = e.replay
+	case ph.p.Kind == plan.Prefill && e.graphs:
+		run = e.replayPrefill
 	}
 	return e.stepWith(ph, tokens, func() error { return run(ctx, ph) })
 }
@@ -539,8 +546,16 @@ func (e *Engine) launch(ctx context.Context, ph *phase) error { return e.launchE
 // launchEach is launch with each launch i run through each(i, run) when
 // each is not nil.
 func (e *Engine) launchEach(ctx context.Context, ph *phase, each func(i int, run func() error) error) error {
+	return e.launchRange(ctx, ph, 0, len(ph.p.Launches), each, false)
+}
+
+// launchRange enqueues launches [from, to) of a phase. captured launches
+// pass a row count that comes from a parameter slot as the slot (−slot−1:
+// the kernel reads it at run time, KernelABI 5), so a graph of them serves
+// every count; their operand offsets must not depend on a slot.
+func (e *Engine) launchRange(ctx context.Context, ph *phase, from, to int, each func(i int, run func() error) error, captured bool) error {
 	refs := make([]Ref, 0, 8)
-	for i := range ph.p.Launches {
+	for i := from; i < to; i++ {
 		if ctx.Err() != nil {
 			return context.Cause(ctx) // ErrClosed when Close cancelled the step
 		}
@@ -549,11 +564,17 @@ func (e *Engine) launchEach(ctx context.Context, ph *phase, each func(i int, run
 		rows := int(r)
 		if l.Rows != nil {
 			rows = int(e.block[*l.Rows])
+			if captured {
+				rows = -int(*l.Rows) - 1
+			}
 		}
 		refs = refs[:0]
 		for _, a := range ph.args[i] {
 			off := a.offset
 			if a.dyn != nil {
+				if captured {
+					return fmt.Errorf("phase %s launch %d (%s): an operand offset from a slot cannot be captured", ph.p.Name, i, l.Kernel)
+				}
 				off += int64(e.block[*a.dyn]) * a.dynStride
 			}
 			refs = append(refs, Ref{Mem: a.mem, Offset: off})

@@ -150,8 +150,8 @@ func TestStepGraph(t *testing.T) {
 			}
 		}
 	}
-	if be.captures != 2 {
-		t.Errorf("%d captures, want 2 (decode → logits, decode + sample → id)", be.captures)
+	if be.captures != 4 {
+		t.Errorf("%d captures, want 4 (decode → logits, decode + sample → id, a graph of each prefill bucket)", be.captures)
 	}
 	stop := errors.New("stop")
 	be.failStart = stop

@@ -89,13 +89,18 @@ type results struct {
 	DecodePDLBit bool `json:"decode_pdl_logits_identical"`
 	// GreedySampled: greedy drawn on the device, one step graph per token
 	// (decode and sample), equal to GreedyGPU.
-	GreedySampled  []int32 `json:"greedy_gpu_device_sampled"`
-	GreedyCPU      []int32 `json:"greedy_cpu"`
-	GreedyHF       []int32 `json:"greedy_transformers"`
-	GreedyEqualCPU bool    `json:"greedy_equal_cpu"`
-	GreedyEqualHF  bool    `json:"greedy_equal_transformers"`
-	Pass           bool    `json:"pass"`
-	Seconds        float64 `json:"seconds"`
+	GreedySampled []int32 `json:"greedy_gpu_device_sampled"`
+	// PrefillGraphs: the prefill buckets replayed from captured graphs;
+	// PrefillGraphBit: the logits of prompts around the bucket edges equal
+	// launch by launch.
+	PrefillGraphs   bool    `json:"prefill_graphs"`
+	PrefillGraphBit bool    `json:"prefill_graph_logits_identical"`
+	GreedyCPU       []int32 `json:"greedy_cpu"`
+	GreedyHF        []int32 `json:"greedy_transformers"`
+	GreedyEqualCPU  bool    `json:"greedy_equal_cpu"`
+	GreedyEqualHF   bool    `json:"greedy_equal_transformers"`
+	Pass            bool    `json:"pass"`
+	Seconds         float64 `json:"seconds"`
 }
 
 // gpu compiles the fixture's sm_90 plan for buckets and context and opens
@@ -277,7 +282,18 @@ func TestHuggingFaceOnGPU(t *testing.T) {
 		pass = false
 		t.Errorf("greedy drawn on the device in the step graph %v, from the logits %v", out.GreedySampled, out.GreedyGPU)
 	}
+	withPrefillGraph := prefillLogits(t, l.Engine)
+	out.PrefillGraphs, err = l.Engine.PrefillGraphs()
+	if !out.PrefillGraphs {
+		pass = false
+		t.Errorf("the CUDA engine does not replay prefill buckets as graphs (%v)", err)
+	}
 	l.Engine.SetGraphs(false)
+	out.PrefillGraphBit = slices.EqualFunc(withPrefillGraph, prefillLogits(t, l.Engine), slices.Equal[[]float32])
+	if !out.PrefillGraphBit {
+		pass = false
+		t.Error("prefill logits from the bucket graphs differ from launch by launch")
+	}
 	out.GreedyNoGraph = greedy(l)
 	out.DecodeGraphBit = slices.EqualFunc(withGraph, decodeLogits(t, l.Engine, ref.Greedy.Prompt, 8), slices.Equal[[]float32])
 	if !out.DecodeGraphBit || !slices.Equal(out.GreedyGPU, out.GreedyNoGraph) {
@@ -313,6 +329,29 @@ func TestHuggingFaceOnGPU(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// prefillLogits prefills prompts of lengths around the buckets (4, 16) —
+// whole buckets, tails, segments after segments — and returns each one's
+// last logits.
+func prefillLogits(t *testing.T, e *runtime.Engine) [][]float32 {
+	t.Helper()
+	var out [][]float32
+	for _, n := range []int{1, 3, 4, 5, 15, 16, 17, 21, 40} {
+		if err := e.Reset(); err != nil {
+			t.Fatal(err)
+		}
+		p := make([]int32, n)
+		for i := range p {
+			p[i] = int32((i*7919 + 13) % e.Vocab())
+		}
+		logits, err := e.Prefill(context.Background(), p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, logits)
+	}
+	return out
 }
 
 // decodeLogits prefills prompt and decodes steps greedy tokens, returning

@@ -64,7 +64,7 @@ func (b *Backend) launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, row
 	if err != nil {
 		return fmt.Errorf("%s: kernel %s: %w", dialect, k.Name, err)
 	}
-	if rows <= 0 {
+	if rows == 0 { // nothing to do; a negative count names its slot (KernelABI 5)
 		return nil
 	}
 	unlock := b.enter()

@@ -170,6 +170,7 @@ DEVICE void load_row(const bf16* p, float* out) {
   }
 }
 KERNEL void attention_998972e2(float* out, const float* q, const bf16* k_cache, const bf16* v_cache, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int pos = params[0];
   SHARED float wm[WARPS];

@@ -151,6 +151,7 @@ constexpr int DPL = (HEAD_DIM + WARP_SIZE - 1) / WARP_SIZE;  // dims per lane (t
 constexpr bool VECTOR = HEAD_DIM % (4 * WARP_SIZE) == 0;
 constexpr int UNROLL = 4;
 KERNEL void attention_combine_daa0ca90(float* out, const float* partial, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   SHARED float w[SPLITS];
   SHARED float red[WARPS];

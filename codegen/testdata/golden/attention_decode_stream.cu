@@ -242,6 +242,7 @@ DEVICE float at(const unsigned int* r, int i) {
   else return bits_f32(r[i]);
 }
 KERNEL void attention_decode_stream_4c39fcad(float* partial, const float* q, const bf16* k_cache, const bf16* v_cache, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int pos = params[0];
   SHARED u32x4 smem4[(SMEM_WORDS + 3) / 4];

@@ -336,6 +336,7 @@ DEVICE void p_fragment(mma_a& a, const mma_c& s, bf16* pw, bool lo) {
   mma_a_from_c(a, r);
 }
 KERNEL void attention_prefill_dd04411f(float* out, const float* q, const float* qg, const bf16* k_cache, const bf16* v_cache, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int pos = params[0];
   extern SHARED __attribute__((aligned(16))) unsigned char smem[];

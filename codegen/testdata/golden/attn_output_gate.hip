@@ -92,6 +92,7 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 constexpr int HEADS = 16;
 constexpr int HEAD_DIM = 256;
 KERNEL void attn_output_gate_999f87a1(float* o, const float* qg, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int t = BID_X;
   if (t >= n) return;

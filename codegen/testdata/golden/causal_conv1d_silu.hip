@@ -96,6 +96,7 @@ constexpr int CHANNELS = 8192;
 constexpr int KW = 4;
 constexpr int HIST = KW - 1;
 KERNEL void causal_conv1d_silu_c362fecd(float* out, const float* in, const float* w, float* state, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int c = BID_X * BDIM_X + TID_X;
   if (c >= CHANNELS) return;

@@ -92,6 +92,7 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 constexpr int HIDDEN = 2048;
 constexpr int VOCAB = 248320;
 KERNEL void embedding_7d82da2c(float* x, const bf16* table, const int* ids, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int t = BID_X;
   if (t >= n) return;

@@ -154,6 +154,7 @@ DEVICE long long grid_threads() {
   return (long long)r * BDIM_X;
 }
 KERNEL void fill_uniform_1c9172cf(bf16* out, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int fill_seed_lo = params[8]; const int fill_seed_hi = params[9]; const int fill_key_lo = params[10]; const int fill_key_hi = params[11]; const int fill_lo = params[12]; const int fill_scale = params[13];
   const unsigned long long seed = (unsigned long long)(unsigned int)fill_seed_lo | ((unsigned long long)(unsigned int)fill_seed_hi << 32);

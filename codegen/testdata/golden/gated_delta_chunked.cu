@@ -154,6 +154,7 @@ constexpr int SPLIT = BDIM_X / V_DIM;
 constexpr int KP = K_DIM / SPLIT;
 static_assert(V_DIM <= BDIM_X && BDIM_X % V_DIM == 0 && K_DIM % SPLIT == 0, "state must split evenly over the block");
 KERNEL void gated_delta_chunked_8279d777(float* out, const float* q, const float* k, const float* v, const float* beta, const float* g, float* state, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   SHARED float sq[K_DIM];
   SHARED float sk[K_DIM];

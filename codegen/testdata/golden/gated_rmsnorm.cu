@@ -141,6 +141,7 @@ constexpr int HEADS = 32;
 constexpr int DIM = 128;
 constexpr float EPS = 0x1.0c6f7ap-20f;
 KERNEL void gated_rmsnorm_fd66ca06(float* y, const float* o, const float* z, const float* w, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   SHARED float red[BDIM_X / WARP_SIZE];
   const int r = BID_X;

@@ -177,6 +177,7 @@ DEVICE float conv_silu(const float* in, const float* w, float* cs, int c) {
   return siluf(acc);
 }
 KERNEL void gdn_decode_step_172af1e8(float* y, const float* mixed, const float* conv_w, float* conv_state, const float* b, const float* a, const float* a_log, const float* dt_bias, const float* z, const float* norm_w, float* state, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   SHARED float sq[K_DIM];
   SHARED float sk[K_DIM];

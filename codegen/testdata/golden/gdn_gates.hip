@@ -90,6 +90,7 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // Grid: one block per row (BID_X); threads over heads.
 constexpr int HEADS = 32;
 KERNEL void gdn_gates_175e9694(float* beta, float* g, const float* b, const float* a, const float* a_log, const float* dt_bias, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int t = BID_X;
   if (t >= n) return;

@@ -278,6 +278,7 @@ DEVICE int gemm_col(int nt, int i) { return (WARP % 4) * WN + nt * 16 + mma_c_co
 constexpr int K = 512;
 constexpr int N = 2048;
 KERNEL void gemm_15399380(float* y, const float* x, const bf16* w, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   GEMM_SMEM(smem);
   const int m0 = BID_Y * BM;

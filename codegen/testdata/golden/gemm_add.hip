@@ -278,6 +278,7 @@ DEVICE int gemm_col(int nt, int i) { return (WARP % 4) * WN + nt * 16 + mma_c_co
 constexpr int K = 4096;
 constexpr int N = 2048;
 KERNEL void gemm_add_2b9d7d1c(float* y, const float* x, const bf16* w, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   GEMM_SMEM(smem);
   const int m0 = BID_Y * BM;

@@ -218,6 +218,7 @@ static_assert(RPW >= 1 && U >= 1, "rows_per_warp and unroll are at least 1");
 constexpr int GROUPS = WARPS / KSPLIT;
 constexpr int ROWS = GROUPS * RPW;
 KERNEL void gemv_add_c527d96d(float* y, const float* x, const bf16* w, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int t = BID_Y;
   if (t >= n) return;

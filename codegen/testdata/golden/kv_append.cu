@@ -142,6 +142,7 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 constexpr int WIDTH = 512;
 constexpr int CAPACITY = 262144;
 KERNEL void kv_append_62f49006(bf16* k_cache, bf16* v_cache, const float* k, const float* v, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int pos = params[0];
   const int t = BID_X;

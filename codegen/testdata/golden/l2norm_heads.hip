@@ -95,6 +95,7 @@ constexpr int DIM = 128;
 constexpr float EPS = 0x1.0c6f7ap-20f;
 constexpr float SCALE = 0x1.6a09e6p-04f;
 KERNEL void l2norm_heads_c56443f5(float* x, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int t = BID_X;
   if (t >= n) return;

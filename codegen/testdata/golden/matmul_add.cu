@@ -141,6 +141,7 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 constexpr int K = 4096;
 constexpr int N = 2048;
 KERNEL void matmul_add_60002373(float* y, const float* x, const bf16* w, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int r = BID_Y;
   const int j = BID_X * (BDIM_X / WARP_SIZE) + WARP;

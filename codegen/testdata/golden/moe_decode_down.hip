@@ -182,6 +182,7 @@ constexpr bool ROUTED_VEC = INTER % 8 == 0 && WIDTH % 4 == 0;
 constexpr bool SHARED_VEC = SINTER % 8 == 0 && WIDTH % 4 == 0 && (TOPK * INTER) % 4 == 0;
 static_assert(RPW >= 1 && U >= 1 && TOPK >= 1 && EXPERTS >= TOPK, "rows_per_warp, unroll and top-k at least 1, top-k at most the experts");
 KERNEL void moe_decode_down_0d6359c6(float* y, const float* act, const int* ids, const float* weights, const float* x, const bf16* down, const bf16* shared_down, const bf16* shared_expert_gate, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   SHARED float part[TOPK * RPW];
   SHARED float shp[RPW];

@@ -98,6 +98,7 @@ constexpr int TOPK = 8;
 constexpr int WARPS = BDIM_X / WARP_SIZE;
 static_assert(INTER % 8 == 0, "moe_down reads 8 BF16 weights per lane");
 KERNEL void moe_down_2d648a0f(float* y, const float* act, const int* ids, const float* weights, const bf16* down, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   SHARED float as[TOPK * INTER];
   SHARED int eid[TOPK];

@@ -217,6 +217,7 @@ constexpr int U = 1;
 constexpr int WARPS = BDIM_X / WARP_SIZE;
 static_assert(RPW >= 1 && U >= 1 && EXPERTS >= TOPK, "rows_per_warp and unroll are at least 1, top-k at most the experts");
 KERNEL void moe_down_gemv_a86dc62e(float* y, const float* act, const int* ids, const float* weights, const bf16* down, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int t = BID_Y;
   if (t >= n) return;

@@ -281,6 +281,7 @@ constexpr int INTER = 512;
 constexpr int TOPK = 8;
 static_assert(EXPERTS > 0 && TOPK > 0, "experts and slots are positive");
 KERNEL void moe_down_group_e56ff5d6(float* ys, const float* act, const int* order, const int* tiles, const float* weights, const bf16* down, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   GEMM_SMEM(smem);
   const int tile = BID_Y;

@@ -99,6 +99,7 @@ constexpr int TOPK = 8;
 constexpr int WARPS = BDIM_X / WARP_SIZE;
 static_assert(HIDDEN % 8 == 0, "moe_gate_up reads 8 BF16 weights per lane");
 KERNEL void moe_gate_up_ce83d11f(float* act, const float* x, const int* ids, const bf16* gate_up, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   SHARED float xs[HIDDEN];
   const int s = BID_Y;

@@ -216,6 +216,7 @@ constexpr int U = 4;
 constexpr int WARPS = BDIM_X / WARP_SIZE;
 static_assert(RPW >= 1 && U >= 1 && EXPERTS >= TOPK, "rows_per_warp and unroll are at least 1, top-k at most the experts");
 KERNEL void moe_gate_up_gemv_11ff60e2(float* act, const float* x, const int* ids, const bf16* gate_up, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int s = BID_Y;
   const int t = BID_Z;

@@ -354,6 +354,7 @@ constexpr int INTER = 512;
 constexpr int TOPK = 8;
 static_assert(EXPERTS > 0 && TOPK > 0, "experts and slots are positive");
 KERNEL void moe_gate_up_group_770b3075(float* act, const float* x, const int* order, const int* tiles, const bf16* gate_up, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   GEMM_SMEM(smem);
   const int tile = BID_Y;

@@ -93,6 +93,7 @@ constexpr int EXPERTS = 256;
 constexpr int HIDDEN = 2048;
 constexpr int TOPK = 8;
 KERNEL void moe_slot_sum_bb9e67aa(float* y, const float* ys, const int* ids, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int t = BID_X;
   if (t >= n) return;

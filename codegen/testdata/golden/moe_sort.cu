@@ -153,6 +153,7 @@ DEVICE void shared_add(int* p, int v) { asm volatile("red.add.u32 [%0], %1;" ::"
 DEVICE void shared_or(unsigned int* p, unsigned int v) { asm volatile("red.or.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory"); }
 DEVICE int popc(unsigned int v) { int r; asm("popc.b32 %0, %1;" : "=r"(r) : "r"(v)); return r; }
 KERNEL void moe_sort_9c27ac4d(int* order, int* tiles, const int* ids, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   SHARED int count[EXPERTS];
   SHARED int base[EXPERTS];

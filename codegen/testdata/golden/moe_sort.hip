@@ -105,6 +105,7 @@ DEVICE void shared_add(int* p, int v) { __atomic_fetch_add(p, v, __ATOMIC_RELAXE
 DEVICE void shared_or(unsigned int* p, unsigned int v) { __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }
 DEVICE int popc(unsigned int v) { return __builtin_popcount(v); }
 KERNEL void moe_sort_9c27ac4d(int* order, int* tiles, const int* ids, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   SHARED int count[EXPERTS];
   SHARED int base[EXPERTS];

@@ -171,6 +171,7 @@ DEVICE void sincos_ref(float angle, float* s, float* c) {
   *c = (float)co;
 }
 KERNEL void qk_norm_rope_append_d1a88743(float* q, bf16* k_cache, bf16* v_cache, const float* qg, const float* k, const float* v, const float* q_norm, const float* k_norm, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int pos = params[0];
   SHARED float red[BDIM_X / WARP_SIZE];

@@ -145,6 +145,7 @@ constexpr int Y_STRIDE = 2048;
 constexpr float EPS = 0x1.0c6f7ap-20f;
 constexpr bool ONE_PLUS = true;
 KERNEL void rmsnorm_2fa8ba27(float* y, const float* x, const float* w, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   SHARED float red[BDIM_X / WARP_SIZE];
   const int v = BID_X;

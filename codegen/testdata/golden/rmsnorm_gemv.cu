@@ -225,6 +225,7 @@ constexpr int ROWS = GROUPS * RPW;
 constexpr float EPS = 0x1.0c6f7ap-20f;
 constexpr bool ONE_PLUS = true;
 KERNEL void rmsnorm_gemv_35a72dcc(float* y, const float* x, const float* norm_w, const bf16* w, float* xn, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int t = BID_Y;
   if (t >= n) return;

@@ -164,6 +164,7 @@ DEVICE void sincos_ref(float angle, float* s, float* c) {
   *c = (float)co;
 }
 KERNEL void rope_72c7b8ec(float* x, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int pos = params[0];
   SHARED float cs[HALF];

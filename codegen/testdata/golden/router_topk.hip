@@ -98,6 +98,7 @@ constexpr int WARPS = BDIM_X / WARP_SIZE;
 // better reports whether (p, e) ranks before (bp, be): larger, then lower index.
 DEVICE bool better(float p, int e, float bp, int be) { return p > bp || (p == bp && e < be); }
 KERNEL void router_topk_cd28cc60(int* ids, float* weights, const float* logits, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   SHARED float red[WARPS];
   SHARED float wp[WARPS];

@@ -318,6 +318,7 @@ DEVICE void draw_cut(const Draw& d, bool by_mass, const Scratch& sh, u64 W, u64 
   j = jh;
 }
 KERNEL void sample_461041c9(const float* logits, int* tokens, int* out, const int* mask, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int seed_lo = params[1]; const int seed_hi = params[2]; const int step = params[3]; const int temperature_bits = params[4]; const int top_p_bits = params[5]; const int min_p_bits = params[6]; const int top_k = params[7]; const int vocab_limit = params[14]; const int masked = params[18];
   SHARED float redf[WARPS];

@@ -138,6 +138,7 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // Grid: one block per row (BID_X).
 constexpr int HIDDEN = 2048;
 KERNEL void shared_expert_combine_2810bef6(float* x, const float* routed, const float* shared, const float* gate, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int t = BID_X;
   if (t >= n) return;

@@ -138,6 +138,7 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // Grid: one block per row (BID_X).
 constexpr int WIDTH = 512;
 KERNEL void silu_mul_2951d3d3(float* out, const float* gate, const float* up, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int t = BID_X;
   if (t >= n) return;
