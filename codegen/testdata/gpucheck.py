@@ -37,10 +37,40 @@ working set smaller than the L2 is timed as it runs in a step, from HBM; the
 correctness launch takes copy 0. A want file shorter than its output is compared
 over its own length (a speed case whose reference covers its first rows only).
 With "flops" (what one launch must compute) the rate is reported in TFLOP/s.
+
+A case that faults (an illegal address: the CUDA context is lost) does not end
+the check: the script runs the cases in a child process, which names each case
+in $OUT/gpucheck.progress before it runs it; when the child dies, the case it
+named is reported "FAULT" and a new child goes on after it.
 """
 import ctypes, json, os, subprocess, sys
-import torch
 cases = os.path.abspath(sys.argv[1])
+out_dir = os.environ.get("OUT", "/tmp")
+os.makedirs(out_dir, exist_ok=True)
+progress = os.path.join(out_dir, "gpucheck.progress")
+partial = os.path.join(out_dir, "gpucheck.partial.json")
+if os.environ.get("GPUCHECK_CHILD") is None:
+    # The parent: children run the cases; a child that dies took its case's
+    # context with it, and the next child starts after that case.
+    after, results = "", []
+    if os.path.exists(partial): os.remove(partial)
+    while True:
+        if os.path.exists(progress): os.remove(progress)
+        rc = subprocess.run([sys.executable, __file__, cases], env=dict(os.environ, GPUCHECK_CHILD=after)).returncode
+        done = json.load(open(partial)) if os.path.exists(partial) else []
+        results += done
+        if os.path.exists(partial): os.remove(partial)
+        faulted = open(progress).read().strip() if os.path.exists(progress) else ""
+        if rc == 0 or not faulted:
+            break
+        print(f"{faulted:16s} FAULT the case's launch lost the CUDA context (exit {rc}); going on after it", flush=True)
+        results.append({"case": faulted, "ok": "fault", "max_abs_err": None})
+        after = faulted
+    json.dump(results, open(os.path.join(out_dir, "gpucheck_sm90.json"), "w"))
+    print("ALL OK" if results and all(r["ok"] is True for r in results) else "FAILURES")
+    sys.exit(0)
+skip_through = os.environ["GPUCHECK_CHILD"]
+import torch
 torch.zeros(1, device="cuda"); torch.cuda.synchronize()
 cuda = ctypes.CDLL("libcuda.so.1")
 DT = {"f32": torch.float32, "i32": torch.int32, "bf16": torch.int16}
@@ -50,10 +80,14 @@ def nvcc(name):
     return subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", "-Werror", "all-warnings", "-Xptxas", "-v", os.path.join(d, "kernel.cu"), "-o", os.path.join(d, "k.cubin")], capture_output=True, text=True)
 # Every case compiles first, in parallel: nvcc dominates the run otherwise.
 from concurrent.futures import ThreadPoolExecutor
-names = sorted(os.listdir(cases))
+names = [n for n in sorted(os.listdir(cases)) if n > skip_through]
 with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
     compiled = dict(zip(names, pool.map(nvcc, names)))
+def save():
+    json.dump([dict({"case": r[0], "ok": r[1], "max_abs_err": r[2]}, **(r[3] if len(r) > 3 else {})) for r in results], open(partial, "w"))
 for name in names:
+    open(progress, "w").write(name)
+    save()
     d = os.path.join(cases, name)
     meta = json.load(open(os.path.join(d, "meta.json")))
     cub = os.path.join(d, "k.cubin")
@@ -166,8 +200,7 @@ for name in names:
         timing["ptxas"] = resources
         if meta.get("time_reps") or spills:  # printed where it matters: speed cases, spills
             notes.append("ptxas: " + resources)
-    print(f"{name:16s} {'OK ' if ok else 'BAD'} max_abs_err={worst:.3g} {' | '.join(notes)}")
+    print(f"{name:16s} {'OK ' if ok else 'BAD'} max_abs_err={worst:.3g} {' | '.join(notes)}", flush=True)
     results.append((name, ok, worst, timing))
-os.makedirs(os.environ.get("OUT", "/tmp"), exist_ok=True)
-json.dump([dict({"case": r[0], "ok": r[1], "max_abs_err": r[2]}, **(r[3] if len(r) > 3 else {})) for r in results], open(os.path.join(os.environ.get("OUT", "/tmp"), "gpucheck_sm90.json"), "w"))
-print("ALL OK" if all(r[1] is True for r in results) else "FAILURES")
+save()
+os.remove(progress)
