@@ -601,13 +601,21 @@ func TestLaunch(t *testing.T) {
 		{"unknown family", &plan.Kernel{Name: "x", Family: "mystery"}, l, args, 1, `hip: kernel x: unknown kernel family "mystery"`},
 		{"not loaded", &plan.Kernel{Name: "other", Family: k.Family}, l, args, 1, "hip: kernel other was not loaded"},
 		{"no rows", k, l, args, 0, ""},
-		{"negative rows", k, l, args, -3, ""},
 	} {
 		wantErr(t, c.name, h.Launch(c.k, c.l, c.args, c.rows, nil), c.want)
 	}
 	if got := f.launches(t); len(got) != 0 {
 		t.Errorf("refused launches reached the runtime: %v", got)
 	}
+	// A negative count names the slot holding it (KernelABI 5): launched,
+	// the kernel reads it.
+	if err := h.Launch(k, l, args, -16, nil); err != nil {
+		t.Errorf("launch with the count in slot 15: %v", err)
+	}
+	if got := f.launches(t); len(got) != 1 {
+		t.Errorf("%d launches with a slot's count reached the runtime, want 1", len(got))
+	}
+	f.clearLog()
 }
 
 func TestCaptureAndReplay(t *testing.T) {
@@ -909,10 +917,18 @@ func TestEngine(t *testing.T) {
 	if !e.Graphs() {
 		t.Error("the engine does not replay decode steps as graphs on this backend")
 	}
-	// expected lists the launches of a phase that have rows to run.
+	// expected lists the launches of a phase that have rows to run; in a
+	// prefill, those with an operand offset from a slot are launched
+	// between the bucket's graphs, the others replayed.
 	expected := func(via string, ph *plan.Phase, dyn map[string]int64) []string {
 		var out []string
 		for _, l := range ph.Launches {
+			via := via
+			for _, a := range l.Args {
+				if a.Dyn != nil && ph.Kind == plan.Prefill {
+					via = "launch"
+				}
+			}
 			k := kernelOf(t, p, l.Kernel)
 			r, _ := k.Params.Rows()
 			rows := int(r)
@@ -938,7 +954,7 @@ func TestEngine(t *testing.T) {
 	if _, err := e.Prefill(ctx, []int32{1, 2, 3, 4, 5, 6, 7, 8}, nil); err != nil {
 		t.Fatal(err)
 	}
-	prefill := expected("launch", phaseOf(t, p, plan.Prefill, bucket), map[string]int64{"n": bucket, "pos": 0, "last": bucket - 1})
+	prefill := expected("replay", phaseOf(t, p, plan.Prefill, bucket), map[string]int64{"n": bucket, "pos": 0, "last": bucket - 1})
 	if diff := cmp.Diff(prefill, logged()); diff != "" {
 		t.Errorf("prefill launches (-want +got):\n%s", diff)
 	}
@@ -952,8 +968,8 @@ func TestEngine(t *testing.T) {
 			t.Errorf("decode at %d: launches (-want +got):\n%s", pos, diff)
 		}
 	}
-	if n := f.live("exec"); n != 1 {
-		t.Errorf("%d graphs instantiated, want the one decode graph", n)
+	if n := f.live("exec"); n != 2 {
+		t.Errorf("%d graphs instantiated, want the decode graph and the bucket's (its LM head launched after it)", n)
 	}
 	t.Logf("%d prefill and %d decode launches", len(prefill), len(decode.Launches))
 	if err := e.Close(); err != nil {
