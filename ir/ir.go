@@ -16,6 +16,9 @@ const (
 	BF16 DType = "bf16"
 	F32  DType = "f32"
 	I32  DType = "i32"
+	// I8 holds signed bytes: the int8 rows of a quantized matrix (the
+	// certified LM head's, derived from its BF16 weights on load).
+	I8 DType = "i8"
 )
 
 // Size is the element size in bytes.
@@ -25,6 +28,8 @@ func (d DType) Size() int {
 		return 2
 	case F32, I32:
 		return 4
+	case I8:
+		return 1
 	}
 	return 0
 }
