@@ -172,8 +172,8 @@ type headRun struct {
 }
 
 func (r *headRun) token() (int32, [2]int32) {
-	s := r.pick.I32("stats")
-	return r.pick.I32("out")[0], [2]int32{s[0], s[1]}
+	s := r.pick.I32("out")
+	return s[0], [2]int32{s[2], s[3]}
 }
 
 // args binds a family's operands to fresh memory, write operands poisoned.

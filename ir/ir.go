@@ -66,6 +66,9 @@ type Tensor struct {
 	// SourceDType is the checkpoint's element type when the device keeps a
 	// widened copy (small parameters are stored as f32 on the device).
 	SourceDType string
+	// Derive, on a weight, says the load step makes it on the device from
+	// another weight (Source is then that weight's checkpoint tensor).
+	Derive *Derivation
 	// Placement is an activation's arena slot, once the scheduler placed it.
 	Placement *Placement
 }
@@ -76,6 +79,15 @@ type Tensor struct {
 type Part struct {
 	Source string
 	Rows   [2]int64
+}
+
+// Derivation is how a derived weight is made: Op (its operands unbound:
+// the load step binds them by name) run once, reading weight From, with
+// this tensor as its operand Operand.
+type Derivation struct {
+	Op      *Op
+	From    string
+	Operand string
 }
 
 // Placement is an activation's byte offset in the arena and its live range

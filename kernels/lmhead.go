@@ -33,6 +33,10 @@ import (
 // falls back to every row (the full BF16 head).
 const LMHeadCap = 256
 
+// LMHeadMaxBlocks bounds the certify pass's blocks (the blocks' bests are
+// an activation of this many entries).
+const LMHeadMaxBlocks = 1024
+
 // LMHeadWarps is the warps of a block on every GPU target (256 threads,
 // 32 lanes): the certify pass's fallback gives each warp a row.
 const LMHeadWarps = 8
@@ -209,9 +213,10 @@ func LMHeadCertify(bestV []float32, bestI []int32, upper, bounds []float32, n, g
 // LMHeadPick is lm_head_pick's math: the best of the blocks' bests (larger
 // value, then lower id; a block without one skipped) to tokens[0] and
 // out[0] (0 when no block has one, as Sample's all-NaN row), NaN logprob
-// bits to out[1] (greedy without logits has no normalizer), and to stats
-// the candidates counted and whether the step fell back to every row.
-func LMHeadPick(tokens, out, stats []int32, bestV []float32, bestI []int32, blocks int) {
+// bits to out[1] (greedy without logits has no normalizer), and to out[2]
+// and out[3] the candidates counted and whether the step fell back to
+// every row.
+func LMHeadPick(tokens, out []int32, bestV []float32, bestI []int32, blocks int) {
 	v, id := float32(0), int32(-1)
 	var count, fallback int32
 	for b := 0; b < blocks; b++ {
@@ -225,7 +230,7 @@ func LMHeadPick(tokens, out, stats []int32, bestV []float32, bestI []int32, bloc
 	id = max(id, 0)
 	tokens[0], out[0] = id, id
 	out[1] = int32(math.Float32bits(float32(math.NaN())))
-	stats[0], stats[1] = count, fallback
+	out[2], out[3] = count, fallback
 }
 
 // lmHeadFamilies declares the certified head's four families.
@@ -300,8 +305,8 @@ func lmHeadFamilies() []*ir.Family {
 				if s := p.Int("split_k"); s < 1 || s&(s-1) != 0 || s > GEMVMaxSplitK {
 					return fmt.Errorf("split_k %d: want the BF16 head's, a power of two up to %d", s, GEMVMaxSplitK)
 				}
-				if b := p.Int("blocks"); b < 1 || b > 4096 {
-					return fmt.Errorf("blocks %d: want 1 to 4096", b)
+				if b := p.Int("blocks"); b < 1 || b > LMHeadMaxBlocks {
+					return fmt.Errorf("blocks %d: want 1 to %d", b, LMHeadMaxBlocks)
 				}
 				if c := p.Int("cap"); c < 1 {
 					return fmt.Errorf("cap %d: want at least one group", c)
@@ -327,15 +332,14 @@ func lmHeadFamilies() []*ir.Family {
 			Kind: ir.LMHeadPick,
 			Operands: []ir.OperandSpec{
 				{Name: "tokens", DType: ir.I32, Access: ir.Write, Extent: ir.Const(1)},
-				{Name: "out", DType: ir.I32, Access: ir.Write, Extent: ir.Const(2)},
-				{Name: "stats", DType: ir.I32, Access: ir.Write, Extent: ir.Const(2)},
+				{Name: "out", DType: ir.I32, Access: ir.Write, Extent: ir.Const(4)},
 				{Name: "best_v", DType: ir.F32, Access: ir.Read, Extent: ir.Fixed("blocks")},
 				{Name: "best_i", DType: ir.I32, Access: ir.Read, Extent: func(p ir.Params, _ int64) int64 { return 3 * int64(p.Int("blocks")) }},
 			},
 			Params: ir.Ints("blocks"),
 			Launch: func(_ ir.Params, _ int, c ir.LaunchConfig) ir.LaunchShape { return c.Blocks(1, 1, 1) },
 			Reference: func(a *ir.Args) error {
-				LMHeadPick(a.I32("tokens"), a.I32("out"), a.I32("stats"), a.F32("best_v"), a.I32("best_i"), a.Int("blocks"))
+				LMHeadPick(a.I32("tokens"), a.I32("out"), a.F32("best_v"), a.I32("best_i"), a.Int("blocks"))
 				return nil
 			},
 		},

@@ -38,12 +38,12 @@ func certified(t *testing.T, c headCase, group, blocks, cap int) (id, cands, fal
 	logits := make([]float32, c.n)
 	kernels.MatMul(logits, c.x, c.w, 1, c.k, c.n)
 	kernels.LMHeadCertify(bestV, bestI, upper, bounds, c.n, group, lim, blocks, kernels.LMHeadWarps, cap, func(j int) float32 { return logits[j] })
-	tokens, out, stats := make([]int32, 1), make([]int32, 2), make([]int32, 2)
-	kernels.LMHeadPick(tokens, out, stats, bestV, bestI, blocks)
+	tokens, out := make([]int32, 1), make([]int32, 4)
+	kernels.LMHeadPick(tokens, out, bestV, bestI, blocks)
 	if tokens[0] != out[0] || !math.IsNaN(float64(math.Float32frombits(uint32(out[1])))) {
 		t.Errorf("%s: tokens %d, out %v: want the id twice and a NaN logprob", c.name, tokens[0], out)
 	}
-	return out[0], stats[0], stats[1]
+	return out[0], out[2], out[3]
 }
 
 // greedy is the BF16 head's token: MatMul's logits, Sample's greedy.
