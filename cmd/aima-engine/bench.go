@@ -48,6 +48,8 @@ type benchFlags struct {
 	synthContext bool
 	profileMode  string
 	programmatic bool
+	// certifiedSteps: greedy steps decoded with each LM head (bench_certified.go).
+	certifiedSteps int
 }
 
 func benchCmd() *cobra.Command {
@@ -78,6 +80,11 @@ token ids (no id repeated within a prompt while the vocabulary allows):
            elsewhere, launches enqueued one by one with device events between
            them (the wall clock on the CPU): the time, bytes and GB/s of every
            kernel family per step.
+  certified: with --certified-steps N, from a snapshot of the state after the
+           timed steps, N greedy steps sampled on the device with the BF16 LM
+           head, then the same N with the certified int8 head: the tokens must
+           be identical (the run fails otherwise); both heads' step times, the
+           candidates a step and the fallbacks.
   roofline: the bytes the decode step must move at C (weights its launches
            read, the k selected experts' slices only, the KV cache of the
            context, the GDN state read and written; package roofline), over the
@@ -101,6 +108,7 @@ an interrupted run keeps what it measured. With --synthetic-weights and no
 	cliflag.Int(fl, &f.decodeTokens, "decode-tokens", 64, 1, "`N` timed decode steps at each context")
 	cliflag.Int(fl, &f.decodeWarmup, "decode-warmup", 2, 0, "`N` untimed decode steps before the timed ones")
 	cliflag.Int(fl, &f.profileSteps, "profile-steps", 4, 0, "`N` decode steps timed launch by launch after the timed ones, for the per-family table (0: none)")
+	cliflag.Int(fl, &f.certifiedSteps, "certified-steps", 0, 0, "`N` greedy steps at each context decoded with the BF16 LM head and again with the certified int8 head from the same state: identical tokens required, both timed (0: none)")
 	cliflag.Int64(fl, &f.copyBytes, "copy-bytes", 1<<30, 1, "`BYTES` of the copy that measures the bandwidth (device to device on a GPU)")
 	cliflag.Int(fl, &f.copyRepeats, "copy-repeats", 5, 1, "`N` timed copies (after one untimed); the median counts")
 	cliflag.Int(fl, &f.repeats, "repeats", 3, 1, "`N` timed prefills of each length")
@@ -224,6 +232,8 @@ type benchDecode struct {
 	RooflineTok float64       `json:"roofline_tok_s,omitempty"`
 	RooflinePct float64       `json:"roofline_pct,omitempty"`
 	Profile     *benchProfile `json:"profile,omitempty"`
+	// Certified compares the two LM heads of greedy decoding (--certified-steps).
+	Certified *benchCertified `json:"certified,omitempty"`
 }
 
 // benchBytes is a step's byte model (roofline.Bytes and their total).
@@ -397,8 +407,11 @@ func (f *benchFlags) validate() (int, string, error) {
 		if c < 1 {
 			return 0, "", fmt.Errorf("--decode-context %d: want ≥ 1", c)
 		}
-		if t := c + f.decodeWarmup + f.decodeTokens + f.profileSteps; t > need {
-			need, what = t, fmt.Sprintf("--decode-context %d with %d+%d+%d steps", c, f.decodeWarmup, f.decodeTokens, f.profileSteps)
+		// The certified comparison and the profile both start from the
+		// state after the timed steps.
+		after := max(f.profileSteps, f.certifiedSteps)
+		if t := c + f.decodeWarmup + f.decodeTokens + after; t > need {
+			need, what = t, fmt.Sprintf("--decode-context %d with %d+%d+%d steps", c, f.decodeWarmup, f.decodeTokens, after)
 		}
 	}
 	return need, what, nil
@@ -705,6 +718,9 @@ func (b *bench) decode(ctx context.Context, log io.Writer, n int, logits []float
 	fmt.Fprintf(log, "[%.0fs] decode at %d: %d steps, median %.2f ms\n", time.Since(b.start).Seconds(), n, len(d.StepsS), d.Step.Median*1e3)
 	if err := b.roofline(d, n); err != nil {
 		return err
+	}
+	if err := b.certified(ctx, log, d, logits); err != nil {
+		return fmt.Errorf("certified head: %w", err)
 	}
 	if err := b.save(); err != nil {
 		return err

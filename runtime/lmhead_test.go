@@ -1,0 +1,130 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/aimaproject/aimac/plan"
+	"github.com/aimaproject/aimac/runtime"
+)
+
+// TestCertifiedHeadGreedy: with the certified int8 head on, greedy draws on
+// the tiny fixture decode the BF16 head's sequence (host greedy over
+// Decode's logits), on the CPU backend, on one whose kernels read the
+// parameter block and through captured graphs; the token is fed back
+// without an upload; every draw after the first is a certified step.
+func TestCertifiedHeadGreedy(t *testing.T) {
+	cpu := tinyEngine(t, runtime.NewCPU(), false)
+	bb := &blockBackend{CPU: runtime.NewCPU()}
+	blocked := tinyEngine(t, bb, false)
+	graphed := tinyEngine(t, &graphBackend{recorder: &recorder{CPU: runtime.NewCPU()}}, false)
+	if cpu.CertifiedHead() {
+		t.Fatal("the cpu target's engine starts with the certified head on; the BF16 head is its oracle")
+	}
+	const n = 24
+	for name, e := range map[string]*runtime.Engine{"cpu": cpu, "block": blocked, "graph": graphed} {
+		if err := e.SetCertifiedHead(true); err != nil {
+			t.Fatal(err)
+		}
+		for _, plen := range []int{1, 9, 33} {
+			p := prompt(plen, e.Vocab())
+			if err := e.SetCertifiedHead(false); err != nil {
+				t.Fatal(err)
+			}
+			want, _ := hostGreedy(t, e, p, n)
+			if err := e.SetCertifiedHead(true); err != nil {
+				t.Fatal(err)
+			}
+			before := e.HeadStats()
+			bb.uploads = 0
+			got, lps := deviceRun(t, e, p, n, runtime.DeviceSampling{})
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s, prompt %d: certified greedy %v, BF16 greedy %v", name, plen, got, want)
+			}
+			st := e.HeadStats()
+			if st.Steps-before.Steps != n-1 || st.Fallbacks != 0 || st.Candidates-before.Candidates < n-1 {
+				t.Errorf("%s, prompt %d: stats %+v after %+v, want %d certified steps, no fallback", name, plen, st, before, n-1)
+			}
+			for i, lp := range lps[1:] {
+				if !math.IsNaN(float64(lp)) {
+					t.Errorf("%s, prompt %d, token %d: logprob %g from the certified head, want NaN", name, plen, i+1, lp)
+				}
+			}
+			if name == "block" && bb.uploads != len(tinySegments(plen)) {
+				t.Errorf("prompt %d: %d uploads for %d prefill segments and %d certified decodes", plen, bb.uploads, len(tinySegments(plen)), n-1)
+			}
+		}
+		t.Logf("%s: %+v", name, e.HeadStats())
+	}
+}
+
+// TestCertifiedHeadChoice: only greedy, unmasked draws that need no
+// logprob take the certified head; a vocabulary limit is honoured; after a
+// certified step the device holds no logits for SampleNext; a plan without
+// decode_greedy refuses the head.
+func TestCertifiedHeadChoice(t *testing.T) {
+	e := tinyEngine(t, runtime.NewCPU(), false)
+	if err := e.SetCertifiedHead(true); err != nil {
+		t.Fatal(err)
+	}
+	p := prompt(9, e.Vocab())
+	for _, s := range []runtime.DeviceSampling{
+		{NeedLogprob: true},
+		{Temperature: 0.7, Seed: 3},
+		{Mask: runtime.Mask(make([]uint32, runtime.MaskWords(e.Vocab())))},
+	} {
+		for i := range s.Mask {
+			s.Mask[i] = 0x5555_5555
+		}
+		before := e.HeadStats()
+		if err := e.SetCertifiedHead(false); err != nil {
+			t.Fatal(err)
+		}
+		want, _ := deviceRun(t, e, p, 8, s)
+		if err := e.SetCertifiedHead(true); err != nil {
+			t.Fatal(err)
+		}
+		got, lps := deviceRun(t, e, p, 8, s)
+		if !slices.Equal(got, want) || e.HeadStats() != before {
+			t.Errorf("%+v: %v with the head on, %v off, stats %+v → %+v: want the BF16 head", s, got, want, before, e.HeadStats())
+		}
+		if s.NeedLogprob && math.IsNaN(float64(lps[len(lps)-1])) {
+			t.Errorf("NeedLogprob: a NaN logprob")
+		}
+	}
+	limited := runtime.DeviceSampling{VocabLimit: e.Vocab() / 3}
+	if err := e.SetCertifiedHead(false); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := deviceRun(t, e, p, 12, limited)
+	if err := e.SetCertifiedHead(true); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := deviceRun(t, e, p, 12, limited)
+	if !slices.Equal(got, want) {
+		t.Errorf("vocab limit %d: certified %v, BF16 %v", limited.VocabLimit, got, want)
+	}
+	for _, id := range got {
+		if int(id) >= limited.VocabLimit {
+			t.Errorf("vocab limit %d: drew %d", limited.VocabLimit, id)
+		}
+	}
+	if _, _, err := e.SampleNext(context.Background(), runtime.DeviceSampling{}, 0); err == nil {
+		t.Error("SampleNext after a certified step drew from stale logits")
+	}
+
+	stripped := tinyEngine(t, runtime.NewCPU(), false)
+	strippedPlan := *stripped.Plan()
+	strippedPlan.Phases = slices.DeleteFunc(slices.Clone(strippedPlan.Phases), func(ph plan.Phase) bool { return ph.Kind == plan.DecodeGreedy })
+	old, err := runtime.NewEngine(&strippedPlan, runtime.NewCPU(), runtime.SyntheticWeights(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if err := old.SetCertifiedHead(true); !errors.Is(err, runtime.ErrNoCertifiedHead) {
+		t.Errorf("a plan without decode_greedy: %v, want ErrNoCertifiedHead", err)
+	}
+}
