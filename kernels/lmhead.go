@@ -268,8 +268,8 @@ func lmHeadFamilies() []*ir.Family {
 			Params: cat(ir.Ints("k", "n", "group"), streamParams()),
 			Slots:  []ir.Slot{ir.ParamVocabLimit},
 			Check: func(p ir.Params) error {
-				if g, r := p.Int("group"), p.Int("rows_per_warp"); g < 1 || g%r != 0 {
-					return fmt.Errorf("group %d: want a multiple of rows_per_warp %d (a block's warps × its rows)", g, r)
+				if g, r := p.Int("group"), p.Int("rows_per_warp"); r < 1 || g != LMHeadWarps*r {
+					return fmt.Errorf("group %d: want a block's %d warps × rows_per_warp %d", g, LMHeadWarps, r)
 				}
 				return checkStream(p, p.Int("rows_per_warp"))
 			},
@@ -310,6 +310,9 @@ func lmHeadFamilies() []*ir.Family {
 				}
 				if c := p.Int("cap"); c < 1 {
 					return fmt.Errorf("cap %d: want at least one group", c)
+				}
+				if g := p.Int("group"); g < 1 {
+					return fmt.Errorf("group %d: want at least one row", g)
 				}
 				if u := p.Int("unroll"); u < 1 || u > 8 {
 					return fmt.Errorf("unroll %d: want 1 to 8", u)

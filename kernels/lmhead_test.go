@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -249,5 +250,33 @@ func TestQuantizeRowsInt8(t *testing.T) {
 	}
 	if diff := cmp.Diff(wantS, scale); diff != "" {
 		t.Errorf("scale (-want +got):\n%s", diff)
+	}
+}
+
+// TestLMHeadParamsRefused: launch parameters the kernels cannot serve are
+// refused with an error naming them.
+func TestLMHeadParamsRefused(t *testing.T) {
+	int8p := func(group, rpw, unroll int64) ir.Params {
+		return ir.Params{Ints: map[string]int64{"k": 64, "n": 100, "group": group, "rows_per_warp": rpw, "unroll": unroll}}
+	}
+	certp := func(blocks, cap, split int64) ir.Params {
+		return ir.Params{Ints: map[string]int64{"k": 64, "n": 100, "group": 8, "blocks": blocks, "cap": cap, "split_k": split, "unroll": 1}}
+	}
+	for _, tt := range []struct {
+		kind ir.Kind
+		p    ir.Params
+		want string
+	}{
+		{ir.LMHeadInt8, int8p(16, 1, 1), "group 16"},
+		{ir.LMHeadInt8, int8p(160, 20, 1), "loads"},
+		{ir.LMHeadInt8, int8p(32, 4, 8), "loads"},
+		{ir.LMHeadCertify, certp(0, 4, 1), "blocks"},
+		{ir.LMHeadCertify, certp(2000, 4, 1), "blocks 2000"},
+		{ir.LMHeadCertify, certp(4, 4, 3), "split_k 3"},
+	} {
+		err := kernels.Families[tt.kind].CheckParams(tt.p)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s %v: %v, want an error naming %q", tt.kind, tt.p.Ints, err, tt.want)
+		}
 	}
 }
