@@ -104,7 +104,8 @@ func exactLMHead(name string, n, k int) lmHead {
 // 512, hidden 64), odd widths (the one-element paths), K with a remainder
 // past the unrolled passes, a split BF16 head, exact ties and near-ties, a
 // vocabulary limit that masks the unlimited winner, the fallback (a cap of
-// one group and bounds that make every row a candidate), a NaN activation.
+// one group and bounds that make every row a candidate), a NaN activation,
+// a head of 20000 rows, and one certify block over 17500 groups.
 func lmHeadCases() []lmHead {
 	tiny := randomLMHead("lmhead_tiny", 1, 512, 64, 0.1)
 	tiny.rpw, tiny.unroll = 1, 1
@@ -124,7 +125,11 @@ func lmHeadCases() []lmHead {
 	nan := randomLMHead("lmhead_nan", 8, 700, 64, 0.1)
 	nan.x[3] = float32(math.NaN())
 	wide := randomLMHead("lmhead_wide", 9, 20000, 2048, 0.02)
-	return []lmHead{tiny, odd, krem, split, ties, tiesOdd, limited, fallback, forced, nan, wide}
+	// One certify block over 17500 groups: the bounds read in two passes
+	// (too many for registers) and the groups too many for shared flags.
+	many := randomLMHead("lmhead_manygroups", 12, 140000, 16, 0.3)
+	many.rpw, many.unroll, many.blocks = 1, 1, 1
+	return []lmHead{tiny, odd, krem, split, ties, tiesOdd, limited, fallback, forced, nan, wide, many}
 }
 
 // TestWriteGPUCasesLMHead writes the four families' correctness cases for

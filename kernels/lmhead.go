@@ -37,6 +37,10 @@ const LMHeadCap = 256
 // an activation of this many entries).
 const LMHeadMaxBlocks = 1024
 
+// lmHeadMaxMine bounds the groups of one certify block flagged in shared
+// memory (a byte each); a block with more reads their bounds again.
+const lmHeadMaxMine = 16384
+
 // LMHeadWarps is the warps of a block on every GPU target (256 threads,
 // 32 lanes): the certify pass's fallback gives each warp a row.
 const LMHeadWarps = 8
@@ -322,7 +326,9 @@ func lmHeadFamilies() []*ir.Family {
 			Launch: func(p ir.Params, _ int, c ir.LaunchConfig) ir.LaunchShape {
 				return c.Blocks(p.Int("blocks"), 1, 1)
 			},
-			TemplateData: func(ir.Params) map[string]any { return map[string]any{"warps": LMHeadWarps} },
+			TemplateData: func(ir.Params) map[string]any {
+				return map[string]any{"warps": LMHeadWarps, "max_mine": lmHeadMaxMine}
+			},
 			Reference: func(a *ir.Args) error {
 				n, k := a.Int("n"), a.Int("k")
 				x, w := a.F32("x")[:k], a.BF16("w")

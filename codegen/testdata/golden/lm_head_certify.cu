@@ -169,8 +169,10 @@ DEVICE void gemv_scalar(float (&acc)[R], const float* const* x, const bf16* cons
 
 // lm_head_certify (the certified LM head, kernels.LMHeadCertify): L = the best lower bound of
 // the GROUPS groups; a group is a candidate when its best upper bound is not below L. With
-// at most CAP candidate groups, block b takes the candidate groups b, b + BLOCKS, ... and
-// each warp the rows of a group whose upper bound is not below L; with more (or every
+// at most CAP candidate groups, block b takes the candidate groups b, b + BLOCKS, ...
+// (flagged in shared memory while they are counted: the group bounds are read once, all of a
+// thread's loads in flight, when they fit in registers) and each warp the rows of a group
+// whose upper bound is not below L; with more (or every
 // group: a non-finite bound), every row below the vocabulary limit, row j to warp
 // j mod (BLOCKS·WARPS): the full BF16 head. A candidate's logit is the gemv kernel's
 // (gemv_stream.tmpl) for split KSPLIT, bit for bit: the same lanes, chunks and sum order.
@@ -186,6 +188,11 @@ constexpr int KSPLIT = 1;
 constexpr int U = 4;
 constexpr int WARPS = BDIM_X / WARP_SIZE;
 constexpr int NO_ID = 0x7fffffff;
+constexpr int PER = (GROUPS + BDIM_X - 1) / BDIM_X;  // groups a thread reads
+constexpr int MAX_PER = 32;                          // register-held pairs at most (64 registers)
+constexpr int MINE = (GROUPS + BLOCKS - 1) / BLOCKS;  // groups of one block
+constexpr bool FLAGS = MINE <= 16384;  // a block's groups flagged in shared memory (else their bounds read again)
+struct __attribute__((aligned(8))) f32x2 { float x, y; };
 static_assert(WARPS == 8, "the reference gives each of a block's 8 warps a row on fallback");
 // Row j's logit as gemv_kernel computes it (one row per warp; its KSPLIT warps' slices in order).
 DEVICE float head_logit(const float* x, const bf16* w, int j) {
@@ -209,23 +216,55 @@ DEVICE float head_logit(const float* x, const bf16* w, int j) {
 }
 DEVICE bool better(float v, int i, float bv, int bi) { return i != NO_ID && (bi == NO_ID || v > bv || (v == bv && i < bi)); }
 DEVICE unsigned int shfl_u32(unsigned int v, int m) { return f32_bits(shfl_xor(bits_f32(v), m)); }
+// The block's maximum of v to every thread (v never NaN); red holds WARPS floats.
+DEVICE float block_max_f(float v, float* red) {
+#pragma unroll
+  for (int m = WARP_SIZE / 2; m > 0; m >>= 1) { const float o = shfl_xor(v, m); v = o > v ? o : v; }
+  if (LANE == 0) red[WARP] = v;
+  block_sync();
+  v = red[0];
+  for (int w = 1; w < WARPS; ++w) v = red[w] > v ? red[w] : v;
+  block_sync();
+  return v;
+}
 KERNEL void lm_head_certify_78ad3031(float* best_v, int* best_i, const float* upper, const float* bounds, const float* x, const bf16* w, int n, const int* params) {
   const int vocab_limit = params[14];
   SHARED float redf[WARPS];
   SHARED int redi[WARPS];
   SHARED unsigned int redc[WARPS];
+  SHARED unsigned char mine[FLAGS ? MINE : 1];  // whether this block's t-th group (BID_X + t·BLOCKS) is a candidate
   if (n < 1) return;
   const int lim = vocab_limit > 0 && vocab_limit < N ? vocab_limit : N;
-  // L, then the candidate groups.
+  // L, then the candidate groups. With few enough groups a thread loads its
+  // (lower, upper) pairs once, all in flight, into registers; else two passes.
   float L = bits_f32(0xff800000u);
-  for (int g = TID_X; g < GROUPS; g += BDIM_X) L = bounds[2 * g] > L ? bounds[2 * g] : L;
-  L = warp_max(L);
-  if (LANE == 0) redf[WARP] = L;
-  block_sync();
-  L = redf[0];
-  for (int v = 1; v < WARPS; ++v) L = redf[v] > L ? redf[v] : L;
   unsigned int c = 0u;
-  for (int g = TID_X; g < GROUPS; g += BDIM_X) c += bounds[2 * g + 1] < L ? 0u : 1u;
+  if constexpr (PER <= MAX_PER) {
+    f32x2 b[PER];
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      const int g = TID_X + i * BDIM_X;
+      b[i] = g < GROUPS ? ((const f32x2*)bounds)[g] : f32x2{bits_f32(0xff800000u), bits_f32(0xff800000u)};
+    }
+#pragma unroll
+    for (int i = 0; i < PER; ++i) L = b[i].x > L ? b[i].x : L;
+    L = block_max_f(L, redf);
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      const int g = TID_X + i * BDIM_X;
+      const bool cand = g < GROUPS && !(b[i].y < L);
+      c += cand ? 1u : 0u;
+      if (FLAGS && g < GROUPS && g % BLOCKS == BID_X) mine[FLAGS ? g / BLOCKS : 0] = cand ? 1 : 0;
+    }
+  } else {
+    for (int g = TID_X; g < GROUPS; g += BDIM_X) L = bounds[2 * g] > L ? bounds[2 * g] : L;
+    L = block_max_f(L, redf);
+    for (int g = TID_X; g < GROUPS; g += BDIM_X) {
+      const bool cand = !(bounds[2 * g + 1] < L);
+      c += cand ? 1u : 0u;
+      if (FLAGS && g % BLOCKS == BID_X) mine[FLAGS ? g / BLOCKS : 0] = cand ? 1 : 0;
+    }
+  }
 #pragma unroll
   for (int m = WARP_SIZE / 2; m > 0; m >>= 1) c += shfl_u32(c, m);
   if (LANE == 0) redc[WARP] = c;
@@ -238,8 +277,9 @@ KERNEL void lm_head_certify_78ad3031(float* best_v, int* best_i, const float* up
   int bi = NO_ID;
   unsigned int count = 0u;  // this warp's candidates (every lane the same)
   if (!fallback) {
-    for (int g = BID_X; g < GROUPS; g += BLOCKS) {
-      if (bounds[2 * g + 1] < L) continue;
+    for (int t = 0; t < MINE; ++t) {
+      const int g = BID_X + t * BLOCKS;
+      if (g >= GROUPS || (FLAGS ? !mine[t] : bounds[2 * g + 1] < L)) continue;
       for (int j = g * GROUP + WARP; j < (g + 1) * GROUP && j < lim; j += WARPS) {
         if (upper[j] < L) continue;
         ++count;
