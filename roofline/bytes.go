@@ -70,13 +70,20 @@ func (s *Step) ByFamily() map[string]Bytes {
 // Decode is the byte model of the plan's decode step attending to context
 // tokens (the step's own token included: after a prefill of C tokens the
 // first step attends to C+1).
-func Decode(p *plan.Plan, context int) (*Step, error) {
+func Decode(p *plan.Plan, context int) (*Step, error) { return ofKind(p, plan.DecodeStep, context) }
+
+// Greedy is Decode for the greedy decode step with the certified int8 LM
+// head (the plan's decode_greedy phase, docs/lm-head.md).
+func Greedy(p *plan.Plan, context int) (*Step, error) { return ofKind(p, plan.DecodeGreedy, context) }
+
+// ofKind is the byte model of p's first phase of kind.
+func ofKind(p *plan.Plan, kind plan.PhaseKind, context int) (*Step, error) {
 	for i := range p.Phases {
-		if p.Phases[i].Kind == plan.DecodeStep {
+		if p.Phases[i].Kind == kind {
 			return Phase(p, &p.Phases[i], context)
 		}
 	}
-	return nil, fmt.Errorf("plan has no %s phase", plan.DecodeStep)
+	return nil, fmt.Errorf("plan has no %s phase", kind)
 }
 
 // Phase is the byte model of one phase of p with context tokens in the KV

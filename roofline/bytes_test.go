@@ -205,16 +205,9 @@ func TestGreedyBytesReal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var g *Step
-		for i := range p.Phases {
-			if p.Phases[i].Kind == plan.DecodeGreedy {
-				if g, err = Phase(p, &p.Phases[i], 1025); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		if g == nil {
-			t.Fatalf("%s: no decode_greedy phase", target)
+		g, err := Greedy(p, 1025)
+		if err != nil {
+			t.Fatal(err)
 		}
 		const V, H = 248320, 2048
 		if want := d.Total.Weights - V*H*2 + V*H + V*4; g.Total.Weights != want || g.Total.KV != d.Total.KV || g.Total.State != d.Total.State {
