@@ -97,9 +97,10 @@ func (p *Plan) Validate() error {
 		if len(b.Parts) > 0 && (b.Role != ir.Weight || b.Tensor != "") {
 			fail("buffer %s: parts belong to a weight without a tensor of its own", b.Name)
 		}
-		if b.Role == ir.Weight {
+		if b.Role == ir.Weight && b.Derive == nil {
 			// A checkpoint tensor is held once on the device, whole or as one
-			// part of a concatenated weight.
+			// part of a concatenated weight (a derived weight is made from one
+			// on the device, not loaded).
 			for _, part := range b.Sources() {
 				if other, dup := loadedBy[part.Tensor]; dup && part.Tensor != "" {
 					fail("buffer %s: checkpoint tensor %s is already loaded by buffer %s", b.Name, part.Tensor, other)
