@@ -38,16 +38,82 @@ type lmHead struct {
 	stored        int64 // weight rows written to the files (0: all); the rest are zeros
 	speed         bool  // timed cases at this size
 	forceFallback bool  // certify's bounds replaced by "every row a candidate"
+	// norm: the final RMSNorm folded in (rmsnorm_lm_head_int8 and
+	// rmsnorm_lm_head_certify; the BF16 head rmsnorm_gemv): x is the
+	// residual row, normW the norm weights, onePlus the 1 + w form.
+	norm    bool
+	normW   []float32
+	onePlus bool
+}
+
+// withNorm is h with the final norm folded in: Gaussian norm weights
+// (std 0.3, seeded) and x scaled by 8 (a residual row, not a normed one).
+func withNorm(h lmHead, name string, seed uint64, onePlus bool) lmHead {
+	rng := rand.New(rand.NewPCG(seed, 23))
+	h.name, h.norm, h.onePlus = name, true, onePlus
+	h.normW = make([]float32, h.k)
+	for i := range h.normW {
+		h.normW[i] = float32(rng.NormFloat64() * 0.3)
+	}
+	x := make([]float32, h.k)
+	for i, v := range h.x {
+		x[i] = 8 * v
+	}
+	h.x = x
+	return h
+}
+
+// normParams are the folded norm's parameters of the head's kernels.
+func (h lmHead) normParams(p map[string]float64) map[string]float64 {
+	if h.norm {
+		p["eps"] = 1e-6
+		p["one_plus"] = 0
+		if h.onePlus {
+			p["one_plus"] = 1
+		}
+	}
+	return p
+}
+
+// families are the head's int8 and certify families.
+func (h lmHead) families() (int8f, certf string) {
+	if h.norm {
+		return string(ir.RMSNormLMHeadInt8), string(ir.RMSNormLMHeadCertify)
+	}
+	return string(ir.LMHeadInt8), string(ir.LMHeadCertify)
+}
+
+// bf16Head is the BF16 head the certified one stands for, as the decode
+// step launches it: gemv, or rmsnorm_gemv with the norm folded in.
+func (h lmHead) bf16Head(rpw, unroll int) plan.Kernel {
+	if h.norm {
+		return normGEMV(float64(h.k), float64(h.n), float64(rpw), float64(h.split), float64(unroll), h.onePlus)
+	}
+	return gemv(float64(h.k), float64(h.n), float64(rpw), float64(h.split), float64(unroll))
+}
+
+// logits are the BF16 head's logits (the references': MatMul, or
+// rmsnorm's then MatMul's).
+func (h lmHead) logits() []float32 {
+	x := h.x
+	if h.norm {
+		x = make([]float32, h.k)
+		kernels.RMSNorm(x, h.k, h.x, h.k, h.normW, 1, h.k, 1e-6, h.onePlus)
+	}
+	logits := make([]float32, h.n)
+	kernels.MatMul(logits, x, h.w, 1, h.k, h.n)
+	return logits
 }
 
 func (h lmHead) group() int { return kernels.LMHeadWarps * h.rpw }
 
 func (h lmHead) kernels() (quant, int8k, certify, pick plan.Kernel) {
 	n, k := float64(h.n), float64(h.k)
+	int8f, certf := h.families()
 	quant = kern("quantize_rows_int8", map[string]float64{"k": k, "n": n})
-	int8k = kern("lm_head_int8", map[string]float64{"k": k, "n": n, "group": float64(h.group()), "rows_per_warp": float64(h.rpw), "unroll": float64(h.unroll)})
-	certify = kern("lm_head_certify", map[string]float64{"k": k, "n": n, "group": float64(h.group()), "blocks": float64(h.blocks),
-		"cap": float64(h.cap), "split_k": float64(h.split), "unroll": float64(h.unroll)})
+	int8k = kern(int8f, h.normParams(map[string]float64{"k": k, "n": n, "group": float64(h.group()), "rows_per_warp": float64(h.rpw), "unroll": float64(h.unroll)}))
+	certify = kern(certf, h.normParams(map[string]float64{"k": k, "n": n, "group": float64(h.group()), "blocks": float64(h.blocks),
+		"cap": float64(h.cap), "split_k": float64(h.split), "unroll": float64(h.unroll)}))
 	pick = kern("lm_head_pick", map[string]float64{"blocks": float64(h.blocks)})
 	return
 }
@@ -129,7 +195,22 @@ func lmHeadCases() []lmHead {
 	// (too many for registers) and the groups too many for shared flags.
 	many := randomLMHead("lmhead_manygroups", 12, 140000, 16, 0.3)
 	many.rpw, many.unroll, many.blocks = 1, 1, 1
-	return []lmHead{tiny, odd, krem, split, ties, tiesOdd, limited, fallback, forced, nan, wide, many}
+	cs := []lmHead{tiny, odd, krem, split, ties, tiesOdd, limited, fallback, forced, nan, wide, many}
+	// The final norm folded in: the tiny fixtures' head, odd widths (the
+	// one-element paths), a K remainder, a split head, x·w (no 1 +), the
+	// vocabulary limit, the fallback both ways, exact ties, 20000 rows.
+	normTiny := withNorm(tiny, "lmhead_norm_tiny", 31, true)
+	normOdd := withNorm(odd, "lmhead_norm_odd", 32, true)
+	normKrem := withNorm(krem, "lmhead_norm_krem", 33, true)
+	normSplit := withNorm(split, "lmhead_norm_split", 34, true)
+	normPlain := withNorm(randomLMHead("", 13, 900, 128, 0.05), "lmhead_norm_plain", 35, false)
+	normLimited := withNorm(limited, "lmhead_norm_limit", 36, true)
+	normFallback := withNorm(ties, "lmhead_norm_fallback", 37, true) // the tied rows' groups: more than one
+	normFallback.cap = 1
+	normForced := withNorm(forced, "lmhead_norm_forced", 38, true)
+	normTies := withNorm(ties, "lmhead_norm_ties", 39, true)
+	normWide := withNorm(wide, "lmhead_norm_wide", 40, true)
+	return append(cs, normTiny, normOdd, normKrem, normSplit, normPlain, normLimited, normFallback, normForced, normTies, normWide)
 }
 
 // TestWriteGPUCasesLMHead writes the four families' correctness cases for
@@ -145,22 +226,23 @@ func TestWriteGPUCasesLMHead(t *testing.T) {
 	real.stored, real.speed = min(8192, int64(N)), true
 	realFB := randomLMHead("speed_lmhead_fallback", 11, N, 2048, 0.02, 8192)
 	realFB.stored, realFB.speed, realFB.forceFallback = min(8192, int64(N)), true, true
-	for _, h := range append(heads, real, realFB) {
+	realNorm := withNorm(randomLMHead("", 10, N, 2048, 0.02, 8192), "speed_lmhead_norm", 41, true)
+	realNorm.stored, realNorm.speed = min(8192, int64(N)), true
+	for _, h := range append(heads, real, realFB, realNorm) {
 		writeLMHead(t, out, h)
 	}
 }
 
 // TestLMHeadCasesCertify: on every correctness head the chain of the four
-// references picks the BF16 head's greedy token (MatMul, then Sample).
+// references picks the BF16 head's greedy token (MatMul, with the folded
+// norm rmsnorm's first, then Sample).
 func TestLMHeadCasesCertify(t *testing.T) {
 	for _, h := range lmHeadCases() {
 		if h.forceFallback {
 			continue
 		}
 		tok, stats := runLMHead(t, h).token()
-		logits := make([]float32, h.n)
-		kernels.MatMul(logits, h.x, h.w, 1, h.k, h.n)
-		want, _ := kernels.SampleToken(logits, kernels.SampleParams{VocabLimit: int32(h.lim)})
+		want, _ := kernels.SampleToken(h.logits(), kernels.SampleParams{VocabLimit: int32(h.lim)})
 		if tok != want {
 			t.Errorf("%s: certified %d, BF16 head %d (candidates %d, fallback %d)", h.name, tok, want, stats[0], stats[1])
 		}
@@ -244,6 +326,9 @@ func runLMHead(t *testing.T, h lmHead) *headRun {
 
 	r.int8k = headArgs(r.int8K, &r.block)
 	set(r.int8k, "x", f32Raw(h.x))
+	if h.norm {
+		set(r.int8k, "norm_w", f32Raw(h.normW))
+	}
 	set(r.int8k, "q", get(r.quant, "q"))
 	set(r.int8k, "scale", get(r.quant, "scale"))
 	r.inInt8 = snapshot(r.int8k)
@@ -251,6 +336,9 @@ func runLMHead(t *testing.T, h lmHead) *headRun {
 
 	r.certify = headArgs(r.certK, &r.block)
 	set(r.certify, "x", f32Raw(h.x))
+	if h.norm {
+		set(r.certify, "norm_w", f32Raw(h.normW))
+	}
 	set(r.certify, "w", u16Raw(h.w))
 	set(r.certify, "upper", get(r.int8k, "upper"))
 	set(r.certify, "bounds", get(r.int8k, "bounds"))
@@ -362,28 +450,37 @@ func writeLMHead(t *testing.T, out string, h lmHead) {
 	write("pick", r.pickK, r.pick, r.inP, tp)
 	if h.speed && !h.forceFallback {
 		// The BF16 head at the same shape, as the decode step launches it
-		// (gemv, 4 rows per warp): what the int8 head replaces.
-		g := gemv(float64(h.k), float64(h.n), 4, 1, 4)
+		// (gemv, or rmsnorm_gemv with the norm folded in; 4 rows per warp):
+		// what the int8 head replaces.
+		g := h.bf16Head(4, 4)
 		g.Name = "gemv_case"
 		dir := filepath.Join(out, h.name+"_gemv")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		logits := make([]float32, h.n)
-		kernels.MatMul(logits, h.x, h.w, 1, h.k, h.n)
+		logits := h.logits()
 		poison := make([]float32, h.n)
 		for i := range poison {
 			poison[i] = 7
 		}
 		files := map[string][]byte{"y.in": f32Raw(poison), "y.want": f32Raw(logits), "x.in": f32Raw(h.x), "w.in": u16Raw(h.w[:h.stored*K])}
+		meta := caseMeta{Kernel: g.Name, Grid: caseGrid(g, 1), Block: caseBlock(), N: 1, TimeReps: 200, Bytes: N*K*2 + N*4 + K*4,
+			Note: "BF16 head (gemv): 1.02 GB at 248320 × 2048, expected ≈ 255 µs at 4 TB/s",
+			Args: []caseArg{{File: "y.in", DType: "f32", Out: true}, {File: "x.in", DType: "f32"}, {File: "w.in", DType: "bf16", Elements: N * K}}}
+		if h.norm {
+			// rmsnorm_gemv's operands: y, x, norm_w, w, xn (the normed row).
+			xn := make([]float32, h.k)
+			kernels.RMSNorm(xn, h.k, h.x, h.k, h.normW, 1, h.k, 1e-6, h.onePlus)
+			files["norm_w.in"], files["xn.in"], files["xn.want"] = f32Raw(h.normW), f32Raw(poison[:h.k]), f32Raw(xn)
+			meta.Note = "BF16 head with the final norm folded (rmsnorm_gemv), the decode step's: 1.02 GB, expected ≈ 255 µs at 4 TB/s"
+			meta.Bytes += 2 * K * 4
+			meta.Args = []caseArg{meta.Args[0], meta.Args[1], {File: "norm_w.in", DType: "f32"}, meta.Args[2], {File: "xn.in", DType: "f32", Out: true}}
+		}
 		for name, b := range files {
 			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
-		meta := caseMeta{Kernel: g.Name, Grid: caseGrid(g, 1), Block: caseBlock(), N: 1, TimeReps: 200, Bytes: N*K*2 + N*4 + K*4,
-			Note: "BF16 head (gemv): 1.02 GB at 248320 × 2048, expected ≈ 255 µs at 4 TB/s",
-			Args: []caseArg{{File: "y.in", DType: "f32", Out: true}, {File: "x.in", DType: "f32"}, {File: "w.in", DType: "bf16", Elements: N * K}}}
 		src, err := Render(plan.SM90, g)
 		if err != nil {
 			t.Fatal(err)

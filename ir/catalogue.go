@@ -116,6 +116,12 @@ const (
 	LMHeadInt8       Kind = "lm_head_int8"       // approximate logits' upper bounds, per-group best lower and upper bounds
 	LMHeadCertify    Kind = "lm_head_certify"    // exact BF16 logits of the candidates (every row on fallback), best per block
 	LMHeadPick       Kind = "lm_head_pick"       // the argmax over the blocks' bests: the greedy token
+	// The final RMSNorm folded in, as rmsnorm_gemv folds it into the BF16
+	// head: the int8 head streams x·(1+w) and scales by the row's rsqrt
+	// after the sum (block 0 writes the normed row), and certify repeats
+	// rmsnorm_gemv's arithmetic for its candidates.
+	RMSNormLMHeadInt8    Kind = "rmsnorm_lm_head_int8"
+	RMSNormLMHeadCertify Kind = "rmsnorm_lm_head_certify"
 )
 
 // Access says how an op touches an operand.

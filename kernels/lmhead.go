@@ -46,8 +46,11 @@ const lmHeadMaxMine = 16384
 const LMHeadWarps = 8
 
 // LMHeadBound returns the constants of the per-row error bound for rows of
-// width k: e_j = s_j·(S·C + D) + A, with S the float sum of |x_k|. Its
-// derivation (docs/lm-head.md): with u = 2^-24 and γ = n·u/(1−n·u), n = k + 16,
+// width k: e_j = (s_j·(S·C + D) + A)·r + A, with S the float sum of |x_k|
+// and r the folded norm's rsqrt (1 without one). Its derivation
+// (docs/lm-head.md): with u = 2^-24 and γ = n·u/(1−n·u), n = k + 16, in
+// the space of the activations the dots are summed over (x, or with the
+// norm folded x·(1+w), the rsqrt applied after the sum),
 //
 //   - quantization: |Σ x_k (w_k − s·q_k)| ≤ s·(1/2 + 256u)·Σ|x_k| (q is the
 //     rounded f32 quotient w/s: half a step plus the quotient's rounding);
@@ -56,18 +59,23 @@ const LMHeadWarps = 8
 //     u·127·s·Σ|x_k| each;
 //   - the BF16 head's own float sum (what ℓ_j is): γ·max|w|·Σ|x_k| ≤
 //     127γ(1+u)·s·Σ|x_k|;
+//   - the folded norm: both heads scale their sum by r (a rounding each),
+//     and each may form its products' activation x·(1+w) with up to two
+//     roundings of its own: 4 more roundings of at most u·127·s·Σ|x_k|;
 //   - S underestimates Σ|x_k| by at most a factor 1 − γ, and computing e
-//     rounds three times: C divides by (1−γ)(1−u)^6 and takes a margin;
+//     (with its scaling by r) rounds five times: C divides by
+//     (1−γ)(1−u)^8 and takes a margin;
 //   - flushed subnormals: D = 2^-100 (relative to s: an input flushed to
 //     zero loses at most 2^-126 · 127s per element, k ≤ 2^19) and
 //     A = 2^-90 (absolute: products and partial sums flushed, at most 2^-126
-//     each, fewer than 2^21 operations).
+//     each, fewer than 2^21 operations), added again after the scaling by
+//     r, whose products may flush too.
 func LMHeadBound(k int) (c, d, abs float32) {
 	const u = 0x1p-24
 	n := float64(k + 16)
 	gamma := n * u / (1 - n*u)
-	exact := 0.5 + 256*u + 127*(2*gamma+2*gamma*u+4*u)
-	v := exact / ((1 - gamma) * math.Pow(1-u, 6)) * (1 + 0x1p-16)
+	exact := 0.5 + 256*u + 127*(2*gamma+2*gamma*u+8*u)
+	v := exact / ((1 - gamma) * math.Pow(1-u, 8)) * (1 + 0x1p-16)
 	c = float32(v)
 	if float64(c) < v {
 		c = math.Nextafter32(c, float32(math.Inf(1)))
@@ -76,12 +84,13 @@ func LMHeadBound(k int) (c, d, abs float32) {
 }
 
 // lmHeadRowBounds is a row's upper and lower bounds from its scale, its
-// int8 dot d = Σ x_k q_k and S = Σ|x_k| (f32, each operation rounded as
-// the device rounds it): ±Inf where the bound is not finite or too large
-// for the BF16 sum to be free of overflow (the row is then a candidate).
-func lmHeadRowBounds(s, d, sumAbs, c, dd, abs float32) (upper, lower float32) {
-	a := float32(s * d)
-	e := float32(float32(s*float32(float32(sumAbs*c)+dd)) + abs)
+// int8 dot d = Σ x_k q_k, S = Σ|x_k| and the folded norm's rsqrt inv (1
+// without one; f32, each operation rounded as the device rounds it): ±Inf
+// where the bound is not finite or too large for the BF16 sum to be free
+// of overflow (the row is then a candidate).
+func lmHeadRowBounds(s, d, sumAbs, inv, c, dd, abs float32) (upper, lower float32) {
+	a := float32(s * float32(d*inv))
+	e := float32(float32(float32(s*float32(float32(sumAbs*c)+dd))+abs)*inv) + abs
 	if !(e < 0x1p100) || a != a {
 		return float32(math.Inf(1)), float32(math.Inf(-1))
 	}
@@ -145,7 +154,7 @@ func LMHeadInt8(upper, bounds, x []float32, q []int8, scale []float32, n, k, gro
 			for i, v := range q[j*k:][:k] {
 				dot += float32(x[i] * float32(v))
 			}
-			upper[j], lower[j] = lmHeadRowBounds(scale[j], dot, sumAbs, c, d, abs)
+			upper[j], lower[j] = lmHeadRowBounds(scale[j], dot, sumAbs, 1, c, d, abs)
 		}
 	})
 	for g := 0; g < ir.Ceil(n, group); g++ {
@@ -237,9 +246,19 @@ func LMHeadPick(tokens, out []int32, bestV []float32, bestI []int32, blocks int)
 	out[2], out[3] = count, fallback
 }
 
-// lmHeadFamilies declares the certified head's four families.
+// lmHeadFamilies declares the certified head's families: the four, and
+// lm_head_int8 and lm_head_certify with the final norm folded in.
 func lmHeadFamilies() []*ir.Family {
-	groups := func(p ir.Params) int64 { return int64(ir.Ceil(p.Int("n"), p.Int("group"))) }
+	fs := lmHeadBase()
+	return append(fs, rmsnormLMHeadInt8(fs[1]), rmsnormLMHeadCertify(fs[2]))
+}
+
+func lmHeadGroups(p ir.Params) int64 { return int64(ir.Ceil(p.Int("n"), p.Int("group"))) }
+
+// lmHeadBase declares quantize_rows_int8, lm_head_int8, lm_head_certify
+// and lm_head_pick, in that order.
+func lmHeadBase() []*ir.Family {
+	groups := lmHeadGroups
 	return []*ir.Family{
 		{
 			// quantize_rows_int8: one warp per row of w, n × k.
@@ -282,7 +301,7 @@ func lmHeadFamilies() []*ir.Family {
 			},
 			TemplateData: func(p ir.Params) map[string]any {
 				c, d, abs := LMHeadBound(p.Int("k"))
-				return map[string]any{"bound_c": []float32{c}, "bound_d": []float32{d}, "bound_a": []float32{abs}}
+				return map[string]any{"bound_c": []float32{c}, "bound_d": []float32{d}, "bound_a": []float32{abs}, "norm": false}
 			},
 			Reference: func(a *ir.Args) error {
 				n := a.Int("n")
@@ -327,7 +346,7 @@ func lmHeadFamilies() []*ir.Family {
 				return c.Blocks(p.Int("blocks"), 1, 1)
 			},
 			TemplateData: func(ir.Params) map[string]any {
-				return map[string]any{"warps": LMHeadWarps, "max_mine": lmHeadMaxMine}
+				return map[string]any{"warps": LMHeadWarps, "max_mine": lmHeadMaxMine, "norm": false}
 			},
 			Reference: func(a *ir.Args) error {
 				n, k := a.Int("n"), a.Int("k")
@@ -353,6 +372,68 @@ func lmHeadFamilies() []*ir.Family {
 			},
 		},
 	}
+}
+
+// rmsnormLMHeadInt8 is lm_head_int8 (base) with the final norm folded in,
+// as rmsnorm_gemv folds it into the BF16 head: x is the residual row, the
+// int8 dots run on x·(1+norm_w) (or x·norm_w) and the sums, S included,
+// are scaled by the row's rsqrt(mean(x²)+eps) at the end; block 0 writes
+// the normed row to xn (the hidden row the logits phase reads), as
+// rmsnorm_gemv does. Its reference is the pair's: rmsnorm into xn, then
+// lm_head_int8 from it (the bound covers either arithmetic).
+func rmsnormLMHeadInt8(base *ir.Family) *ir.Family {
+	f := *base
+	f.Kind, f.Template = ir.RMSNormLMHeadInt8, "lm_head_int8.tmpl"
+	f.Operands = []ir.OperandSpec{
+		base.Operands[0], base.Operands[1], base.Operands[2],
+		{Name: "norm_w", DType: ir.F32, Access: ir.Read, Extent: ir.Fixed("k")},
+		base.Operands[3], base.Operands[4],
+		{Name: "xn", DType: ir.F32, Access: ir.Write, Extent: ir.Fixed("k")},
+	}
+	f.Params = cat(base.Params, ir.Reals("eps"), ir.Flags("one_plus"))
+	f.TemplateData = func(p ir.Params) map[string]any {
+		d := base.TemplateData(p)
+		d["norm"] = true
+		return d
+	}
+	f.Reference = func(a *ir.Args) error {
+		n, k := a.Int("n"), a.Int("k")
+		xn := a.F32("xn")[:k]
+		RMSNorm(xn, k, a.F32("x"), k, a.F32("norm_w"), 1, k, a.Real32("eps"), a.Flag("one_plus"))
+		LMHeadInt8(a.F32("upper"), a.F32("bounds"), xn, a.I8("q"), a.F32("scale"), n, k, a.Int("group"), vocabLimit(a, n))
+		return nil
+	}
+	return &f
+}
+
+// rmsnormLMHeadCertify is lm_head_certify (base) for a BF16 head that is
+// rmsnorm_gemv: x is the residual row, and a candidate's logit is
+// rmsnorm_gemv's for split_k and unroll, bit for bit (the dots on
+// x·(1+norm_w), the sum scaled by the row's rsqrt). Its reference is
+// rmsnorm_gemv's: rmsnorm, then dotBF16 of the normed row.
+func rmsnormLMHeadCertify(base *ir.Family) *ir.Family {
+	f := *base
+	f.Kind, f.Template = ir.RMSNormLMHeadCertify, "lm_head_certify.tmpl"
+	f.Operands = []ir.OperandSpec{
+		base.Operands[0], base.Operands[1], base.Operands[2], base.Operands[3], base.Operands[4],
+		{Name: "norm_w", DType: ir.F32, Access: ir.Read, Extent: ir.Fixed("k")},
+		base.Operands[5],
+	}
+	f.Params = cat(base.Params, ir.Reals("eps"), ir.Flags("one_plus"))
+	f.TemplateData = func(p ir.Params) map[string]any {
+		d := base.TemplateData(p)
+		d["norm"] = true
+		return d
+	}
+	f.Reference = func(a *ir.Args) error {
+		n, k := a.Int("n"), a.Int("k")
+		xn, w := make([]float32, k), a.BF16("w")
+		RMSNorm(xn, k, a.F32("x"), k, a.F32("norm_w"), 1, k, a.Real32("eps"), a.Flag("one_plus"))
+		LMHeadCertify(a.F32("best_v"), a.I32("best_i"), a.F32("upper"), a.F32("bounds"), n, a.Int("group"),
+			vocabLimit(a, n), a.Int("blocks"), LMHeadWarps, a.Int("cap"), func(j int) float32 { return dotBF16(xn, w[j*k:][:k]) })
+		return nil
+	}
+	return &f
 }
 
 // vocabLimit is the rows a launch of n rows may pick: the block's

@@ -280,3 +280,88 @@ func TestLMHeadParamsRefused(t *testing.T) {
 		}
 	}
 }
+
+// runFamily runs family kind's reference on fresh memory for its operands
+// (one row, the block's vocabulary limit lim), with set filling the inputs
+// first; it returns the run to read the outputs from.
+func runFamily(t *testing.T, kind ir.Kind, p ir.Params, lim int, set func(a *ir.Args)) *ir.Args {
+	t.Helper()
+	f := kernels.Families[kind]
+	if err := f.CheckParams(p); err != nil {
+		t.Fatalf("%s: %v", kind, err)
+	}
+	a := &ir.Args{Family: f, Params: p, N: 1, Block: &[ir.ParamSlots]int32{}, Mem: make([][]byte, len(f.Operands))}
+	a.Block[ir.ParamVocabLimit] = int32(lim)
+	for i, o := range f.Operands {
+		a.Mem[i] = make([]byte, o.Extent(p, 1)*int64(o.DType.Size()))
+	}
+	set(a)
+	if err := f.Reference(a); err != nil {
+		t.Fatalf("%s: %v", kind, err)
+	}
+	return a
+}
+
+// TestRMSNormLMHeadCertifiedGreedy: with the final norm folded into the
+// certified head (rmsnorm_lm_head_int8, rmsnorm_lm_head_certify), the
+// token is the greedy token of rmsnorm_gemv, the BF16 head it certifies,
+// on the adversarial heads (the activation taken as the residual row), and
+// the int8 head writes rmsnorm_gemv's normed row.
+func TestRMSNormLMHeadCertifiedGreedy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 4))
+	for _, c := range headCases() {
+		for _, onePlus := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/one_plus_%v", c.name, onePlus), func(t *testing.T) {
+				normW := make([]float32, c.k)
+				for i := range normW {
+					normW[i] = float32(rng.NormFloat64() * 0.3)
+				}
+				const eps = 1e-6
+				norm := func(p ir.Params) ir.Params {
+					p.SetReal("eps", eps)
+					p.SetFlag("one_plus", onePlus)
+					return p
+				}
+				lim := c.n
+				if c.lim > 0 && c.lim < c.n {
+					lim = c.lim
+				}
+				// The BF16 head: rmsnorm_gemv's reference, then Sample's greedy.
+				gp := norm(ir.Params{Ints: map[string]int64{"k": int64(c.k), "n": int64(c.n), "split_k": 1, "rows_per_warp": 1, "unroll": 1}})
+				head := runFamily(t, ir.RMSNormGEMV, gp, lim, func(a *ir.Args) {
+					copy(a.F32("x"), c.x)
+					copy(a.F32("norm_w"), normW)
+					copy(a.BF16("w"), c.w)
+				})
+				want, _ := kernels.SampleToken(head.F32("y"), kernels.SampleParams{VocabLimit: int32(c.lim)})
+
+				q, scale := make([]int8, c.n*c.k), make([]float32, c.n)
+				kernels.QuantizeRowsInt8(q, scale, c.w, c.n, c.k)
+				const group, blocks = 32, 7
+				ip := norm(ir.Params{Ints: map[string]int64{"k": int64(c.k), "n": int64(c.n), "group": group, "rows_per_warp": 4, "unroll": 1}})
+				i8 := runFamily(t, ir.RMSNormLMHeadInt8, ip, lim, func(a *ir.Args) {
+					copy(a.F32("x"), c.x)
+					copy(a.F32("norm_w"), normW)
+					copy(a.I8("q"), q)
+					copy(a.F32("scale"), scale)
+				})
+				if diff := cmp.Diff(head.F32("xn"), i8.F32("xn"), cmp.Comparer(func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) })); diff != "" {
+					t.Errorf("normed row (-rmsnorm_gemv +int8 head):\n%s", diff)
+				}
+				cp := norm(ir.Params{Ints: map[string]int64{"k": int64(c.k), "n": int64(c.n), "group": group, "blocks": blocks, "cap": kernels.LMHeadCap, "split_k": 1, "unroll": 1}})
+				cert := runFamily(t, ir.RMSNormLMHeadCertify, cp, lim, func(a *ir.Args) {
+					copy(a.F32("upper"), i8.F32("upper"))
+					copy(a.F32("bounds"), i8.F32("bounds"))
+					copy(a.F32("x"), c.x)
+					copy(a.F32("norm_w"), normW)
+					copy(a.BF16("w"), c.w)
+				})
+				tokens, out := make([]int32, 1), make([]int32, 4)
+				kernels.LMHeadPick(tokens, out, cert.F32("best_v"), cert.I32("best_i"), blocks)
+				if out[0] != want || tokens[0] != want {
+					t.Errorf("certified token %d (tokens %d), rmsnorm_gemv's greedy %d (candidates %d, fallback %d)", out[0], tokens[0], want, out[2], out[3])
+				}
+			})
+		}
+	}
+}

@@ -59,16 +59,34 @@ func TestCertifiedHeadPhase(t *testing.T) {
 			for _, l := range g[len(d)-1:] {
 				fams = append(fams, kernel[l.Kernel].Family)
 			}
-			if diff := cmp.Diff([]string{"lm_head_int8", "lm_head_certify", "lm_head_pick"}, fams); diff != "" {
+			// With the final norm folded into decode's head (rmsnorm_gemv,
+			// the GPU plans), the greedy head folds it too: the norm goes.
+			wantFams := []string{"lm_head_int8", "lm_head_certify", "lm_head_pick"}
+			if target.GPU() {
+				wantFams = []string{"rmsnorm_lm_head_int8", "rmsnorm_lm_head_certify", "lm_head_pick"}
+			} else if kernel[d[len(d)-2].Kernel].Family != string(ir.RMSNorm) || kernel[g[len(d)-2].Kernel].Family != string(ir.RMSNorm) {
+				t.Errorf("%s %s: the cpu plan's steps do not end in the final norm", cfg.name, target)
+			}
+			if diff := cmp.Diff(wantFams, fams); diff != "" {
 				t.Errorf("%s %s: greedy head (-want +got):\n%s", cfg.name, target, diff)
 			}
 			i8, cert, pick := kernel[g[len(d)-1].Kernel], kernel[g[len(d)].Kernel], kernel[g[len(d)+1].Kernel]
 			wantSplit, wantUnroll := 1, 1
 			if target.GPU() {
-				if head.Family != string(ir.GEMV) {
+				if head.Family != string(ir.RMSNormGEMV) {
 					t.Fatalf("%s %s: decode's LM head is %s", cfg.name, target, head.Family)
 				}
 				wantSplit, wantUnroll = head.Params.Int("split_k"), head.Params.Int("unroll")
+				for _, k := range []*plan.Kernel{i8, cert} {
+					if k.Params.Real("eps") != head.Params.Real("eps") || k.Params.Flag("one_plus") != head.Params.Flag("one_plus") {
+						t.Errorf("%s %s: %s's norm %v, the BF16 head's %v", cfg.name, target, k.Family, k.Params, head.Params)
+					}
+				}
+				// The int8 head writes the normed row where decode's head does.
+				dl, gl := d[len(d)-1], g[len(d)-1]
+				if diff := cmp.Diff(dl.Args[len(dl.Args)-1], gl.Args[len(gl.Args)-1]); diff != "" {
+					t.Errorf("%s %s: the normed row (-decode's head +the int8 head):\n%s", cfg.name, target, diff)
+				}
 			}
 			if cert.Params.Int("split_k") != wantSplit || cert.Params.Int("unroll") != wantUnroll ||
 				cert.Params.Int("group") != i8.Params.Int("group") || cert.Params.Int("blocks") != pick.Params.Int("blocks") ||

@@ -30,6 +30,10 @@ DEVICE float fexp(float x) { return __builtin_expf(x); }
 DEVICE float flog(float x) { return __builtin_logf(x); }
 DEVICE float fsqrt(float x) { return __builtin_sqrtf(x); }
 DEVICE double drint(double x) { return __builtin_rint(x); }
+// Programmatic dependent launch is an sm_90 feature: nothing to wait for here.
+#define PDL_WAIT() ((void)0)
+#define PDL_TRIGGER() ((void)0)
+#define PDL_ENTRY() ((void)0)
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };
 struct __attribute__((aligned(16))) f32x4 { float x, y, z, w; };
@@ -90,6 +94,7 @@ constexpr int WARPS = BDIM_X / WARP_SIZE;
 DEVICE bool better(float v, int i, float bv, int bi) { return i >= 0 && (bi < 0 || v > bv || (v == bv && i < bi)); }
 DEVICE unsigned int shfl_u32(unsigned int v, int m) { return f32_bits(shfl_xor(bits_f32(v), m)); }
 KERNEL void lm_head_pick_df0b941b(int* tokens, int* out, const float* best_v, const int* best_i, int n, const int* params) {
+  PDL_ENTRY();
   SHARED float redf[WARPS];
   SHARED int redi[WARPS];
   SHARED int redc[WARPS], redb[WARPS];
