@@ -103,8 +103,9 @@ func ofKind(p *plan.Plan, kind plan.PhaseKind, context int) (*Step, error) {
 //     context rows of its capacity rows; kv_append (and
 //     qk_norm_rope_append, which contains it) writes the step's rows and
 //     reads none;
-//   - the certified head's BF16 rows (lm_head_certify's w): nothing, the
-//     candidates' rows are a few KB a token (docs/lm-head.md);
+//   - the certified head's BF16 rows (lm_head_certify's and
+//     rmsnorm_lm_head_certify's w): nothing, the candidates' rows are a
+//     few KB a token (docs/lm-head.md);
 //   - activations, ports and the parameter block count nothing: they are
 //     small and stay in cache, the roofline is the bytes that cannot.
 func Phase(p *plan.Plan, ph *plan.Phase, context int) (*Step, error) {
@@ -174,7 +175,7 @@ func operandBytes(f *ir.Family, p ir.Params, o ir.OperandSpec, rows, context int
 		return min(ext, ext/e*k*rows) * size
 	case f.Kind == ir.Embedding && o.Name == "table":
 		return min(ext, rows*int64(p.Int("hidden"))) * size
-	case f.Kind == ir.LMHeadCertify && o.Name == "w":
+	case (f.Kind == ir.LMHeadCertify || f.Kind == ir.RMSNormLMHeadCertify) && o.Name == "w":
 		return 0 // the candidates' BF16 rows: a few KB a token (all of it only on a fallback)
 	case o.Name == "k_cache" || o.Name == "v_cache":
 		width := int64(p.Int("width"))
