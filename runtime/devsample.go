@@ -189,7 +189,11 @@ func (e *Engine) DecodeSampled(ctx context.Context, token int32, s DeviceSamplin
 		}
 		e.setShape(1)
 		s.setSlots(&e.block, step)
-		tok, lp, err := e.decodeSampledStep(ctx, sg, token)
+		draw := e.decodeSampledStep
+		if e.useCertified(s) {
+			draw = e.decodeCertifiedStep // one graph: decode with the int8 head, certify, pick
+		}
+		tok, lp, err := draw(ctx, sg, token)
 		if !errors.Is(err, errNoStepGraph) {
 			return tok, lp, err
 		}

@@ -77,6 +77,33 @@ func (e *Engine) decodeCertified(ctx context.Context, run func(context.Context, 
 	if err := e.be.Download(out[:], Ref{Mem: e.greedy.out[plan.PortSampled]}); err != nil {
 		return 0, 0, err
 	}
+	return e.certifiedResult(out)
+}
+
+// decodeCertifiedStep is the certified greedy draw as one step graph
+// (step.go): the parameter block and the token copied in, decode_greedy's
+// launches, its 16 bytes (id, NaN, candidates, fallback) copied into
+// pinned memory; the sampling slots (the vocabulary limit) are set.
+func (e *Engine) decodeCertifiedStep(ctx context.Context, sg StepGrapher, token int32) (int32, float32, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, 0, context.Cause(ctx)
+	}
+	e.sampler.fed = false
+	var out [16]byte
+	if err := e.runStep(sg, &e.stepGraphs.greedy, token, e.greedy.out[plan.PortSampled], out[:], e.greedy); err != nil {
+		e.broken = !errors.Is(err, errNoStepGraph)
+		return 0, 0, err
+	}
+	e.pos++
+	e.noLogits = true
+	return e.certifiedResult(out)
+}
+
+// certifiedResult is the token of the certified head's result (id, NaN
+// logprob bits, candidates, fallback), its counts added to the stats. The
+// logprob is NaN: the head computes no normalizer (the BF16 head serves
+// draws that need one).
+func (e *Engine) certifiedResult(out [16]byte) (int32, float32, error) {
 	tok := int32(binary.LittleEndian.Uint32(out[:]))
 	if tok < 0 || int(tok) >= e.plan.Model.Vocab {
 		return 0, 0, fmt.Errorf("the certified head returned token %d, outside the vocabulary [0, %d)", tok, e.plan.Model.Vocab)

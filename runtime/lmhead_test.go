@@ -8,24 +8,36 @@ import (
 	"testing"
 
 	"github.com/aimaproject/aimac/plan"
+	"github.com/aimaproject/aimac/planner"
 	"github.com/aimaproject/aimac/runtime"
 )
 
 // TestCertifiedHeadGreedy: with the certified int8 head on, greedy draws on
 // the tiny fixture decode the BF16 head's sequence (host greedy over
 // Decode's logits), on the CPU backend, on one whose kernels read the
-// parameter block and through captured graphs; the token is fed back
-// without an upload; every draw after the first is a certified step.
+// parameter block, through captured graphs, as one step graph a token
+// (decode_greedy's launches and its 16-byte result, no upload or parameter
+// write before it), and with the plan's fusion on (the final norm folded
+// into both heads: rmsnorm_gemv and the rmsnorm_ certified families); the
+// token is fed back without an upload; every draw after the first is a
+// certified step.
 func TestCertifiedHeadGreedy(t *testing.T) {
 	cpu := tinyEngine(t, runtime.NewCPU(), false)
 	bb := &blockBackend{CPU: runtime.NewCPU()}
 	blocked := tinyEngine(t, bb, false)
 	graphed := tinyEngine(t, &graphBackend{recorder: &recorder{CPU: runtime.NewCPU()}}, false)
+	sb := newStepBackend()
+	stepped := tinyEngine(t, sb, false)
+	fused := tinyEngineWith(t, runtime.NewCPU(), false, planner.Options{Fusion: planner.FuseOn})
+	fusedStep := tinyEngineWith(t, newStepBackend(), false, planner.Options{Fusion: planner.FuseOn})
 	if cpu.CertifiedHead() {
 		t.Fatal("the cpu target's engine starts with the certified head on; the BF16 head is its oracle")
 	}
+	if fams := greedyFamilies(fused.Plan()); !slices.Contains(fams, "rmsnorm_lm_head_int8") || !slices.Contains(fams, "rmsnorm_lm_head_certify") || slices.Contains(fams, "rmsnorm") {
+		t.Fatalf("the fused plan's decode_greedy: %v, want the norm folded into the certified head", fams)
+	}
 	const n = 24
-	for name, e := range map[string]*runtime.Engine{"cpu": cpu, "block": blocked, "graph": graphed} {
+	for name, e := range map[string]*runtime.Engine{"cpu": cpu, "block": blocked, "graph": graphed, "step": stepped, "fused": fused, "fused_step": fusedStep} {
 		if err := e.SetCertifiedHead(true); err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +52,11 @@ func TestCertifiedHeadGreedy(t *testing.T) {
 			}
 			before := e.HeadStats()
 			bb.uploads = 0
+			starts := sb.starts
 			got, lps := deviceRun(t, e, p, n, runtime.DeviceSampling{})
+			if name == "step" && sb.starts-starts != n-1 {
+				t.Errorf("prompt %d: %d step graphs for %d certified decode steps", plen, sb.starts-starts, n-1)
+			}
 			if !slices.Equal(got, want) {
 				t.Fatalf("%s, prompt %d: certified greedy %v, BF16 greedy %v", name, plen, got, want)
 			}
@@ -59,6 +75,32 @@ func TestCertifiedHeadGreedy(t *testing.T) {
 		}
 		t.Logf("%s: %+v", name, e.HeadStats())
 	}
+	if on, err := stepped.StepGraphs(); !on || err != nil {
+		t.Errorf("step graphs %v, %v", on, err)
+	}
+	// decode → logits (the BF16 reference run, host greedy) and
+	// decode_greedy → id (the first draw after a prefill samples the
+	// prefill's logits: no decode).
+	if sb.captures != 2 {
+		t.Errorf("%d step captures, want 2", sb.captures)
+	}
+}
+
+// greedyFamilies are the families of p's decode_greedy launches.
+func greedyFamilies(p *plan.Plan) []string {
+	family := map[string]string{}
+	for _, k := range p.Kernels {
+		family[k.Name] = k.Family
+	}
+	var out []string
+	for _, ph := range p.Phases {
+		if ph.Kind == plan.DecodeGreedy {
+			for _, l := range ph.Launches {
+				out = append(out, family[l.Kernel])
+			}
+		}
+	}
+	return out
 }
 
 // TestCertifiedHeadChoice: only greedy, unmasked draws that need no
