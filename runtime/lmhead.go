@@ -117,3 +117,70 @@ func (e *Engine) certifiedResult(out [16]byte) (int32, float32, error) {
 	e.sampler.tok = tok
 	return tok, float32(math.NaN()), nil
 }
+
+// ProfileGreedy is ProfileDecode for the certified greedy step: each
+// launch i of the decode_greedy phase runs through each(i, run), never as
+// a graph replay; it returns the greedy token (the BF16 head's) and leaves
+// no logits.
+func (e *Engine) ProfileGreedy(ctx context.Context, token int32, each func(i int, run func() error) error) (int32, error) {
+	return e.profileGreedy(ctx, token, func(ctx context.Context, ph *phase) error { return e.launchEach(ctx, ph, each) })
+}
+
+// ProfileGreedyIn is ProfileDecodeIn for the certified greedy step: the
+// decode_greedy phase's launches are handed to in, which must enqueue them
+// once and have them run before it returns.
+func (e *Engine) ProfileGreedyIn(ctx context.Context, token int32, in func(launches Launches) error) (int32, error) {
+	return e.profileGreedy(ctx, token, func(ctx context.Context, ph *phase) error {
+		return in(func(each func(i int, run func() error) error) error { return e.launchEach(ctx, ph, each) })
+	})
+}
+
+// profileGreedy runs one certified greedy step with its launches enqueued
+// by launch: the token uploaded, the shape and an unlimited vocabulary set,
+// the parameter block written, then the 16-byte result read back.
+func (e *Engine) profileGreedy(ctx context.Context, token int32, launch func(context.Context, *phase) error) (int32, error) {
+	ctx, end, err := e.begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer end()
+	switch {
+	case e.broken:
+		return 0, ErrBroken
+	case e.greedy == nil:
+		return 0, ErrNoCertifiedHead
+	}
+	if err := e.checkRoom(1); err != nil {
+		return 0, err
+	}
+	if err := e.checkIDs([]int32{token}); err != nil {
+		return 0, err
+	}
+	var id [4]byte
+	binary.LittleEndian.PutUint32(id[:], uint32(token))
+	e.sampler.fed = false
+	if err := e.be.Upload(Ref{Mem: e.greedy.in[plan.PortTokens]}, id[:]); err != nil {
+		return 0, err
+	}
+	e.setShape(1)
+	e.block[ir.ParamVocabLimit] = 0
+	if err := e.be.SetParams(&e.block); err != nil {
+		return 0, err
+	}
+	if err := launch(ctx, e.greedy); err != nil {
+		e.broken = true
+		return 0, err
+	}
+	if err := e.be.Sync(); err != nil {
+		e.broken = true
+		return 0, err
+	}
+	e.pos++
+	e.noLogits = true
+	var out [16]byte
+	if err := e.be.Download(out[:], Ref{Mem: e.greedy.out[plan.PortSampled]}); err != nil {
+		return 0, err
+	}
+	tok, _, err := e.certifiedResult(out)
+	return tok, err
+}

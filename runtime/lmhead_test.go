@@ -170,3 +170,65 @@ func TestCertifiedHeadChoice(t *testing.T) {
 		t.Errorf("a plan without decode_greedy: %v, want ErrNoCertifiedHead", err)
 	}
 }
+
+// TestProfileGreedy: the certified greedy step timed launch by launch
+// (ProfileGreedy) and with its launches handed over (ProfileGreedyIn)
+// decodes the BF16 head's greedy sequence, running every decode_greedy
+// launch once a step; a plan without decode_greedy is refused.
+func TestProfileGreedy(t *testing.T) {
+	for _, o := range []planner.Options{{}, {Fusion: planner.FuseOn}} {
+		e := tinyEngineWith(t, runtime.NewCPU(), false, o)
+		p := prompt(9, e.Vocab())
+		const n = 12
+		want, _ := hostGreedy(t, e, p, n)
+		launches := len(greedyFamilies(e.Plan()))
+		for _, in := range []bool{false, true} {
+			ctx := context.Background()
+			if err := e.Reset(); err != nil {
+				t.Fatal(err)
+			}
+			logits, err := e.Prefill(ctx, p, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok := runtime.Argmax(logits)
+			got := []int32{tok}
+			for len(got) < n {
+				ran := 0
+				each := func(i int, run func() error) error {
+					if i != ran {
+						t.Fatalf("launch %d handed over as %d", ran, i)
+					}
+					ran++
+					return run()
+				}
+				if in {
+					tok, err = e.ProfileGreedyIn(ctx, tok, func(l runtime.Launches) error { return l(each) })
+				} else {
+					tok, err = e.ProfileGreedy(ctx, tok, each)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ran != launches {
+					t.Fatalf("fusion %q: %d launches ran, decode_greedy has %d", o.Fusion, ran, launches)
+				}
+				got = append(got, tok)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("fusion %q, in %v: profiled greedy %v, BF16 greedy %v", o.Fusion, in, got, want)
+			}
+		}
+	}
+	stripped := tinyEngine(t, runtime.NewCPU(), false)
+	sp := *stripped.Plan()
+	sp.Phases = slices.DeleteFunc(slices.Clone(sp.Phases), func(ph plan.Phase) bool { return ph.Kind == plan.DecodeGreedy })
+	old, err := runtime.NewEngine(&sp, runtime.NewCPU(), runtime.SyntheticWeights(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if _, err := old.ProfileGreedy(context.Background(), 1, func(int, func() error) error { return nil }); !errors.Is(err, runtime.ErrNoCertifiedHead) {
+		t.Errorf("a plan without decode_greedy: %v, want ErrNoCertifiedHead", err)
+	}
+}

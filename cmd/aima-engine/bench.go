@@ -71,8 +71,12 @@ token ids (no id repeated within a prompt while the vocabulary allows):
            untimed steps, then --decode-tokens greedy steps; tok/s of the median
            step and of the total. Where the plan samples on the device, a step is
            Engine.DecodeSampled: one graph replay (decode and the greedy draw) and
-           the 8-byte id and logprob read back, the server's path; otherwise the
-           logits are read back and the argmax taken on the host.
+           the 8-byte id and logprob read back, the server's path; on a GPU
+           target with --certified-head (the default) the replay is the decode
+           step with the certified int8 LM head, its certify and pick
+           (decode_greedy) and 16 bytes come back (id, NaN logprob, candidates,
+           fallback); otherwise the logits are read back and the argmax taken on
+           the host. The roofline and the family table follow the head that ran.
            Then --profile-steps steps timed launch by launch for the per-family
            table: with --profile-mode graph (a GPU that records events as graph
            nodes) inside one replay of the step captured with a timing node after
@@ -85,7 +89,7 @@ token ids (no id repeated within a prompt while the vocabulary allows):
            head, then the same N with the certified int8 head: the tokens must
            be identical (the run fails otherwise); both heads' step times, the
            candidates a step and the fallbacks.
-  roofline: the bytes the decode step must move at C (weights its launches
+  roofline: the bytes the timed step must move at C (weights its launches
            read, the k selected experts' slices only, the KV cache of the
            context, the GDN state read and written; package roofline), over the
            copy bandwidth measured once per run (--copy-bytes copied device to
@@ -183,6 +187,9 @@ type benchMethod struct {
 	ProfileSteps int    `json:"profile_steps"`
 	// DecodeStep says how a decode step runs (graphs, sampling, PDL).
 	DecodeStep string `json:"decode_step"`
+	// LMHead is the timed greedy steps' LM head: "bf16" or
+	// "certified_int8" (decode_greedy, docs/lm-head.md; --certified-head).
+	LMHead     string `json:"lm_head"`
 	StepGraphs bool   `json:"step_graphs"`
 	// StepGraphsError is why a step graph could not be captured.
 	StepGraphsError string `json:"step_graphs_error,omitempty"`
@@ -365,6 +372,10 @@ func (f *benchFlags) open(need int, needWhat string, stderr io.Writer) (*loader.
 	start := time.Now()
 	l, err := loader.Open(o)
 	if err != nil {
+		return nil, 0, err
+	}
+	if err := lf.configure(l.Engine); err != nil {
+		l.Close()
 		return nil, 0, err
 	}
 	took := time.Since(start)
@@ -749,7 +760,12 @@ func (b *bench) noteStep(device bool) {
 		m.ProgrammaticError = err.Error()
 	}
 	var parts []string
+	certified := b.certifiedTimed(device)
+	m.LMHead = "bf16"
 	switch {
+	case device && steps && certified:
+		m.LMHead = "certified_int8"
+		parts = append(parts, "Engine.DecodeSampled: one graph replay per token (parameter block and token copied from pinned memory, the decode step with the certified int8 LM head, its certify and pick on the device, id, NaN logprob, candidates and fallback flag copied into pinned memory), the host waits for those 16 bytes only")
 	case device && steps:
 		parts = append(parts, "Engine.DecodeSampled: one graph replay per token (parameter block and token copied from pinned memory, decode, greedy draw on the device, id and logprob copied into pinned memory), the host waits for those 8 bytes only")
 	case device && b.e.Graphs():
@@ -759,16 +775,33 @@ func (b *bench) noteStep(device bool) {
 	default:
 		parts = append(parts, "Engine.Decode (logits read back), argmax on the host outside the timed call")
 	}
+	if certified && !(device && steps) {
+		m.LMHead = "certified_int8"
+		parts = append(parts, "the certified int8 LM head (decode_greedy)")
+	}
 	if pdl {
 		parts = append(parts, "programmatic dependent launch")
 	}
 	m.DecodeStep = strings.Join(parts, "; ")
 }
 
+// certifiedTimed reports whether the timed greedy steps (drawn on the
+// device when device) take the certified int8 LM head.
+func (b *bench) certifiedTimed(device bool) bool { return device && b.e.CertifiedHead() }
+
+// stepBytes is the byte model of the timed greedy step at context n:
+// decode_greedy's when the certified head serves it, else decode's.
+func (b *bench) stepBytes(n int) (*roofline.Step, error) {
+	if b.certifiedTimed(b.e.CanSample()) {
+		return roofline.Greedy(b.e.Plan(), n)
+	}
+	return roofline.Decode(b.e.Plan(), n)
+}
+
 // roofline sets the byte model of decode at context n (the first step
 // attends to n+1 tokens) and its floor at the run's copy bandwidth.
 func (b *bench) roofline(d *benchDecode, n int) error {
-	s, err := roofline.Decode(b.e.Plan(), n+1)
+	s, err := b.stepBytes(n + 1)
 	if err != nil {
 		return err
 	}
@@ -810,27 +843,44 @@ func (b *bench) profile(ctx context.Context, d *benchDecode, tok int32) error {
 	var steps []*roofline.Step
 	var times [][]time.Duration
 	for range b.f.profileSteps {
-		s, err := roofline.Decode(b.e.Plan(), b.e.Position()+1)
+		s, err := b.stepBytes(b.e.Position() + 1)
 		if err != nil {
 			return err
 		}
-		var logits []float32
 		var ts []time.Duration
+		// The steps the timed ones ran: with the certified head
+		// decode_greedy's launches, else decode's.
+		certified := b.certifiedTimed(b.e.CanSample())
+		next := func(logits []float32, err error) (int32, error) {
+			if err != nil {
+				return 0, err
+			}
+			return argmax(logits), nil
+		}
 		if prof.Graph() {
 			ts, err = prof.GraphStep(func(in func(runtime.Launches) error) error {
-				logits, err = b.e.ProfileDecodeIn(ctx, tok, in)
+				var err error
+				if certified {
+					tok, err = b.e.ProfileGreedyIn(ctx, tok, in)
+				} else {
+					tok, err = next(b.e.ProfileDecodeIn(ctx, tok, in))
+				}
 				return err
 			})
 		} else {
 			ts, err = prof.Step(func(each func(i int, run func() error) error) error {
-				logits, err = b.e.ProfileDecode(ctx, tok, each)
+				var err error
+				if certified {
+					tok, err = b.e.ProfileGreedy(ctx, tok, each)
+				} else {
+					tok, err = next(b.e.ProfileDecode(ctx, tok, each))
+				}
 				return err
 			})
 		}
 		if err != nil {
 			return err
 		}
-		tok = argmax(logits)
 		steps, times = append(steps, s), append(times, ts)
 	}
 	fams, err := roofline.Profile(steps, times)
