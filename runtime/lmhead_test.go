@@ -78,11 +78,11 @@ func TestCertifiedHeadGreedy(t *testing.T) {
 	if on, err := stepped.StepGraphs(); !on || err != nil {
 		t.Errorf("step graphs %v, %v", on, err)
 	}
-	// decode → logits (the BF16 reference run, host greedy) and
+	// decode → logits (the BF16 reference run, host greedy),
 	// decode_greedy → id (the first draw after a prefill samples the
-	// prefill's logits: no decode).
-	if sb.captures != 2 {
-		t.Errorf("%d step captures, want 2", sb.captures)
+	// prefill's logits: no decode) and a graph of each prefill bucket.
+	if sb.captures != 4 {
+		t.Errorf("%d captures, want 4", sb.captures)
 	}
 }
 

@@ -178,6 +178,7 @@ DEVICE float dot16q(const float* x, const float* g, const u32x4 q, float& s) {
   return acc;
 }
 KERNEL void lm_head_int8_4caef4d2(float* upper, float* bounds, const float* x, const signed char* q, const float* scale, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int vocab_limit = params[14];
   SHARED float red_lo[WARPS], red_hi[WARPS];

@@ -94,6 +94,7 @@ constexpr int WARPS = BDIM_X / WARP_SIZE;
 DEVICE bool better(float v, int i, float bv, int bi) { return i >= 0 && (bi < 0 || v > bv || (v == bv && i < bi)); }
 DEVICE unsigned int shfl_u32(unsigned int v, int m) { return f32_bits(shfl_xor(bits_f32(v), m)); }
 KERNEL void lm_head_pick_df0b941b(int* tokens, int* out, const float* best_v, const int* best_i, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   SHARED float redf[WARPS];
   SHARED int redi[WARPS];

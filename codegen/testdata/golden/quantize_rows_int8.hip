@@ -95,6 +95,7 @@ constexpr int N = 248320;
 constexpr int WARPS = BDIM_X / WARP_SIZE;
 DEVICE float abs_f32(float x) { return bits_f32(f32_bits(x) & 0x7fffffffu); }
 KERNEL void quantize_rows_int8_6ded25c0(signed char* q, float* scale, const bf16* w, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int j = BID_X * WARPS + WARP;
   if (j >= N) return;

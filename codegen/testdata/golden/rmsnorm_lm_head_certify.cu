@@ -273,6 +273,7 @@ DEVICE float block_max_f(float v, float* red) {
   return v;
 }
 KERNEL void rmsnorm_lm_head_certify_1b5df906(float* best_v, int* best_i, const float* upper, const float* bounds, const float* x, const float* norm_w, const bf16* w, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int vocab_limit = params[14];
   SHARED float redf[WARPS];
