@@ -271,8 +271,11 @@ KERNEL void lm_head_certify_4c1392dc(float* best_v, int* best_i, const float* up
   for (int v = 0; v < WARPS; ++v) c += redc[v];
   block_sync();
   const bool fallback = c > (unsigned int)CAP;
+  // inv: rmsnorm_gemv's rsqrt, summed by a warp when its first candidate comes (most warps
+  // have none; every lane of a warp takes the same rows); 1 without .norm.
   float inv = 1.0f;
   const float* nw = nullptr;
+  auto norm_inv = [&]() {};
   float bv = 0.0f;
   int bi = NO_ID;
   unsigned int count = 0u;  // this warp's candidates (every lane the same)
@@ -283,6 +286,7 @@ KERNEL void lm_head_certify_4c1392dc(float* best_v, int* best_i, const float* up
       for (int j = g * GROUP + WARP; j < (g + 1) * GROUP && j < lim; j += WARPS) {
         if (upper[j] < L) continue;
         ++count;
+        norm_inv();
         const float v = head_logit(x, nw, inv, w, j);
         if (v == v && better(v, j, bv, bi)) { bv = v; bi = j; }
       }
@@ -290,6 +294,7 @@ KERNEL void lm_head_certify_4c1392dc(float* best_v, int* best_i, const float* up
   } else {
     for (int j = BID_X * WARPS + WARP; j < lim; j += BLOCKS * WARPS) {
       ++count;
+      norm_inv();
       const float v = head_logit(x, nw, inv, w, j);
       if (v == v && better(v, j, bv, bi)) { bv = v; bi = j; }
     }

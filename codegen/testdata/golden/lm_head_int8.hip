@@ -111,15 +111,17 @@ DEVICE float abs_f32(float x) { return bits_f32(f32_bits(x) & 0x7fffffffu); }
 // Byte i of v (v = the weights' word xor 0x80808080: each byte q + 128) as the float q.
 DEVICE float byte_q(unsigned int v, unsigned int sel) { return (float)((v >> (8u * (sel & 3u))) & 0xFFu) - 128.0f; }
 // Σ over 16 activations and 16 int8 weights; S (sum of |x|) over the same chunk when SUM.
-// With .norm the activations are x·(ONE + g) (g: the norm weights of the same chunk).
-template <bool SUM>
+// With NORM the activations are x·(ONE + g) (g: the norm weights of the same chunk).
+template <bool SUM, bool NORM>
 DEVICE float dot16q(const float* x, const float* g, const u32x4 q, float& s) {
   float acc = 0.0f;
   const unsigned int ws[4] = {q.x ^ 0x80808080u, q.y ^ 0x80808080u, q.z ^ 0x80808080u, q.w ^ 0x80808080u};
 #pragma unroll
   for (int h = 0; h < 4; ++h) {
+    f32x4 a = *(const f32x4*)(x + 4 * h);
+    if constexpr (NORM) {
+    }
     (void)g;
-    const f32x4 a = *(const f32x4*)(x + 4 * h);
     acc += a.x * byte_q(ws[h], 0x7540u) + a.y * byte_q(ws[h], 0x7541u) + a.z * byte_q(ws[h], 0x7542u) + a.w * byte_q(ws[h], 0x7543u);
     if (SUM) s += abs_f32(a.x) + abs_f32(a.y) + abs_f32(a.z) + abs_f32(a.w);
   }
@@ -133,7 +135,9 @@ KERNEL void lm_head_int8_4caef4d2(float* upper, float* bounds, const float* x, c
   if (n < 1) return;
   const int lim = vocab_limit > 0 && vocab_limit < N ? vocab_limit : N;
   const int j0 = BID_X * GROUP + WARP * RPW;
-  const float* nw = x;  // the norm weights beside x (unread without .norm)
+  constexpr bool NORM = false;
+  const float* xa = x;
+  const float* nw = x;  // unread without .norm
   const signed char* qs[RPW];
   float acc[RPW];
 #pragma unroll
@@ -154,18 +158,18 @@ KERNEL void lm_head_int8_4caef4d2(float* upper, float* bounds, const float* x, c
         for (int r = 0; r < RPW; ++r) w[u][r] = *(const u32x4*)(qs[r] + (long long)(c + u * WARP_SIZE) * 16);
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        acc[0] += dot16q<true>(x + (c + u * WARP_SIZE) * 16, nw + (c + u * WARP_SIZE) * 16, w[u][0], sabs);
+        acc[0] += dot16q<true, NORM>(xa + (c + u * WARP_SIZE) * 16, nw + (c + u * WARP_SIZE) * 16, w[u][0], sabs);
 #pragma unroll
-        for (int r = 1; r < RPW; ++r) acc[r] += dot16q<false>(x + (c + u * WARP_SIZE) * 16, nw + (c + u * WARP_SIZE) * 16, w[u][r], sabs);
+        for (int r = 1; r < RPW; ++r) acc[r] += dot16q<false, NORM>(xa + (c + u * WARP_SIZE) * 16, nw + (c + u * WARP_SIZE) * 16, w[u][r], sabs);
       }
     }
     for (; c < C; c += WARP_SIZE) {
       u32x4 w[RPW];
 #pragma unroll
       for (int r = 0; r < RPW; ++r) w[r] = *(const u32x4*)(qs[r] + (long long)c * 16);
-      acc[0] += dot16q<true>(x + c * 16, nw + c * 16, w[0], sabs);
+      acc[0] += dot16q<true, NORM>(xa + c * 16, nw + c * 16, w[0], sabs);
 #pragma unroll
-      for (int r = 1; r < RPW; ++r) acc[r] += dot16q<false>(x + c * 16, nw + c * 16, w[r], sabs);
+      for (int r = 1; r < RPW; ++r) acc[r] += dot16q<false, NORM>(xa + c * 16, nw + c * 16, w[r], sabs);
     }
   } else {
     for (int e = LANE; e < K; e += WARP_SIZE) {

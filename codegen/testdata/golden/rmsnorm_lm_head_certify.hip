@@ -272,13 +272,18 @@ KERNEL void rmsnorm_lm_head_certify_1b5df906(float* best_v, int* best_i, const f
   for (int v = 0; v < WARPS; ++v) c += redc[v];
   block_sync();
   const bool fallback = c > (unsigned int)CAP;
+  // inv: rmsnorm_gemv's rsqrt, summed by a warp when its first candidate comes (most warps
+  // have none; every lane of a warp takes the same rows); 1 without .norm.
   float inv = 1.0f;
+  bool have_inv = false;
   const float* nw = norm_w;
-  {
+  auto norm_inv = [&]() {
+    if (have_inv) return;
     float ss = 0.0f;
     for (int i = LANE; i < K; i += WARP_SIZE) ss += x[i] * x[i];
     inv = rsqrtf_ref(warp_sum(ss) / (float)K + EPS);
-  }
+    have_inv = true;
+  };
   float bv = 0.0f;
   int bi = NO_ID;
   unsigned int count = 0u;  // this warp's candidates (every lane the same)
@@ -289,6 +294,7 @@ KERNEL void rmsnorm_lm_head_certify_1b5df906(float* best_v, int* best_i, const f
       for (int j = g * GROUP + WARP; j < (g + 1) * GROUP && j < lim; j += WARPS) {
         if (upper[j] < L) continue;
         ++count;
+        norm_inv();
         const float v = head_logit(x, nw, inv, w, j);
         if (v == v && better(v, j, bv, bi)) { bv = v; bi = j; }
       }
@@ -296,6 +302,7 @@ KERNEL void rmsnorm_lm_head_certify_1b5df906(float* best_v, int* best_i, const f
   } else {
     for (int j = BID_X * WARPS + WARP; j < lim; j += BLOCKS * WARPS) {
       ++count;
+      norm_inv();
       const float v = head_logit(x, nw, inv, w, j);
       if (v == v && better(v, j, bv, bi)) { bv = v; bi = j; }
     }
