@@ -695,6 +695,7 @@ def cmd_combine(args):
             "ours_roofline_tok_s": od.get("roofline_tok_s"),
             "ours_roofline_pct": od.get("roofline_pct"),
             "ours_profile": od.get("profile"),
+            "ours_certified": certified_row(od.get("certified")),
             "hf": {},
         }
         for name, v in hf_vars.items():
@@ -726,6 +727,7 @@ def cmd_combine(args):
             "skipped": (ours or {}).get("skipped"),
             "copy": (ours or {}).get("copy"),
             "decode_step": ((ours or {}).get("method") or {}).get("decode_step"),
+            "lm_head": ((ours or {}).get("method") or {}).get("lm_head"),
             "programmatic": ((ours or {}).get("method") or {}).get("programmatic"),
         },
         "hf": {
@@ -760,7 +762,7 @@ def cmd_combine(args):
     md += [
         f"Ours: plan {out['ours']['plan_hash']}, buckets {out['ours']['buckets']}, context {out['ours']['context_tokens']}, "
         f"device {out['ours']['device']}, load {out['ours']['load_s']} s, commit {out['commit']}.",
-        f"Ours, a decode step: {out['ours']['decode_step'] or '—'}.",
+        f"Ours, a decode step: {out['ours']['decode_step'] or '—'} (LM head of the timed greedy steps: {out['ours']['lm_head'] or '—'}).",
         f"HF: transformers {hv.get('transformers')}, torch {hv.get('torch')}, experts "
         f"{', '.join(str(v.get('experts')) for v in hf_vars.values()) or '—'}, fast paths {(hf or {}).get('fast_paths')}.",
         "",
@@ -787,7 +789,12 @@ def cmd_combine(args):
         md += ["", "(synthetic): ours started decode from a KV cache and GDN state filled on the device, not from a prefill: "
                "the speed of a step at that context (it reads and writes what it would), not a generation."]
     md += roofline_md(rows_d)
+    md += certified_md(rows_d)
     problems = []
+    for r in rows_d:
+        c = r.get("ours_certified")
+        if c and not c["identical"]:
+            problems.append(f"ours: the certified int8 LM head's greedy ids differ from the BF16 head's at context {r['context']}, step {c['first_diff']}")
     for who in ("ours", "hf"):
         if out[who]["error"]:
             problems.append(f"{who}: error: {out[who]['error']}")
@@ -840,6 +847,41 @@ def roofline_md(rows_d):
         if p.get("host_behind_steps"):
             md += ["", f"The host fell behind the device in {p['host_behind_steps']} of {p['steps']} profiled steps: "
                    "these times include the host's gaps between launches and overstate the kernels."]
+    return md
+
+
+def certified_row(c):
+    """The two LM heads' greedy steps from one snapshot (probe bench --certified-steps)."""
+    if not c:
+        return None
+    b, i = (c.get("bf16_step_s") or {}).get("median"), (c.get("int8_step_s") or {}).get("median")
+    return {
+        "steps": c.get("steps"),
+        "identical": c.get("identical"),
+        "first_diff": c.get("first_diff"),
+        "bf16_tok_s_median_step": round(1 / b, 2) if b else None,
+        "int8_tok_s_median_step": round(1 / i, 2) if i else None,
+        "gain_pct": round(100 * (b / i - 1), 2) if b and i else None,
+        "saved_us_per_step": c.get("saved_us_per_step"),
+        "candidates_mean": c.get("candidates_mean"),
+        "candidates_max": c.get("candidates_max"),
+        "fallbacks": c.get("fallbacks"),
+    }
+
+
+def certified_md(rows_d):
+    """Greedy decode with each LM head from the same state: tok/s and whether every id agreed."""
+    rows = [r for r in rows_d if r.get("ours_certified")]
+    if not rows:
+        return []
+    md = ["", "## Greedy decode with each LM head (ours: the same steps from one snapshot, drawn on the device)", "",
+          "| context | steps | BF16 head tok/s | certified int8 head tok/s | gain % | µs saved a step | candidates a step (max) | fallbacks | every id agreed |",
+          "|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        c = r["ours_certified"]
+        md.append(f"| {context_label(r)} | {c['steps']} | {fmt(c['bf16_tok_s_median_step'], 2)} | {fmt(c['int8_tok_s_median_step'], 2)} | "
+                  f"{fmt(c['gain_pct'], 2)} | {fmt(c['saved_us_per_step'])} | {fmt(c['candidates_mean'], 2)} ({c['candidates_max']}) | "
+                  f"{c['fallbacks']} | {'yes' if c['identical'] else 'NO, first at step %s' % c['first_diff']} |")
     return md
 
 

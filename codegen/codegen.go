@@ -294,6 +294,8 @@ func signatureArgs(f *ir.Family, kvBF16 bool) string {
 			typ = "const bf16*"
 		case ir.I32:
 			typ = "int*"
+		case ir.I8:
+			typ = "signed char*"
 		case ir.AnyFloat:
 			typ = "float*"
 			if kvBF16 {
@@ -305,6 +307,9 @@ func signatureArgs(f *ir.Family, kvBF16 bool) string {
 		}
 		if o.Access == ir.Read && o.DType == ir.I32 {
 			typ = "const int*"
+		}
+		if o.Access == ir.Read && o.DType == ir.I8 {
+			typ = "const signed char*"
 		}
 		if o.Access == ir.Read && o.DType == ir.AnyFloat {
 			typ = "const " + typ

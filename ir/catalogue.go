@@ -105,6 +105,25 @@ const (
 	Sample Kind = "sample" // next token and its logprob (kernels.Sample)
 )
 
+// The certified int8 LM head for greedy decoding (docs/lm-head.md): the
+// load step derives int8 rows with per-row scales from the BF16 LM head;
+// the greedy decode step streams them for approximate logits with a
+// rigorous error bound per row, recomputes the exact BF16 logit of every
+// row the bound cannot rule out, and picks the argmax, which is the BF16
+// head's (MatMul then Sample's greedy) bit for bit.
+const (
+	QuantizeRowsInt8 Kind = "quantize_rows_int8" // int8 rows, scale max|w|/127 per row (derived weights)
+	LMHeadInt8       Kind = "lm_head_int8"       // approximate logits' upper bounds, per-group best lower and upper bounds
+	LMHeadCertify    Kind = "lm_head_certify"    // exact BF16 logits of the candidates (every row on fallback), best per block
+	LMHeadPick       Kind = "lm_head_pick"       // the argmax over the blocks' bests: the greedy token
+	// The final RMSNorm folded in, as rmsnorm_gemv folds it into the BF16
+	// head: the int8 head streams x·(1+w) and scales by the row's rsqrt
+	// after the sum (block 0 writes the normed row), and certify repeats
+	// rmsnorm_gemv's arithmetic for its candidates.
+	RMSNormLMHeadInt8    Kind = "rmsnorm_lm_head_int8"
+	RMSNormLMHeadCertify Kind = "rmsnorm_lm_head_certify"
+)
+
 // Access says how an op touches an operand.
 type Access string
 

@@ -176,6 +176,15 @@ func (a *Args) I32(name string) []int32 {
 	return unsafe.Slice((*int32)(unsafe.Pointer(&b[0])), len(b)/4)
 }
 
+// I8 views an int8 operand's memory.
+func (a *Args) I8(name string) []int8 {
+	b := a.mem(name, I8)
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*int8)(unsafe.Pointer(&b[0])), len(b))
+}
+
 // Int, Real and Flag read a declared parameter; an undeclared name is a bug
 // of the reference.
 func (a *Args) Int(name string) int        { a.declared(name, IntParam); return a.Params.Int(name) }

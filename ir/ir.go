@@ -16,6 +16,9 @@ const (
 	BF16 DType = "bf16"
 	F32  DType = "f32"
 	I32  DType = "i32"
+	// I8 holds signed bytes: the int8 rows of a quantized matrix (the
+	// certified LM head's, derived from its BF16 weights on load).
+	I8 DType = "i8"
 )
 
 // Size is the element size in bytes.
@@ -25,6 +28,8 @@ func (d DType) Size() int {
 		return 2
 	case F32, I32:
 		return 4
+	case I8:
+		return 1
 	}
 	return 0
 }
@@ -61,6 +66,9 @@ type Tensor struct {
 	// SourceDType is the checkpoint's element type when the device keeps a
 	// widened copy (small parameters are stored as f32 on the device).
 	SourceDType string
+	// Derive, on a weight, says the load step makes it on the device from
+	// another weight (Source is then that weight's checkpoint tensor).
+	Derive *Derivation
 	// Placement is an activation's arena slot, once the scheduler placed it.
 	Placement *Placement
 }
@@ -71,6 +79,15 @@ type Tensor struct {
 type Part struct {
 	Source string
 	Rows   [2]int64
+}
+
+// Derivation is how a derived weight is made: Op (its operands unbound:
+// the load step binds them by name) run once, reading weight From, with
+// this tensor as its operand Operand.
+type Derivation struct {
+	Op      *Op
+	From    string
+	Operand string
 }
 
 // Placement is an activation's byte offset in the arena and its live range

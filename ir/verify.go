@@ -114,9 +114,9 @@ func (g *Graph) Verify(cat Catalogue) error {
 			if o.Offset < 0 || o.DynStride < 0 || end > t.Elements() {
 				fail("%s: operand %s: reaches element %d of tensor %s, which has %d", where, spec.Name, end, t.Name, t.Elements())
 			}
-			// The sampler alone writes an input: the next token id, into
+			// The samplers alone write an input: the next token id, into
 			// the tokens buffer the next decode step reads.
-			if spec.Access != Read && (t.Role == Weight || (t.Role == Input && op.Kind != Sample)) {
+			if spec.Access != Read && (t.Role == Weight || (t.Role == Input && op.Kind != Sample && op.Kind != LMHeadPick)) {
 				fail("%s: operand %s: writes %s tensor %s", where, spec.Name, t.Role, t.Name)
 			}
 			if spec.Access != Write && t.Role == Activation && !written[t.ID] {

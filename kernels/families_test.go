@@ -59,6 +59,14 @@ var examples = map[ir.Kind]ir.Params{
 	ir.SharedExpertCombine: {Ints: map[string]int64{"hidden": 8}},
 	ir.FillUniform:         {Flags: map[string]bool{"bf16": true}},
 	ir.Sample:              {Ints: map[string]int64{"vocab": 9, "rows": 1}},
+	ir.QuantizeRowsInt8:    {Ints: map[string]int64{"k": 8, "n": 5}},
+	ir.LMHeadInt8:          {Ints: map[string]int64{"k": 8, "n": 5, "group": 8, "rows_per_warp": 1, "unroll": 1}},
+	ir.LMHeadCertify:       {Ints: map[string]int64{"k": 8, "n": 5, "group": 8, "blocks": 2, "cap": 4, "split_k": 1, "unroll": 1}},
+	ir.LMHeadPick:          {Ints: map[string]int64{"blocks": 2}},
+	ir.RMSNormLMHeadInt8: {Ints: map[string]int64{"k": 8, "n": 5, "group": 8, "rows_per_warp": 1, "unroll": 1},
+		Reals: map[string]float64{"eps": 1e-6}, Flags: map[string]bool{"one_plus": true}},
+	ir.RMSNormLMHeadCertify: {Ints: map[string]int64{"k": 8, "n": 5, "group": 8, "blocks": 2, "cap": 4, "split_k": 1, "unroll": 1},
+		Reals: map[string]float64{"eps": 1e-6}, Flags: map[string]bool{"one_plus": true}},
 }
 
 // TestFamiliesComplete fails when a family lacks any part of its

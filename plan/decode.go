@@ -97,9 +97,10 @@ func (p *Plan) Validate() error {
 		if len(b.Parts) > 0 && (b.Role != ir.Weight || b.Tensor != "") {
 			fail("buffer %s: parts belong to a weight without a tensor of its own", b.Name)
 		}
-		if b.Role == ir.Weight {
+		if b.Role == ir.Weight && b.Derive == nil {
 			// A checkpoint tensor is held once on the device, whole or as one
-			// part of a concatenated weight.
+			// part of a concatenated weight (a derived weight is made from one
+			// on the device, not loaded).
 			for _, part := range b.Sources() {
 				if other, dup := loadedBy[part.Tensor]; dup && part.Tensor != "" {
 					fail("buffer %s: checkpoint tensor %s is already loaded by buffer %s", b.Name, part.Tensor, other)
@@ -153,7 +154,44 @@ func (p *Plan) Validate() error {
 			}
 		}
 	}
+	for i := range p.Buffers {
+		checkDerive(&p.Buffers[i], global, byName, fail)
+	}
 	return errors.Join(errs...)
+}
+
+// checkDerive requires a derived weight's kernel to be a plan kernel that
+// writes the operand, reads a weight that is not derived itself, and whose
+// operand holds the buffer's bytes.
+func checkDerive(b *Buffer, global map[string]*Buffer, kernelsByName map[string]*Kernel, fail func(string, ...any)) {
+	d := b.Derive
+	if d == nil {
+		return
+	}
+	if b.Role != ir.Weight {
+		fail("buffer %s: derived, but role %s is not a weight", b.Name, b.Role)
+	}
+	k := kernelsByName[d.Kernel]
+	if k == nil {
+		fail("buffer %s: derived by kernel %s, which the plan lacks", b.Name, d.Kernel)
+		return
+	}
+	from := global[d.From]
+	if from == nil || from.Role != ir.Weight || from.Derive != nil {
+		fail("buffer %s: derived from %q, which is not a loaded weight", b.Name, d.From)
+	}
+	f, err := kernels.Families.Family(ir.Kind(k.Family))
+	if err != nil {
+		return // reported with the kernel
+	}
+	i := f.Operand(d.Operand)
+	if i < 0 || f.Operands[i].Access == ir.Read {
+		fail("buffer %s: kernel %s writes no operand %q", b.Name, d.Kernel, d.Operand)
+		return
+	}
+	if need := f.Operands[i].Extent(k.Params, 1) * int64(f.Operands[i].DType.Size()); f.Operands[i].DType != b.DType || need > b.Bytes {
+		fail("buffer %s: %s of %d bytes, kernel %s writes %s of %d", b.Name, b.DType, b.Bytes, d.Kernel, f.Operands[i].DType, need)
+	}
 }
 
 // checkLifetimes requires every activation's uses to fall inside its

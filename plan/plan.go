@@ -30,10 +30,17 @@ const (
 	DecodeStep PhaseKind = "decode"  // one token in, logits out
 	Logits     PhaseKind = "logits"  // LM head over stored hidden rows, for teacher-forced probes
 	Sample     PhaseKind = "sample"  // the next token from the logits, written to tokens (sampling on the device)
+	// DecodeGreedy is the decode step with the certified int8 LM head
+	// (docs/lm-head.md): one token in, the greedy token out to tokens and
+	// sampled, no logits.
+	DecodeGreedy PhaseKind = "decode_greedy"
 )
 
 // PhaseKinds lists every phase kind.
-var PhaseKinds = []PhaseKind{Prefill, DecodeStep, Logits, Sample}
+var PhaseKinds = []PhaseKind{Prefill, DecodeStep, Logits, Sample, DecodeGreedy}
+
+// Decode reports whether k is a decode step (with either LM head).
+func (k PhaseKind) Decode() bool { return k == DecodeStep || k == DecodeGreedy }
 
 // Valid reports whether k is a known phase kind.
 func (k PhaseKind) Valid() bool { return slices.Contains(PhaseKinds, k) }
@@ -101,6 +108,21 @@ type Buffer struct {
 	// Live is an activation's first and last launch: buffers whose live
 	// ranges intersect never share arena bytes.
 	Live []int `json:"live,omitempty"`
+	// Derive, on a weight, says that the load step makes it on the device
+	// from another weight instead of reading it (the certified head's
+	// int8 rows and scales, from the BF16 LM head).
+	Derive *Derive `json:"derive,omitempty"`
+}
+
+// Derive is how a derived weight is made: Kernel (a plan kernel, launched
+// once on load with one row) reads weight From and writes this buffer as
+// its operand Operand; the kernel's other operands are the buffers of the
+// other weights derived by the same kernel from the same weight, by
+// operand, and From for the operand it reads.
+type Derive struct {
+	Kernel  string `json:"kernel"`
+	From    string `json:"from"`
+	Operand string `json:"operand"`
 }
 
 // Part is one checkpoint tensor of a concatenated weight and the rows

@@ -38,10 +38,14 @@ func Lower(m *Model, s Step) (*ir.Graph, error) {
 	l := &lowering{m: m, c: m.Config, s: s, byID: map[string]*ir.Tensor{},
 		g: &ir.Graph{Name: fmt.Sprintf("%s_%d", s.Kind, s.Tokens), Tokens: s.Tokens}}
 	switch s.Kind {
-	case plan.Prefill, plan.DecodeStep:
+	case plan.Prefill, plan.DecodeStep, plan.DecodeGreedy:
 		l.g.Dyn = []ir.Slot{ir.ParamN, ir.ParamPos, ir.ParamLast}
-		if s.Kind == plan.DecodeStep {
+		switch s.Kind {
+		case plan.DecodeStep:
 			l.g.Name = "decode"
+		case plan.DecodeGreedy:
+			l.g.Name = "decode_greedy"
+			l.g.Dyn = append(l.g.Dyn, ir.ParamVocabLimit)
 		}
 		l.step()
 	case plan.Logits:
@@ -181,10 +185,14 @@ func (l *lowering) step() {
 	}
 	h := l.hidden()
 	l.rmsnorm(-1, h, x, "norm.weight")
+	w := l.weight(l.m.lmHead())
+	if l.s.Kind == plan.DecodeGreedy {
+		l.certifiedHead(h, w)
+		return
+	}
 	// LM head of the last logical row only: the next token's distribution.
 	V := int64(c.VocabSize)
 	logits := l.tensor("logits", ir.Output, ir.F32, 1, V)
-	w := l.weight(l.m.lmHead())
 	l.g.Ops = append(l.g.Ops, &ir.Op{Kind: ir.MatMul, Layer: -1, Params: params(ints{"k": int64(c.HiddenSize), "n": V, ir.RowsParam: 1}),
 		Operands: []ir.Operand{of(logits), {Tensor: h.ID, Dyn: ir.SlotRef(ir.ParamLast), DynStride: int64(c.HiddenSize)}, of(w)}})
 }

@@ -28,6 +28,7 @@ var passes = []pass{
 	{"flash", flashPass},         // prefill attention and its output gate to flash attention on tensor cores (GPU targets, f32 KV, by default)
 	{"stream", streamPass},       // one-row projections to the weight-streaming families (GPU targets)
 	{"tile", tilePass},           // prefill's projections and routed experts to the tensor-core families (--tiling on)
+	{"certify", certifyPass},     // the certified int8 head's launch parameters, its exact logits the decode step's LM head's
 	{"configure", configurePass}, // each op's launch shape from the target's launch configuration
 	{"schedule", schedulePass},   // arena placement, kernels, launches: the plan, validated
 }
@@ -119,7 +120,7 @@ func fusePass(c *compilation) error {
 	}
 	for i, g := range c.graphs {
 		n := fuseMatMulAdd(g)
-		if c.steps[i].Kind == plan.DecodeStep {
+		if c.steps[i].Kind.Decode() {
 			n += fuseGDNDecode(g, c.o.Target, c.o.GDNColumnTile)
 			n += fuseQKNormRoPE(g)
 			n += fuseMoEDecode(g)

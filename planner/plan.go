@@ -85,7 +85,7 @@ func (o *Options) steps() []Step {
 		steps = append(steps, Step{Kind: plan.Prefill, Tokens: b})
 	}
 	steps = append(steps, Step{Kind: plan.DecodeStep, Tokens: 1}, Step{Kind: plan.Logits, Tokens: o.LogitsRows},
-		Step{Kind: plan.Sample, Tokens: 1})
+		Step{Kind: plan.Sample, Tokens: 1}, Step{Kind: plan.DecodeGreedy, Tokens: 1})
 	for i := range steps {
 		steps[i].MaxTokens, steps[i].ContextTokens = o.Buckets[len(o.Buckets)-1], o.ContextTokens
 		steps[i].KVDType, steps[i].Chunk = o.KVDType, o.Chunk
@@ -184,8 +184,16 @@ func (s *scheduler) phase(kind plan.PhaseKind, g *ir.Graph) error {
 			continue
 		}
 		b := buffer(t)
+		if d := t.Derive; d != nil {
+			k := kernelFor(d.Op)
+			if !s.kernels[k.Name] {
+				s.kernels[k.Name] = true
+				s.p.Kernels = append(s.p.Kernels, k)
+			}
+			b.Derive = &plan.Derive{Kernel: k.Name, From: d.From, Operand: d.Operand}
+		}
 		if i, ok := s.globals[t.Name]; ok {
-			if old := s.p.Buffers[i]; old.Bytes != b.Bytes || old.DType != b.DType || old.Role != b.Role {
+			if old := s.p.Buffers[i]; old.Bytes != b.Bytes || old.DType != b.DType || old.Role != b.Role || (old.Derive == nil) != (b.Derive == nil) {
 				return fmt.Errorf("phase %s: buffer %s differs from an earlier phase's", g.Name, t.Name)
 			}
 			continue

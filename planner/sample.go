@@ -15,7 +15,7 @@ func (l *lowering) sample() {
 	V := int64(l.c.VocabSize)
 	logits := l.tensor("logits", ir.Output, ir.F32, 1, V)
 	tokens := l.tensor("tokens", ir.Input, ir.I32, int64(l.s.MaxTokens))
-	out := l.tensor("sampled", ir.Output, ir.I32, 2)
+	out := l.sampled()
 	// The constraint's mask, written by the host only for a constrained
 	// draw (the masked slot says whether to read it).
 	mask := l.tensor(string(plan.PortSampleMask), ir.Input, ir.I32, (V+31)/32)
@@ -23,3 +23,8 @@ func (l *lowering) sample() {
 		Params:   params(ints{"vocab": V, ir.RowsParam: 1}),
 		Operands: []ir.Operand{of(logits), of(tokens), of(out), of(mask)}})
 }
+
+// sampled is the persistent output the samplers leave for the host: the
+// id, its logprob's float bits, and (lm_head_pick) the candidates and
+// whether the step fell back to the full BF16 head.
+func (l *lowering) sampled() *ir.Tensor { return l.tensor("sampled", ir.Output, ir.I32, 4) }

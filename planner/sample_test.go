@@ -43,7 +43,7 @@ func TestSamplePhase(t *testing.T) {
 			t.Errorf("%s: grid %v block %v, want one block", target, l.Grid, l.Block)
 		}
 		for _, b := range p.Buffers {
-			if b.Name == "sampled" && (b.Role != ir.Output || b.DType != ir.I32 || b.Bytes != 8) {
+			if b.Name == "sampled" && (b.Role != ir.Output || b.DType != ir.I32 || b.Bytes != 16) {
 				t.Errorf("%s: sampled buffer %+v", target, b)
 			}
 		}

@@ -58,7 +58,7 @@ func (o *Options) decodeSplits(blocksPerSplit, perSM int) int {
 
 func splitPass(c *compilation) error {
 	for i, g := range c.graphs {
-		if c.steps[i].Kind != plan.DecodeStep {
+		if !c.steps[i].Kind.Decode() {
 			continue
 		}
 		if splitDecodeAttention(g, &c.o) == 0 {

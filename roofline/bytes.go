@@ -70,13 +70,20 @@ func (s *Step) ByFamily() map[string]Bytes {
 // Decode is the byte model of the plan's decode step attending to context
 // tokens (the step's own token included: after a prefill of C tokens the
 // first step attends to C+1).
-func Decode(p *plan.Plan, context int) (*Step, error) {
+func Decode(p *plan.Plan, context int) (*Step, error) { return ofKind(p, plan.DecodeStep, context) }
+
+// Greedy is Decode for the greedy decode step with the certified int8 LM
+// head (the plan's decode_greedy phase, docs/lm-head.md).
+func Greedy(p *plan.Plan, context int) (*Step, error) { return ofKind(p, plan.DecodeGreedy, context) }
+
+// ofKind is the byte model of p's first phase of kind.
+func ofKind(p *plan.Plan, kind plan.PhaseKind, context int) (*Step, error) {
 	for i := range p.Phases {
-		if p.Phases[i].Kind == plan.DecodeStep {
+		if p.Phases[i].Kind == kind {
 			return Phase(p, &p.Phases[i], context)
 		}
 	}
-	return nil, fmt.Errorf("plan has no %s phase", plan.DecodeStep)
+	return nil, fmt.Errorf("plan has no %s phase", kind)
 }
 
 // Phase is the byte model of one phase of p with context tokens in the KV
@@ -96,6 +103,9 @@ func Decode(p *plan.Plan, context int) (*Step, error) {
 //     context rows of its capacity rows; kv_append (and
 //     qk_norm_rope_append, which contains it) writes the step's rows and
 //     reads none;
+//   - the certified head's BF16 rows (lm_head_certify's and
+//     rmsnorm_lm_head_certify's w): nothing, the candidates' rows are a
+//     few KB a token (docs/lm-head.md);
 //   - activations, ports and the parameter block count nothing: they are
 //     small and stay in cache, the roofline is the bytes that cannot.
 func Phase(p *plan.Plan, ph *plan.Phase, context int) (*Step, error) {
@@ -165,6 +175,8 @@ func operandBytes(f *ir.Family, p ir.Params, o ir.OperandSpec, rows, context int
 		return min(ext, ext/e*k*rows) * size
 	case f.Kind == ir.Embedding && o.Name == "table":
 		return min(ext, rows*int64(p.Int("hidden"))) * size
+	case (f.Kind == ir.LMHeadCertify || f.Kind == ir.RMSNormLMHeadCertify) && o.Name == "w":
+		return 0 // the candidates' BF16 rows: a few KB a token (all of it only on a fallback)
 	case o.Name == "k_cache" || o.Name == "v_cache":
 		width := int64(p.Int("width"))
 		if f.Kind == ir.KVAppend || f.Kind == ir.QKNormRoPEAppend {

@@ -137,7 +137,8 @@ func TestDecodeBytesErrors(t *testing.T) {
 // active parameters in bf16 —, its GDN state (30 layers of 32 × 128 × 128 f32
 // and the conv state of 8192 × 3, read and written, with the GPU plans'
 // arrival counters) and the f32 KV cache of
-// 10 layers × 2 KV heads × 256 at the context, one row written.
+// 10 layers × 2 KV heads × 256 at the context, one row written. The
+// derived weights (the certified head's int8 rows) are decode_greedy's.
 func TestDecodeBytesReal(t *testing.T) {
 	for _, target := range []plan.Target{plan.CPU, plan.SM90, plan.GFX1151} {
 		data, err := plans.Frozen(target)
@@ -151,7 +152,7 @@ func TestDecodeBytesReal(t *testing.T) {
 		var weights int64
 		for _, b := range p.Buffers {
 			switch {
-			case b.Role != ir.Weight:
+			case b.Role != ir.Weight, b.Derive != nil:
 			case strings.Contains(b.Name, ".mlp.experts."):
 				weights += b.Bytes / 256 * 8
 			case b.Name == "embed_tokens.weight":
@@ -183,6 +184,39 @@ func TestDecodeBytesReal(t *testing.T) {
 			if s.Total != want {
 				t.Errorf("%s at %d: %+v, want %+v", target, ctx, s.Total, want)
 			}
+		}
+	}
+}
+
+// TestGreedyBytesReal: the decode_greedy phase moves decode's bytes less
+// half the LM head, plus the int8 head's scales: the BF16 rows only for
+// the candidates. With the final norm folded (the GPU plans) certify reads
+// the norm's 8 KB of weights as well as the int8 head.
+func TestGreedyBytesReal(t *testing.T) {
+	for _, target := range []plan.Target{plan.CPU, plan.SM90, plan.GFX1151} {
+		data, err := plans.Frozen(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := plan.Decode(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := Decode(p, 1025)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := Greedy(p, 1025)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const V, H = 248320, 2048
+		want := d.Total.Weights - V*H*2 + V*H + V*4
+		if target.GPU() {
+			want += H * 4
+		}
+		if g.Total.Weights != want || g.Total.KV != d.Total.KV || g.Total.State != d.Total.State {
+			t.Errorf("%s: greedy %+v, decode %+v: want weights %d", target, g.Total, d.Total, want)
 		}
 	}
 }

@@ -44,6 +44,10 @@ type DeviceSampling struct {
 	// It is uploaded to the sample_mask input only for a draw that has one;
 	// the logprob stays the model's own, unmasked.
 	Mask Mask
+	// NeedLogprob says the caller uses the drawn token's logprob: a greedy
+	// draw then keeps the BF16 head, since the certified int8 head
+	// computes no normalizer (its logprob is NaN).
+	NeedLogprob bool
 }
 
 // Validate checks the values are ones the device sampler takes.
@@ -130,6 +134,9 @@ func (e *Engine) SampleNext(ctx context.Context, s DeviceSampling, step int) (in
 	if e.pos == 0 {
 		return 0, 0, errors.New("sample before any prefill: no logits")
 	}
+	if e.noLogits {
+		return 0, 0, errors.New("the last step was a certified greedy step, which leaves no logits on the device; draw with DecodeSampled")
+	}
 	return e.sample(ctx, s, step)
 }
 
@@ -182,7 +189,11 @@ func (e *Engine) DecodeSampled(ctx context.Context, token int32, s DeviceSamplin
 		}
 		e.setShape(1)
 		s.setSlots(&e.block, step)
-		tok, lp, err := e.decodeSampledStep(ctx, sg, token)
+		draw := e.decodeSampledStep
+		if e.useCertified(s) {
+			draw = e.decodeCertifiedStep // one graph: decode with the int8 head, certify, pick
+		}
+		tok, lp, err := draw(ctx, sg, token)
 		if !errors.Is(err, errNoStepGraph) {
 			return tok, lp, err
 		}
@@ -199,11 +210,15 @@ func (e *Engine) DecodeSampled(ctx context.Context, token int32, s DeviceSamplin
 	if e.graphs {
 		run = e.replay
 	}
+	if e.useCertified(s) {
+		return e.decodeCertified(ctx, run, s)
+	}
 	if err := run(ctx, e.decode); err != nil {
 		e.broken = true
 		return 0, 0, err
 	}
 	e.pos++
+	e.noLogits = false
 	return e.sample(ctx, s, step)
 }
 

@@ -41,6 +41,12 @@ func (b *blockBackend) Launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref
 // tinyEngine plans the tiny checkpoint for the CPU target and opens it on be.
 func tinyEngine(t *testing.T, be runtime.Backend, strip bool) *runtime.Engine {
 	t.Helper()
+	return tinyEngineWith(t, be, strip, planner.Options{})
+}
+
+// tinyEngineWith is tinyEngine with the plan's other options (fusion) from o.
+func tinyEngineWith(t *testing.T, be runtime.Backend, strip bool, o planner.Options) *runtime.Engine {
+	t.Helper()
 	ck, err := checkpoint.Open(tiny(t))
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +56,8 @@ func tinyEngine(t *testing.T, be runtime.Backend, strip bool) *runtime.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{8, 32}, ContextTokens: 96})
+	o.Target, o.Buckets, o.ContextTokens = "cpu", []int{8, 32}, 96
+	p, err := planner.Plan(m, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,16 @@ type Engine struct {
 	block Params
 	// sampler is the sample phase (devsample.go).
 	sampler deviceSampler
+	// greedy is the decode step with the certified int8 LM head, used for
+	// greedy draws when certified is on (lmhead.go); greedyGraph is its
+	// captured graph.
+	greedy      *phase
+	greedyGraph Graph
+	certified   bool
+	// noLogits: the last step was a certified greedy one, which leaves no
+	// logits on the device.
+	noLogits  bool
+	headStats CertifiedHeadStats
 	// life is the step lock Close waits on (lifetime.go).
 	life lifetime
 	// snaps is the device tier of snapshots (snapshot.go).
@@ -68,10 +78,11 @@ type argRef struct {
 // what it writes before running one (in) and reads after (out). A plan
 // whose phases do not declare them is refused.
 var enginePorts = map[plan.PhaseKind]struct{ in, out []plan.Port }{
-	plan.Prefill:    {in: []plan.Port{plan.PortTokens}, out: []plan.Port{plan.PortLogits}},
-	plan.DecodeStep: {in: []plan.Port{plan.PortTokens}, out: []plan.Port{plan.PortLogits}},
-	plan.Logits:     {out: []plan.Port{plan.PortLogitsRows}},
-	plan.Sample:     {in: []plan.Port{plan.PortLogits}, out: []plan.Port{plan.PortSampled}},
+	plan.Prefill:      {in: []plan.Port{plan.PortTokens}, out: []plan.Port{plan.PortLogits}},
+	plan.DecodeStep:   {in: []plan.Port{plan.PortTokens}, out: []plan.Port{plan.PortLogits}},
+	plan.Logits:       {out: []plan.Port{plan.PortLogitsRows}},
+	plan.Sample:       {in: []plan.Port{plan.PortLogits}, out: []plan.Port{plan.PortSampled}},
+	plan.DecodeGreedy: {in: []plan.Port{plan.PortTokens}, out: []plan.Port{plan.PortSampled}},
 }
 
 // ErrBroken reports use of an engine whose last step failed midway.
@@ -93,6 +104,10 @@ func NewEngine(p *plan.Plan, be Backend, w Weights) (*Engine, error) {
 		ib.SetInterrupt(e.interrupted)
 	}
 	if err := w.bind(e); err != nil {
+		e.Close()
+		return nil, err
+	}
+	if err := e.deriveWeights(); err != nil {
 		e.Close()
 		return nil, err
 	}
@@ -154,8 +169,13 @@ func NewEngine(p *plan.Plan, be Backend, w Weights) (*Engine, error) {
 			e.logits = r
 		case plan.Sample:
 			e.sampler.phase = r
+		case plan.DecodeGreedy:
+			e.greedy = r
 		}
 	}
+	// The certified head is on by default where the BF16 head is not the
+	// oracle: on GPU targets.
+	e.certified = e.greedy != nil && e.sampler.phase != nil && p.Target.GPU()
 	if e.decode == nil || e.logits == nil || len(e.prefill) != len(p.Buckets) {
 		e.Close()
 		return nil, errors.New("plan lacks a decode, logits or prefill phase")
@@ -221,9 +241,11 @@ func (e *Engine) Graphs() bool { return e.graphs }
 
 func (e *Engine) dropGraphs() {
 	e.stepGraphs.failed = nil // a later capture tries again
-	if e.decodeGraph != nil {
-		e.decodeGraph.Destroy()
-		e.decodeGraph = nil
+	for _, g := range []*Graph{&e.decodeGraph, &e.greedyGraph} {
+		if *g != nil {
+			(*g).Destroy()
+			*g = nil
+		}
 	}
 	e.stepGraphs.drop()
 	e.prefillGraphs.drop()
@@ -255,7 +277,7 @@ func (e *Engine) Reset() error {
 			}
 		}
 	}
-	e.pos, e.broken = 0, false
+	e.pos, e.broken, e.noLogits = 0, false, false
 	return nil
 }
 
@@ -468,6 +490,7 @@ func (e *Engine) stepWith(ph *phase, tokens []int32, run func() error) ([]float3
 		return nil, err
 	}
 	e.pos += n
+	e.noLogits = false
 	return e.download(ph.out[plan.PortLogits], e.plan.Model.Vocab)
 }
 
@@ -515,10 +538,10 @@ func (e *Engine) run(ctx context.Context, ph *phase) error {
 	return e.be.Sync()
 }
 
-// replay runs the decode phase as a graph, capturing it on first use. The
-// graph's launches have fixed arguments: the decode step always runs one
-// row at offset 0, and its one moving value, the position, is read from
-// the parameter block.
+// replay runs a decode phase (decode or decode_greedy) as a graph,
+// capturing it on first use. The graph's launches have fixed arguments: the
+// decode step always runs one row at offset 0, and its moving values (the
+// position, the vocabulary limit) are read from the parameter block.
 func (e *Engine) replay(ctx context.Context, ph *phase) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -526,14 +549,18 @@ func (e *Engine) replay(ctx context.Context, ph *phase) error {
 	if err := e.be.SetParams(&e.block); err != nil {
 		return err
 	}
-	if e.decodeGraph == nil {
+	graph := &e.decodeGraph
+	if ph == e.greedy {
+		graph = &e.greedyGraph
+	}
+	if *graph == nil {
 		g, err := e.be.(Grapher).Capture(func() error { return e.launch(context.Background(), ph) })
 		if err != nil {
-			return fmt.Errorf("capture the decode step: %w", err)
+			return fmt.Errorf("capture the %s step: %w", ph.p.Name, err)
 		}
-		e.decodeGraph = g
+		*graph = g
 	}
-	if err := e.decodeGraph.Replay(); err != nil {
+	if err := (*graph).Replay(); err != nil {
 		return err
 	}
 	return e.be.Sync()

@@ -12,7 +12,11 @@ import (
 
 // Memory is what a plan needs resident, by kind.
 type Memory struct {
-	Weights     int64 // checkpoint tensors (mapped from the file on the CPU)
+	Weights int64 // checkpoint tensors (mapped from the file on the CPU)
+	// Derived are the weights the load step makes on the device (the
+	// certified head's int8 rows and scales, half the BF16 head's bytes
+	// more: the BF16 head stays for the candidates and for sampling).
+	Derived     int64
 	KV          int64 // KV caches, sized by the context
 	State       int64 // GDN recurrent and conv states
 	Activations int64 // the arena of the largest phase
@@ -26,7 +30,11 @@ func MemoryOf(p *plan.Plan, prefixCache int64) Memory {
 	for _, b := range p.Buffers {
 		switch b.Role {
 		case "weight":
-			m.Weights += b.Bytes
+			if b.Derive != nil {
+				m.Derived += b.Bytes
+			} else {
+				m.Weights += b.Bytes
+			}
 		case "kv":
 			m.KV += b.Bytes
 		case "state":
@@ -39,7 +47,9 @@ func MemoryOf(p *plan.Plan, prefixCache int64) Memory {
 }
 
 // Allocated is what the engine allocates besides weights it may map.
-func (m Memory) Allocated() int64 { return m.KV + m.State + m.Activations + m.Buffers + m.PrefixCache }
+func (m Memory) Allocated() int64 {
+	return m.Derived + m.KV + m.State + m.Activations + m.Buffers + m.PrefixCache
+}
 
 // Total is everything, weights included.
 func (m Memory) Total() int64 { return m.Weights + m.Allocated() }
@@ -50,6 +60,9 @@ func (m Memory) String() string {
 	row := func(name string, n int64) { fmt.Fprintf(&b, "  %-13s %10s\n", name, HumanBytes(n)) }
 	b.WriteString("memory plan:\n")
 	row("weights", m.Weights)
+	if m.Derived > 0 {
+		row("int8 LM head", m.Derived)
+	}
 	row("KV cache", m.KV)
 	row("GDN/conv state", m.State)
 	row("activations", m.Activations)

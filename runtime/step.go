@@ -28,6 +28,10 @@ import (
 type stepGraphs struct {
 	logits StepGraph // decode → logits
 	sample StepGraph // decode + sample → id and logprob
+	// greedy: decode_greedy → id, NaN, candidates, fallback (16 bytes):
+	// the decode step with the certified int8 LM head, its pick on the
+	// device (lmhead.go).
+	greedy StepGraph
 	// pdl: capture the launches with programmatic serialization; pdlErr is
 	// why a capture with them failed (they are then off).
 	pdl    bool
@@ -41,7 +45,7 @@ type stepGraphs struct {
 var errNoStepGraph = errors.New("no step graph")
 
 func (s *stepGraphs) drop() {
-	for _, g := range []*StepGraph{&s.logits, &s.sample} {
+	for _, g := range []*StepGraph{&s.logits, &s.sample, &s.greedy} {
 		if *g != nil {
 			(*g).Destroy()
 			*g = nil
@@ -115,13 +119,13 @@ func (e *Engine) launchSteps(phases ...*phase) error {
 }
 
 // runStep starts the step graph *g (capturing it first with phases, the
-// result read from out) on the engine's block with token as the input and
-// waits for its result.
+// result read from out) on the engine's block with token as the input (the
+// tokens buffer the first phase reads) and waits for its result.
 func (e *Engine) runStep(sg StepGrapher, g *StepGraph, token int32, out Mem, result []byte, phases ...*phase) error {
 	if *g == nil {
 		capture := func() (StepGraph, error) {
 			return sg.CaptureStep(func() error { return e.launchSteps(phases...) },
-				Ref{Mem: e.decode.in[plan.PortTokens]}, 4, Ref{Mem: out}, int64(len(result)))
+				Ref{Mem: phases[0].in[plan.PortTokens]}, 4, Ref{Mem: out}, int64(len(result)))
 		}
 		c, err := capture()
 		if err != nil && e.stepGraphs.pdl {
@@ -159,6 +163,7 @@ func (e *Engine) decodeStep(ctx context.Context, sg StepGrapher, token int32) ([
 		return nil, err
 	}
 	e.pos++
+	e.noLogits = false
 	out := make([]float32, V)
 	for i := range out {
 		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
@@ -179,5 +184,6 @@ func (e *Engine) decodeSampledStep(ctx context.Context, sg StepGrapher, token in
 		return 0, 0, err
 	}
 	e.pos++
+	e.noLogits = false
 	return e.sampled(out)
 }

@@ -31,8 +31,8 @@ type synthWeights struct{ seed uint64 }
 func (w synthWeights) bind(e *Engine) error {
 	fills := e.fillKernels()
 	for _, b := range e.plan.Buffers {
-		if b.Role != ir.Weight {
-			continue
+		if b.Role != ir.Weight || b.Derive != nil {
+			continue // derived weights are made from the filled ones (deriveWeights)
 		}
 		m, err := e.be.Alloc(b.Bytes)
 		if err != nil {

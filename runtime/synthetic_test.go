@@ -120,7 +120,7 @@ func checkSyntheticFill(t *testing.T, p *plan.Plan, concatenated bool) {
 	w1 := synthesize(t, p, rec, 1)
 	weights, sources, parts := 0, 0, 0
 	for _, b := range p.Buffers {
-		if b.Role == ir.Weight {
+		if b.Role == ir.Weight && b.Derive == nil {
 			weights++
 			sources += len(b.Sources())
 			parts += len(b.Parts)
@@ -139,7 +139,7 @@ func checkSyntheticFill(t *testing.T, p *plan.Plan, concatenated bool) {
 	w1b := synthesize(t, p, &fillRecorder{CPU: NewCPU()}, 1)
 	w2 := synthesize(t, p, &fillRecorder{CPU: NewCPU()}, 2)
 	for _, b := range p.Buffers {
-		if b.Role != ir.Weight {
+		if b.Role != ir.Weight || b.Derive != nil {
 			continue
 		}
 		all := w1[b.Name]

@@ -57,8 +57,8 @@ func (w ckWeights) bind(e *Engine) error {
 	}
 	var weights []weight
 	for _, b := range e.plan.Buffers {
-		if b.Role != "weight" {
-			continue
+		if b.Role != "weight" || b.Derive != nil {
+			continue // derived weights are made after loading (deriveWeights)
 		}
 		want := "BF16"
 		if b.DType == "f32" {

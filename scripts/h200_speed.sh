@@ -15,7 +15,9 @@
 #      figures say "synthetic": speed only), then at each context 4 steps
 #      with every launch timed inside one graph replay (the per-family table),
 #      the bytes the step must move and the device-to-device copy bandwidth
-#      of the same run (the roofline);
+#      of the same run (the roofline), and 256 greedy steps from one snapshot
+#      with the BF16 LM head and again with the certified int8 head (identical
+#      tokens required; both heads timed);
 #   3. after the engine has exited (both need ~70 GB), bench/hf_speed.py run:
 #      transformers' Qwen3_5MoeForCausalLM on the same shapes, random bf16
 #      weights made on the GPU, eager then sdpa attention, 16 decode steps;
@@ -64,6 +66,9 @@ decode_contexts=${SPEED_DECODE_CONTEXTS:-1024,8192,32768,131072}
 decode_tokens=${SPEED_DECODE_TOKENS:-256}
 profile_steps=${SPEED_PROFILE_STEPS:-4}
 profile_mode=${SPEED_PROFILE_MODE:-graph}
+# Greedy steps decoded with both LM heads from one snapshot (docs/lm-head.md):
+# identical tokens required, both timed.
+certified_steps=${SPEED_CERTIFIED_STEPS:-256}
 hf_decode_tokens=${SPEED_HF_DECODE_TOKENS:-16}
 long_prefill=${SPEED_LONG_PREFILL-32768,131072}
 repeats=${SPEED_REPEATS:-3}
@@ -124,7 +129,7 @@ if [ $engine_ok = 1 ]; then
     echo "[$(elapsed)s] engine bench (timeout ${engine_s}s)"
     timeout -k 20 "$engine_s" bin/aima-engine probe bench --bundle "$work/bundle" --synthetic-weights 1 \
       --prefill "$lengths" --decode-context "$decode_contexts" --synthetic-context --decode-tokens "$decode_tokens" \
-      --profile-steps "$profile_steps" --profile-mode "$profile_mode" --repeats "$repeats" \
+      --profile-steps "$profile_steps" --profile-mode "$profile_mode" --certified-steps "$certified_steps" --repeats "$repeats" \
       --id-limit 248077 --commit "$commit" --time-limit "$(( engine_s - 15 ))s" --json "$dir/speed_ours.json" \
       >"$dir/speed_engine.log" 2>&1
     rc=$?

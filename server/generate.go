@@ -328,7 +328,8 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 // with what: the engine must offer it, and the request must need nothing
 // only the host Sampler does — presence, frequency or repetition penalties,
 // alternatives in the logprobs (top_logprobs). A token constraint's mask
-// goes to the device sampler with each draw.
+// goes to the device sampler with each draw; a greedy request without
+// logprobs may decode with the certified int8 LM head (the same tokens).
 // Either way a request is sampled the same whether it streams or not, and a
 // seed reproduces it.
 func deviceSampling(m *Model, p genParams) (DeviceSampler, runtime.DeviceSampling, bool) {
@@ -340,6 +341,9 @@ func deviceSampling(m *Model, p genParams) (DeviceSampler, runtime.DeviceSamplin
 	if !ok || dev.Validate() != nil {
 		return nil, runtime.DeviceSampling{}, false
 	}
+	// A greedy draw may take the certified int8 LM head, which has no
+	// logprob: only when the response shows none.
+	dev.NeedLogprob = p.logprobs
 	return ds, dev, true
 }
 

@@ -48,6 +48,8 @@ type benchFlags struct {
 	synthContext bool
 	profileMode  string
 	programmatic bool
+	// certifiedSteps: greedy steps decoded with each LM head (bench_certified.go).
+	certifiedSteps int
 }
 
 func benchCmd() *cobra.Command {
@@ -69,8 +71,12 @@ token ids (no id repeated within a prompt while the vocabulary allows):
            untimed steps, then --decode-tokens greedy steps; tok/s of the median
            step and of the total. Where the plan samples on the device, a step is
            Engine.DecodeSampled: one graph replay (decode and the greedy draw) and
-           the 8-byte id and logprob read back, the server's path; otherwise the
-           logits are read back and the argmax taken on the host.
+           the 8-byte id and logprob read back, the server's path; on a GPU
+           target with --certified-head (the default) the replay is the decode
+           step with the certified int8 LM head, its certify and pick
+           (decode_greedy) and 16 bytes come back (id, NaN logprob, candidates,
+           fallback); otherwise the logits are read back and the argmax taken on
+           the host. The roofline and the family table follow the head that ran.
            Then --profile-steps steps timed launch by launch for the per-family
            table: with --profile-mode graph (a GPU that records events as graph
            nodes) inside one replay of the step captured with a timing node after
@@ -78,7 +84,12 @@ token ids (no id repeated within a prompt while the vocabulary allows):
            elsewhere, launches enqueued one by one with device events between
            them (the wall clock on the CPU): the time, bytes and GB/s of every
            kernel family per step.
-  roofline: the bytes the decode step must move at C (weights its launches
+  certified: with --certified-steps N, from a snapshot of the state after the
+           timed steps, N greedy steps sampled on the device with the BF16 LM
+           head, then the same N with the certified int8 head: the tokens must
+           be identical (the run fails otherwise); both heads' step times, the
+           candidates a step and the fallbacks.
+  roofline: the bytes the timed step must move at C (weights its launches
            read, the k selected experts' slices only, the KV cache of the
            context, the GDN state read and written; package roofline), over the
            copy bandwidth measured once per run (--copy-bytes copied device to
@@ -101,6 +112,7 @@ an interrupted run keeps what it measured. With --synthetic-weights and no
 	cliflag.Int(fl, &f.decodeTokens, "decode-tokens", 64, 1, "`N` timed decode steps at each context")
 	cliflag.Int(fl, &f.decodeWarmup, "decode-warmup", 2, 0, "`N` untimed decode steps before the timed ones")
 	cliflag.Int(fl, &f.profileSteps, "profile-steps", 4, 0, "`N` decode steps timed launch by launch after the timed ones, for the per-family table (0: none)")
+	cliflag.Int(fl, &f.certifiedSteps, "certified-steps", 0, 0, "`N` greedy steps at each context decoded with the BF16 LM head and again with the certified int8 head from the same state: identical tokens required, both timed (0: none)")
 	cliflag.Int64(fl, &f.copyBytes, "copy-bytes", 1<<30, 1, "`BYTES` of the copy that measures the bandwidth (device to device on a GPU)")
 	cliflag.Int(fl, &f.copyRepeats, "copy-repeats", 5, 1, "`N` timed copies (after one untimed); the median counts")
 	cliflag.Int(fl, &f.repeats, "repeats", 3, 1, "`N` timed prefills of each length")
@@ -175,6 +187,9 @@ type benchMethod struct {
 	ProfileSteps int    `json:"profile_steps"`
 	// DecodeStep says how a decode step runs (graphs, sampling, PDL).
 	DecodeStep string `json:"decode_step"`
+	// LMHead is the timed greedy steps' LM head: "bf16" or
+	// "certified_int8" (decode_greedy, docs/lm-head.md; --certified-head).
+	LMHead     string `json:"lm_head"`
 	StepGraphs bool   `json:"step_graphs"`
 	// StepGraphsError is why a step graph could not be captured.
 	StepGraphsError string `json:"step_graphs_error,omitempty"`
@@ -224,6 +239,8 @@ type benchDecode struct {
 	RooflineTok float64       `json:"roofline_tok_s,omitempty"`
 	RooflinePct float64       `json:"roofline_pct,omitempty"`
 	Profile     *benchProfile `json:"profile,omitempty"`
+	// Certified compares the two LM heads of greedy decoding (--certified-steps).
+	Certified *benchCertified `json:"certified,omitempty"`
 }
 
 // benchBytes is a step's byte model (roofline.Bytes and their total).
@@ -357,6 +374,10 @@ func (f *benchFlags) open(need int, needWhat string, stderr io.Writer) (*loader.
 	if err != nil {
 		return nil, 0, err
 	}
+	if err := lf.configure(l.Engine); err != nil {
+		l.Close()
+		return nil, 0, err
+	}
 	took := time.Since(start)
 	if err := checkContext(need, needWhat, l.Engine.Capacity()); err != nil {
 		l.Close()
@@ -397,8 +418,11 @@ func (f *benchFlags) validate() (int, string, error) {
 		if c < 1 {
 			return 0, "", fmt.Errorf("--decode-context %d: want ≥ 1", c)
 		}
-		if t := c + f.decodeWarmup + f.decodeTokens + f.profileSteps; t > need {
-			need, what = t, fmt.Sprintf("--decode-context %d with %d+%d+%d steps", c, f.decodeWarmup, f.decodeTokens, f.profileSteps)
+		// The certified comparison and the profile both start from the
+		// state after the timed steps.
+		after := max(f.profileSteps, f.certifiedSteps)
+		if t := c + f.decodeWarmup + f.decodeTokens + after; t > need {
+			need, what = t, fmt.Sprintf("--decode-context %d with %d+%d+%d steps", c, f.decodeWarmup, f.decodeTokens, after)
 		}
 	}
 	return need, what, nil
@@ -706,6 +730,9 @@ func (b *bench) decode(ctx context.Context, log io.Writer, n int, logits []float
 	if err := b.roofline(d, n); err != nil {
 		return err
 	}
+	if err := b.certified(ctx, log, d, logits); err != nil {
+		return fmt.Errorf("certified head: %w", err)
+	}
 	if err := b.save(); err != nil {
 		return err
 	}
@@ -733,7 +760,12 @@ func (b *bench) noteStep(device bool) {
 		m.ProgrammaticError = err.Error()
 	}
 	var parts []string
+	certified := b.certifiedTimed(device)
+	m.LMHead = "bf16"
 	switch {
+	case device && steps && certified:
+		m.LMHead = "certified_int8"
+		parts = append(parts, "Engine.DecodeSampled: one graph replay per token (parameter block and token copied from pinned memory, the decode step with the certified int8 LM head, its certify and pick on the device, id, NaN logprob, candidates and fallback flag copied into pinned memory), the host waits for those 16 bytes only")
 	case device && steps:
 		parts = append(parts, "Engine.DecodeSampled: one graph replay per token (parameter block and token copied from pinned memory, decode, greedy draw on the device, id and logprob copied into pinned memory), the host waits for those 8 bytes only")
 	case device && b.e.Graphs():
@@ -743,16 +775,33 @@ func (b *bench) noteStep(device bool) {
 	default:
 		parts = append(parts, "Engine.Decode (logits read back), argmax on the host outside the timed call")
 	}
+	if certified && !(device && steps) {
+		m.LMHead = "certified_int8"
+		parts = append(parts, "the certified int8 LM head (decode_greedy)")
+	}
 	if pdl {
 		parts = append(parts, "programmatic dependent launch")
 	}
 	m.DecodeStep = strings.Join(parts, "; ")
 }
 
+// certifiedTimed reports whether the timed greedy steps (drawn on the
+// device when device) take the certified int8 LM head.
+func (b *bench) certifiedTimed(device bool) bool { return device && b.e.CertifiedHead() }
+
+// stepBytes is the byte model of the timed greedy step at context n:
+// decode_greedy's when the certified head serves it, else decode's.
+func (b *bench) stepBytes(n int) (*roofline.Step, error) {
+	if b.certifiedTimed(b.e.CanSample()) {
+		return roofline.Greedy(b.e.Plan(), n)
+	}
+	return roofline.Decode(b.e.Plan(), n)
+}
+
 // roofline sets the byte model of decode at context n (the first step
 // attends to n+1 tokens) and its floor at the run's copy bandwidth.
 func (b *bench) roofline(d *benchDecode, n int) error {
-	s, err := roofline.Decode(b.e.Plan(), n+1)
+	s, err := b.stepBytes(n + 1)
 	if err != nil {
 		return err
 	}
@@ -794,27 +843,44 @@ func (b *bench) profile(ctx context.Context, d *benchDecode, tok int32) error {
 	var steps []*roofline.Step
 	var times [][]time.Duration
 	for range b.f.profileSteps {
-		s, err := roofline.Decode(b.e.Plan(), b.e.Position()+1)
+		s, err := b.stepBytes(b.e.Position() + 1)
 		if err != nil {
 			return err
 		}
-		var logits []float32
 		var ts []time.Duration
+		// The steps the timed ones ran: with the certified head
+		// decode_greedy's launches, else decode's.
+		certified := b.certifiedTimed(b.e.CanSample())
+		next := func(logits []float32, err error) (int32, error) {
+			if err != nil {
+				return 0, err
+			}
+			return argmax(logits), nil
+		}
 		if prof.Graph() {
 			ts, err = prof.GraphStep(func(in func(runtime.Launches) error) error {
-				logits, err = b.e.ProfileDecodeIn(ctx, tok, in)
+				var err error
+				if certified {
+					tok, err = b.e.ProfileGreedyIn(ctx, tok, in)
+				} else {
+					tok, err = next(b.e.ProfileDecodeIn(ctx, tok, in))
+				}
 				return err
 			})
 		} else {
 			ts, err = prof.Step(func(each func(i int, run func() error) error) error {
-				logits, err = b.e.ProfileDecode(ctx, tok, each)
+				var err error
+				if certified {
+					tok, err = b.e.ProfileGreedy(ctx, tok, each)
+				} else {
+					tok, err = next(b.e.ProfileDecode(ctx, tok, each))
+				}
 				return err
 			})
 		}
 		if err != nil {
 			return err
 		}
-		tok = argmax(logits)
 		steps, times = append(steps, s), append(times, ts)
 	}
 	fams, err := roofline.Profile(steps, times)

@@ -336,3 +336,24 @@ func TestArgmax(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchCertified: --certified-steps decodes the same greedy steps with
+// both LM heads on the tiny model (the CPU runs the references) and
+// reports identical tokens, both heads' step times and the candidates.
+func TestBenchCertified(t *testing.T) {
+	dir := tinyModel(t)
+	js := filepath.Join(t.TempDir(), "bench.json")
+	if _, err := run("probe", "bench", "--model-dir", dir, "--buckets", "8,32", "--context-tokens", "128",
+		"--prefill", "0", "--decode-context", "12", "--decode-tokens", "2", "--certified-steps", "24",
+		"--profile-steps", "0", "--copy-bytes", "65536", "--json", js); err != nil {
+		t.Fatal(err)
+	}
+	r := readReport(t, js)
+	if len(r.Decode) != 1 || r.Decode[0].Certified == nil {
+		t.Fatalf("decode entries %+v", r.Decode)
+	}
+	c := r.Decode[0].Certified
+	if c.Steps != 24 || !c.Identical || c.FirstDiff != -1 || c.BF16Step == nil || c.Int8Step == nil || c.Candidates < 1 || c.Fallbacks != 0 {
+		t.Errorf("certified %+v", c)
+	}
+}

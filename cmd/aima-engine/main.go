@@ -70,7 +70,10 @@ type loadFlags struct {
 	tokens    string
 	synthetic string
 	bundle    string
-	flags     *pflag.FlagSet // to tell flags given from defaults
+	// certifiedHead: greedy draws may take the certified int8 LM head
+	// (the engine's default: on GPU targets); false keeps the BF16 head.
+	certifiedHead bool
+	flags         *pflag.FlagSet // to tell flags given from defaults
 }
 
 // registerModel adds the flags that choose the model and its plan.
@@ -83,6 +86,7 @@ func (f *loadFlags) registerModel(c *cobra.Command) {
 	c.Flags().StringVar(&f.buckets, "buckets", defaultBuckets, "prefill bucket `SIZES` when planning now, comma-separated")
 	cliflag.Int(c.Flags(), &f.o.ContextTokens, "context-tokens", 4096, 1, "context capacity `N` (prompt + output) when planning now")
 	c.Flags().StringVar(&f.synthetic, "synthetic-weights", "", "generate the weights from `SEED` instead of reading them (only config.json is read)")
+	c.Flags().BoolVar(&f.certifiedHead, "certified-head", true, "greedy draws that need no logprob decode with the certified int8 LM head where the plan has one, on GPU targets (the same tokens as the BF16 head); false: the BF16 head")
 	_ = c.RegisterFlagCompletionFunc("target", cobra.FixedCompletions(targetNames(), cobra.ShellCompDirectiveNoFileComp))
 }
 
@@ -177,7 +181,22 @@ func (f *loadFlags) load(stderr io.Writer) (*loader.Loaded, []int32, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := f.configure(l.Engine); err != nil {
+		l.Close()
+		return nil, nil, err
+	}
 	return l, ids, nil
+}
+
+// configure applies the flags that set a loaded engine's choices.
+func (f *loadFlags) configure(e *runtime.Engine) error {
+	if f.certifiedHead {
+		return nil // the engine's default
+	}
+	if err := e.SetCertifiedHead(false); err != nil {
+		return fmt.Errorf("--certified-head=false: %w", err)
+	}
+	return nil
 }
 
 // terminal is w when it is a terminal, for progress bars; nil otherwise

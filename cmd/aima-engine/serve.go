@@ -212,6 +212,10 @@ func loadModel(ctx context.Context, f *serveFlags, stderr io.Writer) (*loader.Lo
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := f.load.configure(l.Engine); err != nil {
+		l.Close()
+		return nil, nil, err
+	}
 	fmt.Fprint(stderr, l.Memory.String())
 	if err := deviceSnapshots(l, f); err != nil {
 		l.Close()

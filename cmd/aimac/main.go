@@ -145,7 +145,7 @@ func irCmd() *cobra.Command {
 	var list bool
 	c := &cobra.Command{
 		Use:   "ir",
-		Short: "Print the IR graph of one step (prefill:N, decode, logits:N or sample) after a planner pass",
+		Short: "Print the IR graph of one step (prefill:N, decode, decode_greedy, logits:N or sample) after a planner pass",
 		Long: `Print the IR graph of one step of the model after any of the planner's
 passes (--passes lists them in order; the default is the last). After
 "fuse" a GPU target's graph shows the fused families, after "stream" the
@@ -167,13 +167,13 @@ live range.`,
 			kind, n, _ := strings.Cut(step, ":")
 			tokens := 1
 			switch plan.PhaseKind(kind) {
-			case plan.DecodeStep, plan.Sample:
+			case plan.DecodeStep, plan.DecodeGreedy, plan.Sample:
 			case plan.Prefill, plan.Logits:
 				if tokens, err = strconv.Atoi(n); err != nil || tokens <= 0 {
-					return fmt.Errorf("--step %q: want prefill:N, decode, logits:N or sample", step)
+					return fmt.Errorf("--step %q: want prefill:N, decode, decode_greedy, logits:N or sample", step)
 				}
 			default:
-				return fmt.Errorf("--step %q: want prefill:N, decode, logits:N or sample", step)
+				return fmt.Errorf("--step %q: want prefill:N, decode, decode_greedy, logits:N or sample", step)
 			}
 			// Plan one bucket of the step's size, so its graph is the
 			// step's alone.
@@ -193,7 +193,7 @@ live range.`,
 		},
 	}
 	c.Flags().StringVar(&dir, "model-dir", "", "checkpoint `DIR` (default: the embedded Qwen3.6-35B-A3B config)")
-	c.Flags().StringVar(&step, "step", "decode", "`STEP` to print: prefill:N, decode, logits:N or sample")
+	c.Flags().StringVar(&step, "step", "decode", "`STEP` to print: prefill:N, decode, decode_greedy, logits:N or sample")
 	c.Flags().StringVar(&target, "target", string(plan.CPU), "`TARGET`: "+targetList(plan.Targets))
 	c.Flags().StringVar(&after, "after", "", "print the graph after this `PASS` (default: after the last; see --passes)")
 	c.Flags().BoolVar(&list, "passes", false, "list the planner's passes in order and exit")

@@ -78,7 +78,7 @@ func TestSynthPlanAndDamage(t *testing.T) {
 	if !strings.Contains(scheduled, " live=[") {
 		t.Errorf("ir (after schedule):\n%.600s", scheduled)
 	}
-	if out, _, err := run("ir", "--passes"); err != nil || out != "lower\nfuse\nsplit_kv\nflash\nstream\ntile\nconfigure\nschedule\n" {
+	if out, _, err := run("ir", "--passes"); err != nil || out != "lower\nfuse\nsplit_kv\nflash\nstream\ntile\ncertify\nconfigure\nschedule\n" {
 		t.Errorf("ir --passes: %q, %v", out, err)
 	}
 	// Refuse to overwrite, then damage the checkpoint: every problem named.

@@ -30,7 +30,7 @@ func rooflineCmd() *cobra.Command {
 	var contexts []int
 	var bandwidths []float64
 	var ctxTokens int
-	var families bool
+	var families, greedy bool
 	c := &cobra.Command{
 		Use:   "roofline",
 		Short: "Print the bytes a decode step must move and the tok/s they allow at a memory bandwidth",
@@ -41,7 +41,9 @@ the floor of a step's time and the most tokens per second batch-1 decode can
 reach there. Without --plan the model is planned now for --target (the
 embedded Qwen3.6-35B-A3B config unless --model-dir). Without --bandwidth the
 target's nominal rate is used (sm_90: 4300 GB/s, what a device copy reaches
-on the H200; gfx1151: 256 GB/s, the Radeon 8060S's LPDDR5X).`,
+on the H200; gfx1151: 256 GB/s, the Radeon 8060S's LPDDR5X). --greedy reads
+the greedy decode step instead, whose LM head is the certified int8 head
+(half the head's bytes; docs/lm-head.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var p *plan.Plan
@@ -79,13 +81,17 @@ on the H200; gfx1151: 256 GB/s, the Radeon 8060S's LPDDR5X).`,
 				if n < 1 || n > p.ContextTokens {
 					return fmt.Errorf("--context %d: want 1 to the plan's %d tokens (--context-tokens)", n, p.ContextTokens)
 				}
-				s, err := roofline.Decode(p, n)
+				step := roofline.Decode
+				if greedy {
+					step = roofline.Greedy
+				}
+				s, err := step(p, n)
 				if err != nil {
 					return err
 				}
 				steps = append(steps, s)
 			}
-			return printRoofline(cmd.OutOrStdout(), p, steps, bandwidths, families)
+			return printRoofline(cmd.OutOrStdout(), p, steps, bandwidths, families, greedy)
 		},
 	}
 	c.Flags().StringVar(&planFile, "plan", "", "plan `FILE` made by aimac plan (default: plan the model now)")
@@ -96,14 +102,19 @@ on the H200; gfx1151: 256 GB/s, the Radeon 8060S's LPDDR5X).`,
 	c.Flags().IntSliceVar(&contexts, "context", []int{1024, 8192, 32768, 131072}, "context `LENGTHS` the step attends to (comma-separated)")
 	c.Flags().Float64SliceVar(&bandwidths, "bandwidth", nil, "memory bandwidth `RATES` in GB/s (comma-separated; default: the target's nominal rate)")
 	c.Flags().BoolVar(&families, "families", false, "also print the bytes of every kernel family at the first context")
+	c.Flags().BoolVar(&greedy, "greedy", false, "the greedy decode step with the certified int8 LM head (decode_greedy) instead of decode")
 	completeTarget(c, targetNames(plan.Targets))
 	return c
 }
 
 // printRoofline writes one row per context and bandwidth: the bytes by
 // kind, the step's floor and the tok/s it allows.
-func printRoofline(w io.Writer, p *plan.Plan, steps []*roofline.Step, bandwidths []float64, families bool) error {
-	fmt.Fprintf(w, "decode step of %s on %s, %s\n", p.Model.Arch, p.Target, p.Hash())
+func printRoofline(w io.Writer, p *plan.Plan, steps []*roofline.Step, bandwidths []float64, families, greedy bool) error {
+	what := "decode step"
+	if greedy {
+		what = "greedy decode step (the certified int8 LM head)"
+	}
+	fmt.Fprintf(w, "%s of %s on %s, %s\n", what, p.Model.Arch, p.Target, p.Hash())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "context\tweights GB\tKV GB\tstate GB\ttotal GB\tGB/s\tfloor ms\ttok/s\t")
 	for _, s := range steps {

@@ -49,6 +49,43 @@ func TestRoofline(t *testing.T) {
 	}
 }
 
+// TestRooflineGreedy: --greedy prints the greedy decode step's bytes (the
+// certified int8 LM head), half the LM head fewer than decode's.
+func TestRooflineGreedy(t *testing.T) {
+	raw, err := plans.Frozen(plan.SM90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "plan.json")
+	if err := os.WriteFile(f, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := run("roofline", "--plan", f, "--context", "1024", "--bandwidth", "4000", "--greedy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := roofline.Greedy(p, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := roofline.Decode(p, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := float64(g.Total.Total())
+	if saved := d.Total.Total() - g.Total.Total(); saved < 500e6 || saved > 510e6 {
+		t.Errorf("greedy moves %d bytes fewer than decode, want about half the 1.02 GB head", saved)
+	}
+	want := fmt.Sprintf("%.3f  %4.0f  %.2f  %.1f", total/1e9, 4000.0, total/(4000e9)*1e3, 4000e9/total)
+	if !strings.Contains(strings.Join(strings.Fields(out), "  "), strings.Join(strings.Fields(want), "  ")) {
+		t.Errorf("no row ending %q in\n%s", want, out)
+	}
+}
+
 func TestRooflineErrors(t *testing.T) {
 	for _, tt := range []struct {
 		args []string

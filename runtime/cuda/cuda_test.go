@@ -93,14 +93,21 @@ type results struct {
 	// PrefillGraphs: the prefill buckets replayed from captured graphs;
 	// PrefillGraphBit: the logits of prompts around the bucket edges equal
 	// launch by launch.
-	PrefillGraphs   bool    `json:"prefill_graphs"`
-	PrefillGraphBit bool    `json:"prefill_graph_logits_identical"`
-	GreedyCPU       []int32 `json:"greedy_cpu"`
-	GreedyHF        []int32 `json:"greedy_transformers"`
-	GreedyEqualCPU  bool    `json:"greedy_equal_cpu"`
-	GreedyEqualHF   bool    `json:"greedy_equal_transformers"`
-	Pass            bool    `json:"pass"`
-	Seconds         float64 `json:"seconds"`
+	PrefillGraphs   bool `json:"prefill_graphs"`
+	PrefillGraphBit bool `json:"prefill_graph_logits_identical"`
+	// GreedyCertified: greedy with the certified int8 LM head, one step
+	// graph per token (decode_greedy: the int8 head, certify, pick), and
+	// CertifiedNoGraph the same launch by launch; both equal GreedyGPU.
+	// CertifiedStats are the head's counts over both.
+	GreedyCertified  []int32                    `json:"greedy_gpu_certified_head"`
+	CertifiedNoGraph []int32                    `json:"greedy_gpu_certified_head_without_graph"`
+	CertifiedStats   runtime.CertifiedHeadStats `json:"certified_head_stats"`
+	GreedyCPU        []int32                    `json:"greedy_cpu"`
+	GreedyHF         []int32                    `json:"greedy_transformers"`
+	GreedyEqualCPU   bool                       `json:"greedy_equal_cpu"`
+	GreedyEqualHF    bool                       `json:"greedy_equal_transformers"`
+	Pass             bool                       `json:"pass"`
+	Seconds          float64                    `json:"seconds"`
 }
 
 // gpu compiles the fixture's sm_90 plan for buckets and context and opens
@@ -277,6 +284,12 @@ func TestHuggingFaceOnGPU(t *testing.T) {
 		pass = false
 		t.Error("decode logits with programmatic dependent launch differ from the same graphs without it")
 	}
+	if !l.Engine.CertifiedHead() {
+		t.Error("the CUDA engine does not take the certified int8 head for greedy draws by default")
+	}
+	if err := l.Engine.SetCertifiedHead(false); err != nil {
+		t.Fatal(err)
+	}
 	out.GreedySampled = deviceGreedy(t, l.Engine, ref.Greedy.Prompt, len(ref.Greedy.Tokens))
 	if !slices.Equal(out.GreedySampled, out.GreedyGPU) {
 		pass = false
@@ -287,6 +300,19 @@ func TestHuggingFaceOnGPU(t *testing.T) {
 	if !out.PrefillGraphs {
 		pass = false
 		t.Errorf("the CUDA engine does not replay prefill buckets as graphs (%v)", err)
+	}
+	if err := l.Engine.SetCertifiedHead(true); err != nil {
+		t.Fatal(err)
+	}
+	out.GreedyCertified = deviceGreedy(t, l.Engine, ref.Greedy.Prompt, len(ref.Greedy.Tokens))
+	l.Engine.SetGraphs(false)
+	out.CertifiedNoGraph = deviceGreedy(t, l.Engine, ref.Greedy.Prompt, len(ref.Greedy.Tokens))
+	l.Engine.SetGraphs(true)
+	out.CertifiedStats = l.Engine.HeadStats()
+	if !slices.Equal(out.GreedyCertified, out.GreedyGPU) || !slices.Equal(out.CertifiedNoGraph, out.GreedyGPU) || out.CertifiedStats.Steps == 0 {
+		pass = false
+		t.Errorf("greedy with the certified head %v (launch by launch %v, stats %+v), the BF16 head's %v",
+			out.GreedyCertified, out.CertifiedNoGraph, out.CertifiedStats, out.GreedyGPU)
 	}
 	l.Engine.SetGraphs(false)
 	out.PrefillGraphBit = slices.EqualFunc(withPrefillGraph, prefillLogits(t, l.Engine), slices.Equal[[]float32])

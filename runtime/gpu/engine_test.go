@@ -54,14 +54,19 @@ func TestEngineStepGraphs(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.launches()
-	decode, sample := 0, 0
+	decode, sample, greedy := 0, 0, 0
 	for i := range p.Phases {
 		switch p.Phases[i].Kind {
 		case plan.DecodeStep:
 			decode = len(p.Phases[i].Launches)
 		case plan.Sample:
 			sample = len(p.Phases[i].Launches)
+		case plan.DecodeGreedy:
+			greedy = len(p.Phases[i].Launches)
 		}
+	}
+	if !e.CertifiedHead() || greedy == 0 {
+		t.Fatalf("certified head %v, %d decode_greedy launches: want the certified head on sm_90", e.CertifiedHead(), greedy)
 	}
 	check := func(what string, pos int32, want int, pdl bool) {
 		t.Helper()
@@ -88,11 +93,12 @@ func TestEngineStepGraphs(t *testing.T) {
 			t.Errorf("step %d: %d synchronous copies or syncs and %d graph launches for two decode steps", step, n, g)
 		}
 		// The Decode graph's launches at pos, then the DecodeSampled one's
-		// (decode and sample) at pos+1; each graph's first launch is plain.
+		// (a greedy draw: decode_greedy, the certified int8 head) at pos+1;
+		// each graph's first launch is plain.
 		pos := int32(3 + 2*step)
 		got := f.launches()
-		if len(got) != 2*decode+sample {
-			t.Fatalf("step %d: %d launches, want %d + %d + %d", step, len(got), decode, decode, sample)
+		if len(got) != decode+greedy {
+			t.Fatalf("step %d: %d launches, want %d + %d", step, len(got), decode, greedy)
 		}
 		for i, r := range got {
 			first := i == 0 || i == decode
@@ -105,6 +111,14 @@ func TestEngineStepGraphs(t *testing.T) {
 			}
 		}
 	}
+	// With the BF16 head a greedy draw is decode + sample, one graph.
+	if err := e.SetCertifiedHead(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.DecodeSampled(ctx, 5, runtime.DeviceSampling{}, 3); err != nil {
+		t.Fatal(err)
+	}
+	check("the BF16 head", 9, decode+sample, true)
 	e.SetProgrammatic(false)
 	if pdl, _ := e.Programmatic(); pdl {
 		t.Error("SetProgrammatic(false) left it on")
@@ -112,7 +126,7 @@ func TestEngineStepGraphs(t *testing.T) {
 	if _, err := e.Decode(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
-	check("without programmatic launch", 9, decode, false)
+	check("without programmatic launch", 10, decode, false)
 	if errs := f.misuses(); len(errs) > 0 {
 		t.Errorf("driver misuse: %v", errs)
 	}
