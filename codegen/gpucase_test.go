@@ -35,6 +35,7 @@ type caseSpeed struct {
 	reps, rotate int
 	bytes        int64
 	from, note   string
+	graph        bool // also timed inside a CUDA graph (caseMeta.Graph)
 }
 
 // caseArg describes one argument file of a written case.
@@ -74,6 +75,11 @@ type caseMeta struct {
 	// input and want files this one reads.
 	Rotate     int    `json:"rotate,omitempty"`
 	InputsFrom string `json:"inputs_from,omitempty"`
+	// Graph: the timed launches are also captured into one CUDA graph
+	// and replayed, with and without programmatic dependent launch, so
+	// that the host's launch rate (the back-to-back floor) does not
+	// enter the figure; the step replays its launches the same way.
+	Graph bool `json:"graph,omitempty"`
 	// ATol and RTol, when set, replace the runner's f32 tolerance
 	// (|got − want| ≤ atol + rtol·|want|): the tensor-core families',
 	// stated beside their cases.
@@ -338,6 +344,20 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 		ids[k-1] = -1 // an id outside the experts contributes nothing
 	case ir.AttentionCombine, ir.AttentionCombineGate:
 		fillPartials(rng, a.F32("partial"), p.Int("head_dim"), p.Int("splits"))
+	case ir.GDNDecodePeer:
+		// Tags as a launch leaves them: equal within a key head, any value
+		// (near the int32 wrap for the first key head).
+		tags := a.I32("tags")
+		peers := len(tags) / p.Int("k_heads")
+		for kh := range p.Int("k_heads") {
+			v := int32(math.MaxInt32)
+			if kh > 0 {
+				v = int32(rng.Uint32())
+			}
+			for i := range peers {
+				tags[kh*peers+i] = v
+			}
+		}
 	}
 	var periodElems int
 	for _, o := range f.Operands {
@@ -359,7 +379,7 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 		meta.ATol, meta.RTol = prefillATol, prefillRTol // p as one bf16 term
 	}
 	if sp != nil {
-		meta.TimeReps, meta.Bytes, meta.Rotate, meta.InputsFrom, meta.Note = sp.reps, sp.bytes, sp.rotate, sp.from, sp.note
+		meta.TimeReps, meta.Bytes, meta.Rotate, meta.InputsFrom, meta.Note, meta.Graph = sp.reps, sp.bytes, sp.rotate, sp.from, sp.note, sp.graph
 	}
 	own := sp == nil || sp.from == "" // a case timed on a sibling's files writes none
 	// save writes operand i as the kernel takes it (AnyFloat as bf16 for a

@@ -31,6 +31,9 @@ kernels with a stack frame or spills. "block" and "shared"
 family timed on the new one's bytes); an argument with "elements" longer than
 its file is zero-extended to that length on the device, or, with "repeat",
 tiled to it (a long KV cache written as one period of positions). A case with
+"graph": true also times the same launches captured into one CUDA graph and replayed,
+without and with programmatic dependent launch (graph_us, graph_pdl_us: no host
+launch rate in the figure, as inside the engine's step graph).
 "rotate": R holds R copies of every operand on the device (each 256-byte aligned,
 the file's bytes in each) and its timed launch i takes copy i mod R, so that a
 working set smaller than the L2 is timed as it runs in a step, from HBM; the
@@ -75,6 +78,43 @@ torch.zeros(1, device="cuda"); torch.cuda.synchronize()
 cuda = ctypes.CDLL("libcuda.so.1")
 DT = {"f32": torch.float32, "i32": torch.int32, "bf16": torch.int16, "i8": torch.int8}
 results = []
+class LaunchAttr(ctypes.Structure):  # CUlaunchAttribute: id, 4 bytes of padding, a 64-byte value union
+    _fields_ = [("id", ctypes.c_uint), ("pad", ctypes.c_uint), ("value", ctypes.c_ubyte * 64)]
+class LaunchConfig(ctypes.Structure):  # CUlaunchConfig (CUDA 12)
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(LaunchAttr)), ("num_attrs", ctypes.c_uint)]
+def chk(rc, what):
+    if rc != 0: raise RuntimeError(f"{what}: CUresult {rc}")
+def graph_us(fn, g, blk, shared, pargs, reps, pdl):
+    """The median µs a launch of reps launches captured into one CUDA graph (copy i of
+    the operands for launch i, as the back-to-back timing), five replays; with pdl every
+    launch but the first carries programmatic stream serialization, as the step's."""
+    stream = ctypes.c_void_p()
+    chk(cuda.cuStreamCreate(ctypes.byref(stream), 1), "cuStreamCreate")
+    chk(cuda.cuStreamBeginCapture_v2(stream, 2), "cuStreamBeginCapture")
+    attr = LaunchAttr(); attr.id = 6; attr.value[0] = 1  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    try:
+        for i in range(reps):
+            if pdl and i > 0:
+                cfg = LaunchConfig((ctypes.c_uint * 3)(*g), (ctypes.c_uint * 3)(*blk), shared, stream, ctypes.pointer(attr), 1)
+                chk(cuda.cuLaunchKernelEx(ctypes.byref(cfg), fn, pargs[i % len(pargs)][1], None), "cuLaunchKernelEx")
+            else:
+                chk(cuda.cuLaunchKernel(fn, g[0], g[1], g[2], blk[0], blk[1], blk[2], shared, stream, pargs[i % len(pargs)][1], None), "cuLaunchKernel")
+    finally:
+        graph = ctypes.c_void_p()
+        rc = cuda.cuStreamEndCapture(stream, ctypes.byref(graph))
+    chk(rc, "cuStreamEndCapture")
+    exe = ctypes.c_void_p()
+    chk(cuda.cuGraphInstantiateWithFlags(ctypes.byref(exe), graph, ctypes.c_ulonglong(0)), "cuGraphInstantiate")
+    ext = torch.cuda.ExternalStream(stream.value)
+    chk(cuda.cuGraphLaunch(exe, stream), "cuGraphLaunch"); chk(cuda.cuStreamSynchronize(stream), "cuStreamSynchronize")
+    times = []
+    for _ in range(5):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record(ext); chk(cuda.cuGraphLaunch(exe, stream), "cuGraphLaunch"); e1.record(ext); e1.synchronize()
+        times.append(e0.elapsed_time(e1) * 1000 / reps)
+    cuda.cuGraphExecDestroy(exe); cuda.cuGraphDestroy(graph); cuda.cuStreamDestroy_v2(stream)
+    return sorted(times)[len(times) // 2]
 def nvcc(name):
     d = os.path.join(cases, name)
     return subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", "-Werror", "all-warnings", "-Xptxas", "-v", os.path.join(d, "kernel.cu"), "-o", os.path.join(d, "k.cubin")], capture_output=True, text=True)
@@ -196,6 +236,14 @@ for name in names:
         cuda.cuFuncGetAttribute(ctypes.byref(local), 3, fn)
         cuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(per_sm), fn, ctypes.c_int(blk[0]), ctypes.c_size_t(shared))
         timing.update({"regs": regs.value, "local_bytes": local.value, "blocks_per_sm": per_sm.value})
+        if meta.get("graph"):
+            for key, pdl in (("graph_us", False), ("graph_pdl_us", True)):
+                try:
+                    timing[key] = round(graph_us(fn, g, blk, shared, pargs, meta["time_reps"], pdl), 2)
+                    if meta.get("bytes"):
+                        timing[key.replace("_us", "_gb_s")] = round(meta["bytes"] / timing[key] / 1e3, 1)
+                except Exception as e:  # a driver without graphs or PDL: say so, keep the rest
+                    timing[key] = f"error: {e}"
         notes.append(" ".join(f"{k}={v}" for k, v in timing.items()))
     if resources:
         timing["ptxas"] = resources
