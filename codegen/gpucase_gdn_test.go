@@ -52,8 +52,9 @@ func gdnPeerConv(hk, hv, dk, dv, tile, kw float64) plan.Kernel {
 // gdnPeerCases are the correctness cases of gdn_decode_peer: the model's
 // shape at the tile the planner picks on the H200 (32 columns, 128
 // blocks) and on gfx1151 (128, a block per value head), the tiles beside
-// them, one row and several; the tiny fixtures' shape at 16-byte and
-// scalar tiles (up to 32 blocks a key head, a lane each); odd dims (scalar
+// them, one row and several; the tiny fixtures' shape (hf-tiny's, synth
+// tiny's) at 16-byte and scalar tiles, the planner's among them (1 on the
+// H200: 32 blocks a key head, a lane each; 2 on gfx1151); odd dims (scalar
 // loads, idle threads, groups of three, five and nine blocks); a conv
 // width of 3 (scalar weights). Every written operand is
 // compared: y (rows past n poisoned), the partial sums, both states and
@@ -69,6 +70,7 @@ var gdnPeerCases = []gpuCase{
 	{"gdn_peer_tiny_t16", gdnPeer(2, 4, 16, 16, 16), 1, 0},
 	{"gdn_peer_tiny_t4", gdnPeer(2, 4, 16, 16, 4), 1, 0},
 	{"gdn_peer_tiny_t1", gdnPeer(2, 4, 16, 16, 1), 1, 0},
+	{"gdn_peer_tiny_t2", gdnPeer(2, 4, 16, 16, 2), 2, 0},
 	{"gdn_peer_tiny_rows", gdnPeer(2, 4, 16, 16, 4), 3, 0},
 	{"gdn_peer_odd_t2", gdnPeer(2, 4, 12, 10, 2), 1, 0},
 	{"gdn_peer_odd_t1", gdnPeer(1, 3, 20, 9, 1), 2, 0},
