@@ -145,8 +145,9 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // once (the [K_DIM][COL_TILE] state slice, VEC columns a load, the conv inputs, the
 // gates, z), so that the state stream, the conv and the gates overlap. One barrier
 // publishes q, k, v and the warps' l2 sums; one more the column sums of Sᵀk, Sᵀq and
-// q·k (o = Sᵀq after the update is (e^g·S)ᵀq + u·(q·k), so both sums come from the
-// decayed state in one pass). Warp 0 then publishes the tile's Σo² (partial, then the
+// q·k (o = Sᵀq after the update is e^g·(Sᵀq) + u·(q·k) with u = β(v − e^g·Sᵀk), so
+// both sums come from the state as loaded, in one pass, the decay applied to the
+// sums). Warp 0 then publishes the tile's Σo² (partial, then the
 // block's tag, released), waits for the value head's tags (a lane each), sums their
 // partials and writes its own normalized columns, while the other warps write the state
 // slice back. The key head's first block also waits for every peer at the last row and
@@ -270,7 +271,7 @@ KERNEL void gdn_decode_peer_84eef00a(float* y, float* partial, const float* mixe
   if (has_qk) conv_weights(conv_w, qkc, wq);
   if (has_v) conv_weights(conv_w, vch, wv);
   load_vec(norm_w + col, out, nw);
-  const float alog = a_log[j];
+  const float ea = fexp(a_log[j]);  // e^A_log: a weight's, off the chain
   const float dtb = dt_bias[j];
   PDL_WAIT();
   PDL_TRIGGER();
@@ -295,6 +296,9 @@ KERNEL void gdn_decode_peer_84eef00a(float* y, float* partial, const float* mixe
     const float bt = b[hrow];
     const float at = a[hrow];
     load_vec(z + hrow * V_DIM + col, out, zr);
+    float wz[VEC];  // the norm weight times silu(z): ready before the partials arrive
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) wz[v] = nw[v] * siluf(zr[v]);
     // q, k and v of the row (conv + SiLU), and each warp's share of the l2 sums.
     const float c = conv_silu(wq, x);
     if (has_qk) {
@@ -318,7 +322,7 @@ KERNEL void gdn_decode_peer_84eef00a(float* y, float* partial, const float* mixe
       l2s[WARP][1] = wsk;
     }
     const float beta = sigmoidf(bt);
-    const float decay = fexp(-fexp(alog) * softplusf(at + dtb));
+    const float decay = fexp(-ea * softplusf(at + dtb));
     block_sync();
     float ssq = 0.0f, ssk = 0.0f;
 #pragma unroll
@@ -331,7 +335,8 @@ KERNEL void gdn_decode_peer_84eef00a(float* y, float* partial, const float* mixe
     float vv[VEC];  // registers now: sv is rewritten for the next row after the next barrier
 #pragma unroll
     for (int v = 0; v < VEC; ++v) vv[v] = sv[cg * VEC + v];
-    // One pass over the decayed slice: Σ k·S, Σ q·S per column, and q·k.
+    // One pass over the slice: Σ k·S, Σ q·S per column, and q·k; the decay
+    // scales the sums after the reduction, so the pass does not wait for it.
     float kr[RPT], kv[VEC], qv[VEC], qk = 0.0f;
 #pragma unroll
     for (int v = 0; v < VEC; ++v) kv[v] = qv[v] = 0.0f;
@@ -342,7 +347,6 @@ KERNEL void gdn_decode_peer_84eef00a(float* y, float* partial, const float* mixe
       qk += qr * kr[r];
 #pragma unroll
       for (int v = 0; v < VEC; ++v) {
-        S[r][v] *= decay;
         kv[v] += kr[r] * S[r][v];
         qv[v] += qr * S[r][v];
       }
@@ -378,13 +382,13 @@ KERNEL void gdn_decode_peer_84eef00a(float* y, float* partial, const float* mixe
         sk_ += rkv[w][cg * VEC + v];
         sq_ += rqv[w][cg * VEC + v];
       }
-      u[v] = beta * (vv[v] - sk_);
-      o[v] = sq_ + u[v] * qk;
+      u[v] = beta * (vv[v] - decay * sk_);
+      o[v] = decay * sq_ + u[v] * qk;
     }
 #pragma unroll
     for (int r = 0; r < RPT; ++r) {
 #pragma unroll
-      for (int v = 0; v < VEC; ++v) S[r][v] += kr[r] * u[v];
+      for (int v = 0; v < VEC; ++v) S[r][v] = decay * S[r][v] + kr[r] * u[v];
     }
     if (WARP == 0) {
       // Publish the tile's Σo², wait for the value head's (and, at the last row, the
@@ -415,7 +419,7 @@ KERNEL void gdn_decode_peer_84eef00a(float* y, float* partial, const float* mixe
       if (out) {
         float yv[VEC];
 #pragma unroll
-        for (int v = 0; v < VEC; ++v) yv[v] = nw[v] * (o[v] * inv) * siluf(zr[v]);
+        for (int v = 0; v < VEC; ++v) yv[v] = (o[v] * inv) * wz[v];
         store_vec(y + hrow * V_DIM + col, yv);
       }
     }
