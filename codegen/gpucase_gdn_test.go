@@ -57,9 +57,10 @@ func gdnPeerConv(hk, hv, dk, dv, tile, kw float64) plan.Kernel {
 // H200: 32 blocks a key head, a lane each; 2 on gfx1151); odd dims (scalar
 // loads, idle threads, groups of three, five and nine blocks); a conv
 // width of 3 (scalar weights). Every written operand is
-// compared: y (rows past n poisoned), the partial sums, both states and
-// the tags, which start equal within a key head at any value (the first
-// key head's at the int32 wrap) and must come back raised by n.
+// compared: y (rows past n poisoned), both states and the slots, whose
+// tags start equal within a key head and parity at any value (the first
+// key head's parity 0 at the int32 wrap) and must come back raised by the
+// rows of that parity, beside the rows' Σo² (within tolerance).
 var gdnPeerCases = []gpuCase{
 	{"gdn_peer_t32", gdnPeer(16, 32, 128, 128, 32), 1, 0},
 	{"gdn_peer_t16", gdnPeer(16, 32, 128, 128, 16), 1, 0},

@@ -48,6 +48,9 @@ type caseArg struct {
 	// with Repeat tiled (a long KV cache from one period of positions).
 	Elements int64 `json:"elements,omitempty"`
 	Repeat   bool  `json:"repeat,omitempty"`
+	// Tagged: an i32 operand of (tag, f32 bits) pairs, gdn_decode_peer's
+	// slots: the tags compared exactly, the floats within tolerance.
+	Tagged bool `json:"tagged,omitempty"`
 }
 
 // caseMeta is what the device-side runner reads.
@@ -345,17 +348,22 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 	case ir.AttentionCombine, ir.AttentionCombineGate:
 		fillPartials(rng, a.F32("partial"), p.Int("head_dim"), p.Int("splits"))
 	case ir.GDNDecodePeer:
-		// Tags as a launch leaves them: equal within a key head, any value
-		// (near the int32 wrap for the first key head).
-		tags := a.I32("tags")
-		peers := len(tags) / p.Int("k_heads")
-		for kh := range p.Int("k_heads") {
-			v := int32(math.MaxInt32)
-			if kh > 0 {
-				v = int32(rng.Uint32())
-			}
-			for i := range peers {
-				tags[kh*peers+i] = v
+		// Slots as a launch leaves them: tags equal within a key head and
+		// parity, any value (the first key head's parity 0 at the int32
+		// wrap), any sums beside them.
+		slots := a.I32("slots")
+		blocks := len(slots) / kernels.GDNPeerSlotWords
+		peers := blocks / p.Int("k_heads")
+		for par := range 2 {
+			for kh := range p.Int("k_heads") {
+				v := int32(rng.Uint32())
+				if kh == 0 && par == 0 {
+					v = math.MaxInt32
+				}
+				for i := range peers {
+					s := 2 * (par*blocks + kh*peers + i)
+					slots[s], slots[s+1] = v, int32(math.Float32bits(float32(rng.Float64())))
+				}
 			}
 		}
 	}
@@ -409,7 +417,7 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 		case o.DType == ir.AnyFloat:
 			dt = string(ir.F32)
 		}
-		arg := caseArg{File: o.Name + ".in", DType: dt, Out: o.Access != ir.Read}
+		arg := caseArg{File: o.Name + ".in", DType: dt, Out: o.Access != ir.Read, Tagged: ir.Kind(c.k.Family) == ir.GDNDecodePeer && o.Name == "slots"}
 		if tiled(o) {
 			arg.Elements, arg.Repeat = o.Extent(refParams, phys), true
 		}

@@ -161,9 +161,9 @@ func bind(f *ir.Family, p ir.Params, rows int, block *[ir.ParamSlots]int32) *ir.
 	}
 	for i, o := range f.Operands {
 		switch {
-		case o.DType == ir.I32 && o.Name == "tags":
+		case o.DType == ir.I32 && o.Name == "slots":
 			for j := range a.I32(o.Name) {
-				a.I32(o.Name)[j] = 5 // gdn_decode_peer's: equal within a key head, as every launch leaves them
+				a.I32(o.Name)[j] = 5 // gdn_decode_peer's: tags equal within a key head, as every launch leaves them
 			}
 		case o.DType == ir.I32:
 			for j := range a.I32(o.Name) {

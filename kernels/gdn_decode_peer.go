@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/aimaproject/aimac/ir"
 )
@@ -9,52 +10,80 @@ import (
 // gdnDecodePeer declares gdn_decode_peer: gdn_decode_split's grid (a block
 // per column tile of every value head) without its last-block epilogue.
 // Each block computes its key head's q and k (conv + SiLU, l2 norms), runs
-// the delta rule on its state slice, writes its tile's Σo² into partial
-// and publishes it by raising its tag (tags: a counter per block, the
-// key head's blocks side by side, all equal between launches) to its value
-// at the start plus the row's number; it then waits until the tags of its
-// value head's blocks have reached that value, sums their partials and
+// the delta rule on its state slice and publishes its tile's Σo² in its
+// slot: a (tag, sum) pair of 32-bit words written as one 64-bit store, the
+// tag raised by one for each row written to that slot. Rows alternate
+// between two slots a block (parity t mod 2), so a peer one row ahead never
+// overwrites a sum not yet read. A block then polls the slots of its value
+// head's blocks until their tags reach the row's, sums their Σo² and
 // normalizes its own columns. The blocks of a key head (its peers) are
 // consecutive in launch order and the grid fits one wave, so every peer
 // waited for is resident or about to be. The q and k channels' conv state,
 // which every peer reads, is written back by the key head's first block
-// once every peer's tag has reached the last row. Its reference is
-// gdn_decode_split's arithmetic (the chain's references) plus the tags.
+// once every peer has published the last row. Its reference is
+// gdn_decode_split's arithmetic (the chain's references) plus the slots.
 func gdnDecodePeer() *ir.Family {
 	f := gdnDecodeSplit()
 	f.Kind = ir.GDNDecodePeer
-	f.Operands[len(f.Operands)-1] = ir.OperandSpec{Name: "tags", DType: ir.I32, Access: ir.ReadWrite, Extent: func(p ir.Params, _ int64) int64 {
-		return int64(p.Int("v_heads") * GDNSplitTiles(p))
-	}}
+	// gdn_decode_split's operands without partial, and the slots for its counters.
+	var ops []ir.OperandSpec
+	for _, o := range f.Operands {
+		switch o.Name {
+		case "partial":
+		case "arrivals":
+			ops = append(ops, ir.OperandSpec{Name: "slots", DType: ir.I32, Access: ir.ReadWrite, Extent: func(p ir.Params, _ int64) int64 {
+				return int64(GDNPeerSlotWords * p.Int("v_heads") * GDNSplitTiles(p))
+			}})
+		default:
+			ops = append(ops, o)
+		}
+	}
+	f.Operands = ops
 	f.Reference = func(a *ir.Args) error {
-		return GDNDecodePeer(a.F32("y"), a.F32("partial"), a.F32("mixed"), a.F32("conv_w"), a.F32("conv_state"), a.F32("b"), a.F32("a"),
-			a.F32("a_log"), a.F32("dt_bias"), a.F32("z"), a.F32("norm_w"), a.F32("state"), a.I32("tags"), a.N,
+		return GDNDecodePeer(a.F32("y"), a.F32("mixed"), a.F32("conv_w"), a.F32("conv_state"), a.F32("b"), a.F32("a"),
+			a.F32("a_log"), a.F32("dt_bias"), a.F32("z"), a.F32("norm_w"), a.F32("state"), a.I32("slots"), a.N,
 			a.Int("k_heads"), a.Int("v_heads"), a.Int("k_dim"), a.Int("v_dim"), a.Int("kernel"), a.Int("col_tile"),
 			a.Real32("l2_eps"), a.Real32("q_scale"), a.Real32("k_scale"), a.Real32("eps"))
 	}
 	return f
 }
 
+// GDNPeerSlotWords is the int32 words of gdn_decode_peer's slots per
+// block: two parities of a (tag, Σo² bits) pair. The slots are laid out
+// [parity][value head][tile][tag, sum], a key head's blocks side by side.
+const GDNPeerSlotWords = 4
+
 // GDNDecodePeer is gdn_decode_split's reference (y and both states bit for
-// bit the chain's, every row's partial sums) with the tags, which each
-// launch raises by its rows: every block's tag by n (int32, wrapping). The tags of a key head must be equal (every launch leaves
-// them so; Reset leaves zeros).
-func GDNDecodePeer(y, partial, mixed, convW, convState, b, a, aLog, dtBias, z, normW, state []float32, tags []int32,
+// bit the chain's) with the slots each launch writes: for row t, block
+// (value head j, tile) raises the tag of its slot of parity t mod 2 by one
+// (int32, wrapping) and stores the float bits of its tile's Σo² beside it.
+// The tags of a key head must be equal within each parity (every launch
+// leaves them so; Reset leaves zeros).
+func GDNDecodePeer(y, mixed, convW, convState, b, a, aLog, dtBias, z, normW, state []float32, slots []int32,
 	n, hk, hv, dk, dv, kernel, tile int, l2Eps, qScale, kScale, eps float32) error {
-	peers := hv / hk * (dv / tile)
-	for kh := range hk {
-		for i, c := range tags[kh*peers : (kh+1)*peers] {
-			if first := tags[kh*peers]; c != first {
-				return fmt.Errorf("gdn_decode_peer: the tags of key head %d differ (block %d: %d, block 0: %d): a launch did not finish", kh, i, c, first)
+	tiles := dv / tile
+	peers, blocks := hv/hk*tiles, hv*tiles
+	for par := range 2 {
+		for kh := range hk {
+			first := slots[2*(par*blocks+kh*peers)]
+			for i := range peers {
+				if c := slots[2*(par*blocks+kh*peers+i)]; c != first {
+					return fmt.Errorf("gdn_decode_peer: the tags of key head %d differ (parity %d, block %d: %d, block 0: %d): a launch did not finish", kh, par, i, c, first)
+				}
 			}
 		}
 	}
 	if n <= 0 {
 		return nil
 	}
+	partial := make([]float32, n*blocks)
 	gdnSplitRows(y, partial, mixed, convW, convState, b, a, aLog, dtBias, z, normW, state, n, hk, hv, dk, dv, kernel, tile, l2Eps, qScale, kScale, eps)
-	for i := range tags[:hk*peers] {
-		tags[i] += int32(n)
+	for t := range n {
+		for blk := range blocks {
+			s := 2 * ((t%2)*blocks + blk)
+			slots[s]++
+			slots[s+1] = int32(math.Float32bits(partial[t*blocks+blk]))
+		}
 	}
 	return nil
 }

@@ -12,14 +12,15 @@ import (
 )
 
 // TestGDNDecodePeerComposed holds gdn_decode_peer's reference to
-// gdn_decode_split's (itself the chain's, TestGDNDecodeSplitComposed): y,
-// the partial sums and both states bit for bit, for one row and several,
-// with GQA; every tag comes back raised by the rows, wrapping at the int32
-// limit; tags that differ within a key head are an error naming it.
+// gdn_decode_split's (itself the chain's, TestGDNDecodeSplitComposed): y
+// and both states bit for bit, for one row and several, with GQA; each row
+// raises the tags of its parity's slots by one, wrapping at the int32
+// limit, and leaves its tiles' Σo² (split's partial sums) beside them;
+// tags that differ within a key head are an error naming it.
 func TestGDNDecodePeerComposed(t *testing.T) {
 	const hk, hv, dk, dv, kw, tile = 2, 4, 8, 6, 4, 3
 	const channels, tiles = 2*hk*dk + hv*dv, dv / tile
-	const peers = hv / hk * tiles
+	const peers, blocks = hv / hk * tiles, hv * tiles
 	fill := func(n int, seed int) []float32 {
 		v := make([]float32, n)
 		for i := range v {
@@ -38,7 +39,7 @@ func TestGDNDecodePeerComposed(t *testing.T) {
 		p.SetReal("eps", 1e-6)
 		type result struct{ y, partial, conv, state []float32 }
 		launch := func(kind ir.Kind, counters []int32) (result, error) {
-			r := result{make([]float32, rows*hv*dv), make([]float32, rows*hv*tiles), append([]float32(nil), convState...), append([]float32(nil), state...)}
+			r := result{make([]float32, rows*hv*dv), make([]float32, rows*blocks), append([]float32(nil), convState...), append([]float32(nil), state...)}
 			ops := map[string][]float32{"y": r.y, "partial": r.partial, "mixed": mixed, "conv_w": convW, "conv_state": r.conv,
 				"b": b, "a": a, "a_log": aLog, "dt_bias": dtBias, "z": z, "norm_w": normW, "state": r.state}
 			return r, kernels.Families[kind].Reference(tiledArgs(t, kind, p, rows, ops, counters))
@@ -47,14 +48,16 @@ func TestGDNDecodePeerComposed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tags := make([]int32, hv*tiles)
-		for i := range tags {
-			tags[i] = 17
-			if i >= peers {
-				tags[i] = math.MaxInt32 // the second key head's wrap
+		// Tags: 17 in parity 0, the int32 limit in parity 1 (the second
+		// key head's parity 1 too: the wrap); sums of an earlier launch.
+		tag := func(par int) int32 { return []int32{17, math.MaxInt32}[par] }
+		slots := make([]int32, kernels.GDNPeerSlotWords*blocks)
+		for par := range 2 {
+			for blk := range blocks {
+				slots[2*(par*blocks+blk)], slots[2*(par*blocks+blk)+1] = tag(par), -3
 			}
 		}
-		got, err := launch(ir.GDNDecodePeer, tags)
+		got, err := launch(ir.GDNDecodePeer, slots)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,24 +71,32 @@ func TestGDNDecodePeerComposed(t *testing.T) {
 		for _, c := range []struct {
 			name      string
 			got, want []float32
-		}{{"y", got.y, want.y}, {"partial", got.partial, want.partial}, {"conv_state", got.conv, want.conv}, {"state", got.state, want.state}} {
+		}{{"y", got.y, want.y}, {"conv_state", got.conv, want.conv}, {"state", got.state, want.state}} {
 			if d := cmp.Diff(bits(c.want), bits(c.got)); d != "" {
 				t.Errorf("%d rows: %s differs from gdn_decode_split's (-split +peer):\n%s", rows, c.name, d)
 			}
 		}
-		wantTags := make([]int32, hv*tiles)
-		for i := range wantTags {
-			wantTags[i] = 17 + int32(rows)
-			if i >= peers {
-				wantTags[i] = math.MinInt32 + int32(rows) - 1
+		wantSlots := make([]int32, len(slots))
+		for par := range 2 {
+			writes := int32((rows + 1 - par) / 2) // rows par, par+2, ...
+			last := rows - 1
+			if last%2 != par {
+				last--
+			}
+			for blk := range blocks {
+				s := 2 * (par*blocks + blk)
+				wantSlots[s], wantSlots[s+1] = tag(par)+writes, -3
+				if writes > 0 {
+					wantSlots[s+1] = int32(math.Float32bits(want.partial[last*blocks+blk]))
+				}
 			}
 		}
-		if d := cmp.Diff(wantTags, tags); d != "" {
-			t.Errorf("%d rows: tags (-want +got):\n%s", rows, d)
+		if d := cmp.Diff(wantSlots, slots); d != "" {
+			t.Errorf("%d rows: slots (-want +got):\n%s", rows, d)
 		}
 
-		tags[peers+2]++
-		if _, err := launch(ir.GDNDecodePeer, tags); err == nil || !strings.Contains(err.Error(), "key head 1 differ (block 2") {
+		slots[2*(blocks+peers+2)]++
+		if _, err := launch(ir.GDNDecodePeer, slots); err == nil || !strings.Contains(err.Error(), "key head 1 differ (parity 1, block 2") {
 			t.Errorf("a tag left one launch behind: error %v", err)
 		}
 	}

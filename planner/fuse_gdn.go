@@ -136,25 +136,27 @@ func gdnMatch(g *ir.Graph, u uses, i int, target plan.Target, colTile int, split
 	if tile == 0 {
 		return &ir.Op{Kind: ir.GDNDecodeStep, Layer: conv.Layer, Rows: conv.Rows, Params: p, Operands: operands}, true
 	}
-	// The column-tiled families: the partial sums (an activation of the
-	// step, shared by the layers) after y, and the layer's counters last
-	// (state, as Reset leaves it zero): gdn_decode_split's arrival counter
-	// per key head (zero between launches), gdn_decode_peer's tag per block
-	// (equal within a key head between launches).
 	p.SetInt("col_tile", int64(tile))
 	width := int64(hv * kernels.GDNSplitTiles(p))
+	if kind == ir.GDNDecodePeer {
+		// gdn_decode_peer: the layer's slots last (state: two (tag, Σo²)
+		// pairs a block, as Reset leaves them zero).
+		slots := g.AddTensor(ir.Tensor{Name: fmt.Sprintf("state.%d.gdn_slots", conv.Layer), Role: ir.State, DType: ir.I32,
+			Shape: []int64{2, width, 2}})
+		operands = append(operands, ir.Operand{Tensor: slots.ID})
+		return &ir.Op{Kind: kind, Layer: conv.Layer, Rows: conv.Rows, Params: p, Operands: operands}, true
+	}
+	// gdn_decode_split: the partial sums (an activation of the step, shared
+	// by the layers) after y, and the layer's arrival counters (state: zero
+	// between launches) last.
 	partial := g.Tensor("gdn_partial")
 	if partial == nil {
 		partial = g.AddTensor(ir.Tensor{Name: "gdn_partial", Role: ir.Activation, DType: ir.F32, Shape: []int64{int64(g.Tokens), width}})
 	} else if partial.Shape[1] < width {
 		partial.Shape[1] = width
 	}
-	counters := ir.Tensor{Name: fmt.Sprintf("state.%d.gdn_tags", conv.Layer), Role: ir.State, DType: ir.I32, Shape: []int64{width}}
-	if kind == ir.GDNDecodeSplit {
-		counters.Name, counters.Shape = fmt.Sprintf("state.%d.gdn_arrivals", conv.Layer), []int64{int64(hk)}
-	}
-	c := g.AddTensor(counters)
-	operands = append([]ir.Operand{operands[0], {Tensor: partial.ID}}, append(operands[1:], ir.Operand{Tensor: c.ID})...)
+	arrivals := g.AddTensor(ir.Tensor{Name: fmt.Sprintf("state.%d.gdn_arrivals", conv.Layer), Role: ir.State, DType: ir.I32, Shape: []int64{int64(hk)}})
+	operands = append([]ir.Operand{operands[0], {Tensor: partial.ID}}, append(operands[1:], ir.Operand{Tensor: arrivals.ID})...)
 	return &ir.Op{Kind: kind, Layer: conv.Layer, Rows: conv.Rows, Params: p, Operands: operands}, true
 }
 

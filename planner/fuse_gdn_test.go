@@ -97,8 +97,8 @@ func TestFuseGDNDecode(t *testing.T) {
 			}
 			p := "layers.0.linear_attn."
 			// The projections' outputs are slices of one activation (fuseProjections).
-			wantNames := []string{"gdn_normed", "gdn_partial", "gdn_in", p + "conv1d.weight", "state.0.conv", "gdn_in", "gdn_in", p + "A_log", p + "dt_bias",
-				"gdn_in", p + "norm.weight", "state.0.gdn", "state.0.gdn_tags"}
+			wantNames := []string{"gdn_normed", "gdn_in", p + "conv1d.weight", "state.0.conv", "gdn_in", "gdn_in", p + "A_log", p + "dt_bias",
+				"gdn_in", p + "norm.weight", "state.0.gdn", "state.0.gdn_slots"}
 			if op.Layer == 0 {
 				if diff := cmp.Diff(wantNames, names); diff != "" {
 					t.Errorf("%s: layer 0 operands (-want +got):\n%s", target, diff)

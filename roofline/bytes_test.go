@@ -180,9 +180,9 @@ func TestDecodeBytesReal(t *testing.T) {
 			}
 			switch target {
 			case plan.SM90:
-				want.State += 30 * 2 * 32 * 4 * 4 // gdn_decode_peer's tags, one per block: 4 tiles of 32 value heads
+				want.State += 30 * 2 * 32 * 4 * 16 // gdn_decode_peer's slots, 16 bytes a block: 4 tiles of 32 value heads
 			case plan.GFX1151:
-				want.State += 30 * 2 * 32 * 4 // one tile a value head
+				want.State += 30 * 2 * 32 * 16 // one tile a value head
 			}
 			if s.Total != want {
 				t.Errorf("%s at %d: %+v, want %+v", target, ctx, s.Total, want)

@@ -14,7 +14,8 @@ driver API (ctypes) with the plan's grid rule and 256 threads, and every
 written operand is compared in full (tails included): within tolerance, or
 bit for bit where meta.json says "exact" (the fill_uniform cases), or, where it
 says "sample" (the sampler), ids exactly and the logprob (out[1], float bits)
-to 1e-5. gpucheck_sm90.json holds the last result on an H200.
+to 1e-5; an i32 operand marked "tagged" (gdn_decode_peer's slots) holds (tag, f32)
+pairs: tags exactly, floats within tolerance. gpucheck_sm90.json holds the last result on an H200.
 
 A case whose meta.json gives "time_reps" is then launched that many times back to
 back between two CUDA events, five times over: the median microseconds per
@@ -194,6 +195,12 @@ for name in names:
             if bad.any():
                 ok = False; i = int(bad.nonzero()[0]); notes.append(f"{a['file']}: {int(bad.sum())} bits differ, first @{i} got {int(got.view(bits)[i])} want {int(want.view(bits)[i])}")
             continue
+        if a.get("tagged"):  # (tag, f32 bits) pairs: the tags exactly, the floats as f32 below
+            bad = got[0::2] != want[0::2]
+            if bad.any():
+                ok = False; i = int(bad.nonzero()[0]); notes.append(f"{a['file']}: {int(bad.sum())} tags differ, first pair @{i} got {int(got[2*i])} want {int(want[2*i])}")
+            got, want = got[1::2].contiguous().view(torch.float32), want[1::2].contiguous().view(torch.float32)
+            a = dict(a, dtype="f32")
         if a["dtype"] == "f32":
             err = (got - want).abs()
             tol = meta.get("atol", 2e-4) + meta.get("rtol", 1e-3) * want.abs()

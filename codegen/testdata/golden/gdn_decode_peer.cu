@@ -147,9 +147,10 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // publishes q, k, v and the warps' l2 sums; one more the column sums of Sᵀk, Sᵀq and
 // q·k (o = Sᵀq after the update is e^g·(Sᵀq) + u·(q·k) with u = β(v − e^g·Sᵀk), so
 // both sums come from the state as loaded, in one pass, the decay applied to the
-// sums). Warp 0 then publishes the tile's Σo² (partial, then the
-// block's tag, released), waits for the value head's tags (a lane each), sums their
-// partials and writes its own normalized columns, while the other warps write the state
+// sums). Warp 0 then publishes the tile's Σo² with the row's tag in its slot (one
+// 64-bit release store; two slots a block, by row parity), polls the value head's slots
+// (a lane each) until their tags reach the row's, sums their Σo² from the same loads
+// and writes its own normalized columns, while the other warps write the state
 // slice back. The key head's first block also waits for every peer at the last row and
 // then writes the q and k channels' conv state, which every peer has read by then.
 constexpr int K_HEADS = 16;
@@ -176,28 +177,27 @@ constexpr int RP = BDIM_X / CG < K_DIM ? BDIM_X / CG : K_DIM;  // row parts
 constexpr int RPT = K_DIM / RP;                 // rows a thread holds
 static_assert(V_DIM % COL_TILE == 0 && (CG & (CG - 1)) == 0 && CG <= WARP_SIZE && K_DIM % RP == 0, "the tile must split evenly over the block");
 static_assert(2 * K_DIM <= BDIM_X && COL_TILE <= BDIM_X && PEERS <= WARP_SIZE, "a thread per conv channel, a lane per peer");
-// Spins on a peer's tag before giving up: ≈ seconds. A peer that never publishes is a
+// Polls of a peer's slot before giving up: ≈ seconds. A peer that never publishes is a
 // broken launch (not all blocks resident); its rows are then written as NaN, not as a
 // plausible number.
 constexpr int SPIN = 1 << 22;
-// The tag's store releases what the thread wrote before it (the partial) and, after
-// the block's barrier, what the block read before it (the conv state) at gpu scope;
-// the acquire load of a peer's tag makes the peer's partial visible to the loads after
-// it, which read L2 (relaxed at gpu scope) past this multiprocessor's L1.
-DEVICE void publish(int* p, int v) { asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory"); }
-DEVICE int load_acquire(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+constexpr int BLOCKS = V_HEADS * TILES;
+// A slot is a (tag, Σo² bits) pair: the tag in the low word, as one 64-bit word.
+DEVICE unsigned long long slot_pack(int tag, float ss) { return (unsigned long long)f32_bits(ss) << 32 | (unsigned int)tag; }
+DEVICE int slot_tag(unsigned long long w) { return (int)(unsigned int)w; }
+DEVICE float slot_sum(unsigned long long w) { return bits_f32((unsigned int)(w >> 32)); }
+// The slot's store releases, after the block's barrier, what the block read before it
+// (the conv state) at gpu scope; the acquire load of a peer's slot reads the tag and the
+// sum together (single-copy atomic: one aligned 64-bit word) from L2.
+DEVICE void publish(int* p, unsigned long long v) { asm volatile("st.release.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory"); }
+DEVICE unsigned long long load_acquire(const int* p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
 DEVICE int load_tag(const int* p) {
   int v;
   asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p));
-  return v;
-}
-DEVICE float load_peer(const float* p) {
-  float v;
-  asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(v) : "l"(p));
   return v;
 }
 // (conv state ‖ mixed rows) of channel c at sequence index s: state row s for s < HIST,
@@ -240,7 +240,7 @@ DEVICE void store_vec(float* p, const float (&x)[VEC]) {
     p[0] = x[0];
   }
 }
-KERNEL void gdn_decode_peer_84eef00a(float* y, float* partial, const float* mixed, const float* conv_w, float* conv_state, const float* b, const float* a, const float* a_log, const float* dt_bias, const float* z, const float* norm_w, float* state, int* tags, int n, const int* params) {
+KERNEL void gdn_decode_peer_84eef00a(float* y, const float* mixed, const float* conv_w, float* conv_state, const float* b, const float* a, const float* a_log, const float* dt_bias, const float* z, const float* norm_w, float* state, int* slots, int n, const int* params) {
   SHARED float sq[K_DIM];
   SHARED float sk[K_DIM];
   SHARED float sv[COL_TILE];
@@ -280,8 +280,11 @@ KERNEL void gdn_decode_peer_84eef00a(float* y, float* partial, const float* mixe
   float S[RPT][VEC];
 #pragma unroll
   for (int r = 0; r < RPT; ++r) load_vec(st + (r0 + r) * V_DIM + col, active, S[r]);
-  int* ptag = tags + kh * PEERS;
-  const int base = WARP == 0 ? load_tag(ptag + me) : 0;  // the tags' value before this launch
+  // The key head's slots of parity 0 (parity 1 BLOCKS slots on), 2 words a slot, and
+  // the block's own tags before this launch (every peer's are the same).
+  int* pslot = slots + 2 * kh * PEERS;
+  const int base0 = WARP == 0 ? load_tag(pslot + 2 * me) : 0;
+  const int base1 = WARP == 0 ? load_tag(pslot + 2 * (BLOCKS + me)) : 0;
   float vh[HROWS];  // the v channel's new conv state
 #pragma unroll
   for (int m = 0; m < HROWS; ++m) vh[m] = 0.0f;
@@ -296,7 +299,7 @@ KERNEL void gdn_decode_peer_84eef00a(float* y, float* partial, const float* mixe
     const float bt = b[hrow];
     const float at = a[hrow];
     load_vec(z + hrow * V_DIM + col, out, zr);
-    float wz[VEC];  // the norm weight times silu(z): ready before the partials arrive
+    float wz[VEC];  // the norm weight times silu(z): ready before the peers' sums arrive
 #pragma unroll
     for (int v = 0; v < VEC; ++v) wz[v] = nw[v] * siluf(zr[v]);
     // q, k and v of the row (conv + SiLU), and each warp's share of the l2 sums.
@@ -399,19 +402,18 @@ KERNEL void gdn_decode_peer_84eef00a(float* y, float* partial, const float* mixe
         for (int v = 0; v < VEC; ++v) ss += o[v] * o[v];
       }
       ss = warp_sum(ss);
-      const int want = base + t + 1;
-      if (LANE == 0) {
-        partial[hrow * TILES + tile] = ss;
-        publish(ptag + me, want);
-      }
+      const int par = t & 1;
+      const int want = (par ? base1 : base0) + t / 2 + 1;  // the (t/2+1)-th write of this parity
+      int* row = pslot + 2 * par * BLOCKS;
+      if (LANE == 0) publish(row + 2 * me, slot_pack(want, ss));
       const bool mine = LANE / TILES == j % GROUP;
       float pp = 0.0f, late = 0.0f;
       if (LANE < PEERS && (mine || (writer && t == n - 1))) {
         int spins = 0;
-        while ((int)((unsigned int)load_acquire(ptag + LANE) - (unsigned int)want) < 0 && ++spins < SPIN) {
-        }
+        unsigned long long w = load_acquire(row + 2 * LANE);
+        while ((int)((unsigned int)slot_tag(w) - (unsigned int)want) < 0 && ++spins < SPIN) w = load_acquire(row + 2 * LANE);
         late = spins < SPIN ? 0.0f : 1.0f;
-        if (mine) pp = load_peer(partial + hrow * TILES + LANE % TILES);
+        if (mine) pp = slot_sum(w);
       }
       const float tot = warp_sum(pp);  // the same lanes, the same tree in every tile of the head
       late = warp_sum(late);
