@@ -167,6 +167,12 @@ func TestWriteGPUCasesGDNSplit(t *testing.T) {
 	l2 := gpuCase{"speed_gdn_split_t32_l2", gdnSplit(16, 32, 128, 128, 32), 1, 0}
 	writeTimedCase(t, filepath.Join(out, l2.name), l2, 0, &caseSpeed{reps: 256, rotate: 1, bytes: gdnBytes(l2.k),
 		from: "speed_gdn_split_t32", note: "one copy of every operand: the 4.6 MB working set stays in L2", graph: true})
+	// The tiny fixtures' step (hf-tiny's on the H200: 64 blocks, 32 a key
+	// head): next to nothing to move, so its time is the launch, the one
+	// load wave and the exchange: the family's floor.
+	tiny := gpuCase{"speed_gdn_peer_tiny", gdnPeer(2, 4, 16, 16, 1), 1, 0}
+	writeTimedCase(t, filepath.Join(out, tiny.name), tiny, 3300, &caseSpeed{reps: 256, rotate: 1, bytes: gdnBytes(tiny.k),
+		note: "the tiny fixtures' shape: the launch, one load wave and the exchange, next to no bytes", graph: true})
 	l2p := gpuCase{"speed_gdn_peer_t32_l2", gdnPeer(16, 32, 128, 128, 32), 1, 0}
 	writeTimedCase(t, filepath.Join(out, l2p.name), l2p, 0, &caseSpeed{reps: 256, rotate: 1, bytes: gdnBytes(l2p.k),
 		from: "speed_gdn_peer_t32", note: "one copy of every operand: the 4.6 MB working set stays in L2", graph: true})
