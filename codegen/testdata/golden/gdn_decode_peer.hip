@@ -185,6 +185,7 @@ DEVICE void store_vec(float* p, const float (&x)[VEC]) {
   }
 }
 KERNEL void gdn_decode_peer_84eef00a(float* y, const float* mixed, const float* conv_w, float* conv_state, const float* b, const float* a, const float* a_log, const float* dt_bias, const float* z, const float* norm_w, float* state, int* slots, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   SHARED float sq[K_DIM];
   SHARED float sk[K_DIM];
   SHARED float sv[COL_TILE];

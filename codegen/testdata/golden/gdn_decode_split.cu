@@ -230,6 +230,7 @@ DEVICE void col_sum(float (&x)[VEC], float (*red)[COL_TILE], int cg) {
   }
 }
 KERNEL void gdn_decode_split_533398ef(float* y, float* partial, const float* mixed, const float* conv_w, float* conv_state, const float* b, const float* a, const float* a_log, const float* dt_bias, const float* z, const float* norm_w, float* state, int* arrivals, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   SHARED float sq[K_DIM];
   SHARED float sk[K_DIM];
