@@ -41,8 +41,8 @@ func frozen(t *testing.T, target plan.Target) *plan.Plan {
 // off: the families the tensor-core ones replace, matmul_add among them),
 // gfx1151 without fusion, whose decode streams the unfused MoE block
 // (moe_gate_up_gemv, moe_down_gemv: the GPU plans fuse it, the cpu plan
-// does not stream), and sm_90 with gdn_decode_split, gdn_decode_peer's
-// oracle (GDNSplit).
+// does not stream), and sm_90 with gdn_decode_peer (GDNPeer: measured
+// slower than gdn_decode_split, which the frozen plans keep).
 func optionPlans(t *testing.T) []*plan.Plan {
 	t.Helper()
 	m := planner.FromConfig(arch.RealName, arch.Real())
@@ -53,7 +53,7 @@ func optionPlans(t *testing.T) []*plan.Plan {
 		// cache, behind --tiling on and --prefill-attention (off by default)
 		{Target: plan.SM90, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16},
 		{Target: plan.GFX1151, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16},
-		{Target: plan.SM90, GDNSplit: true}} {
+		{Target: plan.SM90, GDNPeer: true}} {
 		o.Buckets, o.ContextTokens = []int{1024}, 4096
 		p, err := planner.Plan(m, o)
 		if err != nil {

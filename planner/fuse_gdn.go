@@ -23,14 +23,14 @@ var gdnChain = []ir.Kind{ir.CausalConv1dSiLU, ir.GDNGates, ir.L2NormHeads, ir.L2
 // shapes fit the template (kernels.GDNDecodeStepFits). Anything else keeps
 // the chain. Where a column-tiled family runs (the column tile colTile:
 // Options.GDNColumnTile), it takes the chain's place instead:
-// gdn_decode_peer, or gdn_decode_split where the peers do not fit or split
-// asks for it (Options.GDNSplit). It returns the number of rewrites.
-func fuseGDNDecode(g *ir.Graph, target plan.Target, colTile int, split bool) int {
+// gdn_decode_split, or, when peer asks for it (Options.GDNPeer) and its
+// blocks fit one wave, gdn_decode_peer. It returns the number of rewrites.
+func fuseGDNDecode(g *ir.Graph, target plan.Target, colTile int, peer bool) int {
 	u := indexUses(g)
 	drop := map[int]bool{}
 	n := 0
 	for i := 0; i+len(gdnChain) <= len(g.Ops); i++ {
-		op, ok := gdnMatch(g, u, i, target, colTile, split)
+		op, ok := gdnMatch(g, u, i, target, colTile, peer)
 		if !ok {
 			continue
 		}
@@ -46,7 +46,7 @@ func fuseGDNDecode(g *ir.Graph, target plan.Target, colTile int, split bool) int
 }
 
 // gdnMatch is the fused op of the chain starting at op i, if it fuses.
-func gdnMatch(g *ir.Graph, u uses, i int, target plan.Target, colTile int, split bool) (*ir.Op, bool) {
+func gdnMatch(g *ir.Graph, u uses, i int, target plan.Target, colTile int, peer bool) (*ir.Op, bool) {
 	ops := g.Ops[i : i+len(gdnChain)]
 	for j, op := range ops {
 		if op.Kind != gdnChain[j] || op.Rows == nil || *op.Rows != *ops[0].Rows || op.Layer != ops[0].Layer {
@@ -92,9 +92,9 @@ func gdnMatch(g *ir.Graph, u uses, i int, target plan.Target, colTile int, split
 	p.SetReal("q_scale", l2q.Params.Real("scale"))
 	p.SetReal("k_scale", l2k.Params.Real("scale"))
 	p.SetReal("eps", norm.Params.Real("eps"))
-	tile, kind := 0, ir.GDNDecodePeer
-	if split {
-		kind = ir.GDNDecodeSplit
+	tile, kind := 0, ir.GDNDecodeSplit
+	if peer {
+		kind = ir.GDNDecodePeer
 	}
 	fits := func(fits func(ir.Params, ir.LaunchConfig) error, tile int) bool {
 		q := p.Clone()
@@ -106,13 +106,13 @@ func gdnMatch(g *ir.Graph, u uses, i int, target plan.Target, colTile int, split
 		tile = colTile // the references run any tile
 	case colTile > 0 && target.GPU():
 		switch {
-		case !split && fits(kernels.GDNDecodePeerFits, colTile):
+		case peer && fits(kernels.GDNDecodePeerFits, colTile):
 			tile = colTile
 		case fits(kernels.GDNDecodeSplitFits, colTile):
 			tile, kind = colTile, ir.GDNDecodeSplit
 		}
 	case colTile == 0 && target.GPU():
-		if !split {
+		if peer {
 			tile = gdnPeerTile(p, target.Launch())
 		}
 		if tile == 0 {

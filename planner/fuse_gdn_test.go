@@ -50,7 +50,7 @@ func graphsAfter(t *testing.T, m *Model, target plan.Target, after string, f Fus
 }
 
 // TestFuseGDNDecode checks the rule: on the GPU targets' decode step every
-// GDN layer's six-launch chain becomes one gdn_decode_peer with the chain's
+// GDN layer's six-launch chain becomes one gdn_decode_split with the chain's
 // operands, its intermediates go, and nothing else changes; prefill keeps
 // the chunked chain; the cpu plan fuses only when forced; shapes the
 // template does not run keep the chain on the GPU targets.
@@ -72,7 +72,7 @@ func TestFuseGDNDecode(t *testing.T) {
 				delete(want, k)
 			}
 		}
-		want[ir.GDNDecodePeer] = gdnLayers
+		want[ir.GDNDecodeSplit] = gdnLayers
 		want[ir.MatMul] -= m.Config.NumHiddenLayers
 		want[ir.MatMulAdd] = m.Config.NumHiddenLayers
 		delete(want, ir.Add)
@@ -88,7 +88,7 @@ func TestFuseGDNDecode(t *testing.T) {
 			}
 		}
 		for _, op := range fused["decode"].Ops {
-			if op.Kind != ir.GDNDecodePeer {
+			if op.Kind != ir.GDNDecodeSplit {
 				continue
 			}
 			var names []string
@@ -97,8 +97,8 @@ func TestFuseGDNDecode(t *testing.T) {
 			}
 			p := "layers.0.linear_attn."
 			// The projections' outputs are slices of one activation (fuseProjections).
-			wantNames := []string{"gdn_normed", "gdn_in", p + "conv1d.weight", "state.0.conv", "gdn_in", "gdn_in", p + "A_log", p + "dt_bias",
-				"gdn_in", p + "norm.weight", "state.0.gdn", "state.0.gdn_slots"}
+			wantNames := []string{"gdn_normed", "gdn_partial", "gdn_in", p + "conv1d.weight", "state.0.conv", "gdn_in", "gdn_in", p + "A_log", p + "dt_bias",
+				"gdn_in", p + "norm.weight", "state.0.gdn", "state.0.gdn_arrivals"}
 			if op.Layer == 0 {
 				if diff := cmp.Diff(wantNames, names); diff != "" {
 					t.Errorf("%s: layer 0 operands (-want +got):\n%s", target, diff)
@@ -118,13 +118,13 @@ func TestFuseGDNDecode(t *testing.T) {
 	if n := kindCounts(graphsAfter(t, m, plan.CPU, "fuse", FuseOn)["decode"])[ir.GDNDecodeStep]; n != gdnLayers {
 		t.Errorf("the cpu plan with fusion on has %d gdn_decode_step, want %d", n, gdnLayers)
 	}
-	if n := kindCounts(graphsAfter(t, m, plan.SM90, "fuse", FuseOff)["decode"])[ir.GDNDecodePeer]; n != 0 {
+	if n := kindCounts(graphsAfter(t, m, plan.SM90, "fuse", FuseOff)["decode"])[ir.GDNDecodeSplit]; n != 0 {
 		t.Errorf("fusion off still fuses %d GDN chains", n)
 	}
 	// Head dims of 4 do not split over gdn_decode_step's 256-thread block,
-	// but gdn_decode_peer runs them in one-column tiles.
+	// but gdn_decode_split runs them in one-column tiles.
 	small := FromConfig("tiny", tinyConfig(t))
-	if n := kindCounts(graphsAfter(t, small, plan.SM90, "fuse", FuseDefault)["decode"])[ir.GDNDecodePeer]; n == 0 {
+	if n := kindCounts(graphsAfter(t, small, plan.SM90, "fuse", FuseDefault)["decode"])[ir.GDNDecodeSplit]; n == 0 {
 		t.Error("head dims of 4 do not fuse on sm_90")
 	}
 	if n := kindCounts(graphsAfter(t, small, plan.CPU, "fuse", FuseOn)["decode"])[ir.GDNDecodeStep]; n == 0 {
@@ -237,16 +237,17 @@ func TestFuseGDNDecodeRefuses(t *testing.T) {
 	}
 }
 
-// TestGDNColumnTileOption follows Options.GDNColumnTile and GDNSplit: -1
-// keeps gdn_decode_step; 0 picks gdn_decode_peer's tile on a GPU
-// (gdn_decode_split's with GDNSplit); a tile that fits is taken on any
-// target (the cpu included, with fusion on), by gdn_decode_peer where its
-// blocks fit one wave, else by gdn_decode_split; one that does not keeps
-// gdn_decode_step; a value below -1 is refused.
+// TestGDNColumnTileOption follows Options.GDNColumnTile and GDNPeer: -1
+// keeps gdn_decode_step; 0 picks gdn_decode_split's tile on a GPU
+// (gdn_decode_peer's with GDNPeer); a tile that fits is taken on any
+// target (the cpu included, with fusion on), with GDNPeer by
+// gdn_decode_peer where its blocks fit one wave, else by
+// gdn_decode_split; one that does not keeps gdn_decode_step; a value
+// below -1 is refused.
 func TestGDNColumnTileOption(t *testing.T) {
 	m := FromConfig("tiny", gdnFitConfig(t))
-	decode := func(target plan.Target, f Fusion, tile int, split bool) *ir.Graph {
-		gs, err := Graphs(m, Options{Target: target, Buckets: []int{4}, ContextTokens: 64, Fusion: f, GDNColumnTile: tile, GDNSplit: split}, "fuse")
+	decode := func(target plan.Target, f Fusion, tile int, peer bool) *ir.Graph {
+		gs, err := Graphs(m, Options{Target: target, Buckets: []int{4}, ContextTokens: 64, Fusion: f, GDNColumnTile: tile, GDNPeer: peer}, "fuse")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,24 +264,24 @@ func TestGDNColumnTileOption(t *testing.T) {
 		target plan.Target
 		f      Fusion
 		tile   int
-		split  bool
+		peer   bool
 		kind   ir.Kind
 		want   int // the col_tile of the tiled family, 0 for gdn_decode_step
 	}{
-		{"sm_90 default", plan.SM90, FuseDefault, 0, false, ir.GDNDecodePeer, 1},
-		{"sm_90 default split", plan.SM90, FuseDefault, 0, true, ir.GDNDecodeSplit, 1},
-		{"gfx1151 default: 32 blocks", plan.GFX1151, FuseDefault, 0, false, ir.GDNDecodePeer, 2},
-		{"sm_90 kept", plan.SM90, FuseDefault, -1, false, ir.GDNDecodeStep, 0},
-		{"sm_90 asked", plan.SM90, FuseDefault, 8, false, ir.GDNDecodePeer, 8},
-		{"sm_90 asked split", plan.SM90, FuseDefault, 8, true, ir.GDNDecodeSplit, 8},
-		{"gfx1151 asked 16-byte", plan.GFX1151, FuseDefault, 4, false, ir.GDNDecodePeer, 4},
-		{"gfx1151 asked past one wave", plan.GFX1151, FuseDefault, 1, false, ir.GDNDecodeSplit, 1},
-		{"sm_90 not dividing", plan.SM90, FuseDefault, 3, false, ir.GDNDecodeStep, 0},
-		{"cpu asked", plan.CPU, FuseOn, 4, false, ir.GDNDecodePeer, 4},
-		{"cpu asked split", plan.CPU, FuseOn, 4, true, ir.GDNDecodeSplit, 4},
-		{"cpu default", plan.CPU, FuseOn, 0, false, ir.GDNDecodeStep, 0},
+		{"sm_90 default", plan.SM90, FuseDefault, 0, false, ir.GDNDecodeSplit, 1},
+		{"sm_90 default peer", plan.SM90, FuseDefault, 0, true, ir.GDNDecodePeer, 1},
+		{"gfx1151 default peer: 32 blocks", plan.GFX1151, FuseDefault, 0, true, ir.GDNDecodePeer, 2},
+		{"sm_90 kept", plan.SM90, FuseDefault, -1, true, ir.GDNDecodeStep, 0},
+		{"sm_90 asked", plan.SM90, FuseDefault, 8, false, ir.GDNDecodeSplit, 8},
+		{"sm_90 asked peer", plan.SM90, FuseDefault, 8, true, ir.GDNDecodePeer, 8},
+		{"gfx1151 asked peer 16-byte", plan.GFX1151, FuseDefault, 4, true, ir.GDNDecodePeer, 4},
+		{"gfx1151 asked peer past one wave", plan.GFX1151, FuseDefault, 1, true, ir.GDNDecodeSplit, 1},
+		{"sm_90 not dividing", plan.SM90, FuseDefault, 3, true, ir.GDNDecodeStep, 0},
+		{"cpu asked", plan.CPU, FuseOn, 4, false, ir.GDNDecodeSplit, 4},
+		{"cpu asked peer", plan.CPU, FuseOn, 4, true, ir.GDNDecodePeer, 4},
+		{"cpu default", plan.CPU, FuseOn, 0, true, ir.GDNDecodeStep, 0},
 	} {
-		g := decode(tt.target, tt.f, tt.tile, tt.split)
+		g := decode(tt.target, tt.f, tt.tile, tt.peer)
 		n := 0
 		for _, op := range g.Ops {
 			if op.Kind == ir.GDNDecodeStep || op.Kind == ir.GDNDecodeSplit || op.Kind == ir.GDNDecodePeer {

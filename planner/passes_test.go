@@ -106,7 +106,7 @@ func TestFuseMatMulAdd(t *testing.T) {
 			delete(want, k)
 		}
 	}
-	want[ir.GDNDecodePeer] = gdn
+	want[ir.GDNDecodeSplit] = gdn
 	moeFused(want, layers)
 	// The GDN projections do not concatenate here: a's columns would start
 	// at 26 floats, off the 16-byte argument alignment.

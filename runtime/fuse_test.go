@@ -34,8 +34,8 @@ func TestFusedPlanBitIdentical(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(f planner.Fusion, tile int, split bool) [][]float32 {
-		p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{8, 32}, ContextTokens: 96, Fusion: f, GDNColumnTile: tile, GDNSplit: split})
+	run := func(f planner.Fusion, tile int, peer bool) [][]float32 {
+		p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{8, 32}, ContextTokens: 96, Fusion: f, GDNColumnTile: tile, GDNPeer: peer})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,10 +51,10 @@ func TestFusedPlanBitIdentical(t *testing.T) {
 		}
 		gdn := ir.GDNDecodeStep
 		switch {
-		case tile > 0 && split:
-			gdn = ir.GDNDecodeSplit
-		case tile > 0:
+		case tile > 0 && peer:
 			gdn = ir.GDNDecodePeer
+		case tile > 0:
+			gdn = ir.GDNDecodeSplit
 		}
 		for _, k := range append(slices.Clone(fusedKinds), gdn) {
 			if (f == planner.FuseOn) != (fused[k] > 0) {
@@ -89,14 +89,14 @@ func TestFusedPlanBitIdentical(t *testing.T) {
 	}
 	b := run(planner.FuseOff, 0, false)
 	for _, c := range []struct {
-		tile  int
-		split bool
+		tile int
+		peer bool
 	}{{0, false}, {4, false}, {4, true}} {
-		a := run(planner.FuseOn, c.tile, c.split)
+		a := run(planner.FuseOn, c.tile, c.peer)
 		for s := range a {
 			for i := range a[s] {
 				if math.Float32bits(a[s][i]) != math.Float32bits(b[s][i]) {
-					t.Fatalf("column tile %d (split %v): step %d logit %d: fused %v, unfused %v", c.tile, c.split, s, i, a[s][i], b[s][i])
+					t.Fatalf("column tile %d (peer %v): step %d logit %d: fused %v, unfused %v", c.tile, c.peer, s, i, a[s][i], b[s][i])
 				}
 			}
 		}
