@@ -39,9 +39,10 @@ func frozen(t *testing.T, target plan.Target) *plan.Plan {
 // (planner.Options.DecodeStream), the cpu with the split pair and its
 // plain combine (DecodeSplits), gfx1151 without the tile pass (Tiling
 // off: the families the tensor-core ones replace, matmul_add among them),
-// and gfx1151 without fusion, whose decode streams the unfused MoE block
+// gfx1151 without fusion, whose decode streams the unfused MoE block
 // (moe_gate_up_gemv, moe_down_gemv: the GPU plans fuse it, the cpu plan
-// does not stream).
+// does not stream), and sm_90 with gdn_decode_peer (GDNPeer: measured
+// slower than gdn_decode_split, which the frozen plans keep).
 func optionPlans(t *testing.T) []*plan.Plan {
 	t.Helper()
 	m := planner.FromConfig(arch.RealName, arch.Real())
@@ -51,7 +52,8 @@ func optionPlans(t *testing.T) []*plan.Plan {
 		// the tensor-core families and the prefill flash attention of a bf16
 		// cache, behind --tiling on and --prefill-attention (off by default)
 		{Target: plan.SM90, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16},
-		{Target: plan.GFX1151, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16}} {
+		{Target: plan.GFX1151, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16},
+		{Target: plan.SM90, GDNPeer: true}} {
 		o.Buckets, o.ContextTokens = []int{1024}, 4096
 		p, err := planner.Plan(m, o)
 		if err != nil {
@@ -63,7 +65,7 @@ func optionPlans(t *testing.T) []*plan.Plan {
 }
 
 // oracleGPUPlan is the real model's gfx1151 plan with gdn_decode_step kept
-// (aimac plan --gdn-col-tile -1): the GPU family gdn_decode_split replaces
+// (aimac plan --gdn-col-tile -1): the GPU families gdn_decode_peer and gdn_decode_split replace
 // in the frozen plans, still rendered and compiled as its oracle.
 func oracleGPUPlan(t *testing.T) *plan.Plan {
 	t.Helper()

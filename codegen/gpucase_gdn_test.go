@@ -34,6 +34,51 @@ func gdnSplit(hk, hv, dk, dv, tile float64) plan.Kernel {
 	return k
 }
 
+// gdnPeer is a gdn_decode_peer case kernel, named for its shape.
+func gdnPeer(hk, hv, dk, dv, tile float64) plan.Kernel {
+	k := kern("gdn_decode_peer", gdnStepParams(hk, hv, dk, dv, tile))
+	k.Name = fmt.Sprintf("gdn_decode_peer_%g_%g_%g_%g_t%g", hk, hv, dk, dv, tile)
+	return k
+}
+
+// gdnPeerConv is gdnPeer with conv width kw (scalar conv weights).
+func gdnPeerConv(hk, hv, dk, dv, tile, kw float64) plan.Kernel {
+	k := gdnPeer(hk, hv, dk, dv, tile)
+	k.Params.SetInt("kernel", int64(kw))
+	k.Name += fmt.Sprintf("_k%g", kw)
+	return k
+}
+
+// gdnPeerCases are the correctness cases of gdn_decode_peer: the model's
+// shape at the tile the planner picks on the H200 (32 columns, 128
+// blocks) and on gfx1151 (128, a block per value head), the tiles beside
+// them, one row and several; the tiny fixtures' shape (hf-tiny's, synth
+// tiny's) at 16-byte and scalar tiles, the planner's among them (1 on the
+// H200: 32 blocks a key head, a lane each; 2 on gfx1151); odd dims (scalar
+// loads, idle threads, groups of three, five and nine blocks); a conv
+// width of 3 (scalar weights). Every written operand is
+// compared: y (rows past n poisoned), both states and the slots, whose
+// tags start equal within a key head and parity at any value (the first
+// key head's parity 0 at the int32 wrap) and must come back raised by the
+// rows of that parity, beside the rows' Σo² (within tolerance).
+var gdnPeerCases = []gpuCase{
+	{"gdn_peer_t32", gdnPeer(16, 32, 128, 128, 32), 1, 0},
+	{"gdn_peer_t16", gdnPeer(16, 32, 128, 128, 16), 1, 0},
+	{"gdn_peer_t64", gdnPeer(16, 32, 128, 128, 64), 1, 0},
+	{"gdn_peer_t128", gdnPeer(16, 32, 128, 128, 128), 1, 0},
+	{"gdn_peer_rows", gdnPeer(16, 32, 128, 128, 32), 3, 0},
+	{"gdn_peer_rows_t128", gdnPeer(16, 32, 128, 128, 128), 2, 0},
+	{"gdn_peer_tiny_t16", gdnPeer(2, 4, 16, 16, 16), 1, 0},
+	{"gdn_peer_tiny_t4", gdnPeer(2, 4, 16, 16, 4), 1, 0},
+	{"gdn_peer_tiny_t1", gdnPeer(2, 4, 16, 16, 1), 1, 0},
+	{"gdn_peer_tiny_t2", gdnPeer(2, 4, 16, 16, 2), 2, 0},
+	{"gdn_peer_tiny_rows", gdnPeer(2, 4, 16, 16, 4), 3, 0},
+	{"gdn_peer_odd_t2", gdnPeer(2, 4, 12, 10, 2), 1, 0},
+	{"gdn_peer_odd_t1", gdnPeer(1, 3, 20, 9, 1), 2, 0},
+	{"gdn_peer_odd_t8", gdnPeer(1, 3, 20, 24, 8), 1, 0},
+	{"gdn_peer_conv3", gdnPeerConv(2, 4, 16, 16, 4, 3), 2, 0},
+}
+
 // gdnSplitCases are the correctness cases of gdn_decode_split: the
 // model's shape (16 key heads, 32 value heads, dims 128) at the column
 // tiles the planner may pick, one row (decode) and several; the tiny
@@ -86,6 +131,9 @@ func TestWriteGPUCasesGDNSplit(t *testing.T) {
 	for i, c := range gdnSplitCases {
 		writeCase(t, filepath.Join(out, c.name), c, uint64(3000+i))
 	}
+	for i, c := range gdnPeerCases {
+		writeCase(t, filepath.Join(out, c.name), c, uint64(3200+i))
+	}
 	const rotate = 128
 	hbm := fmt.Sprintf("one decode row, %d copies of every operand rotated (%.0f MB, past the L2)", rotate,
 		float64(rotate*gdnBytes(gdnSplit(16, 32, 128, 128, 16)))/2e6)
@@ -99,9 +147,16 @@ func TestWriteGPUCasesGDNSplit(t *testing.T) {
 		{gpuCase{"speed_gdn_split_t8", gdnSplit(16, 32, 128, 128, 8), 1, 0}, ""},
 		{gpuCase{"speed_gdn_split_t4", gdnSplit(16, 32, 128, 128, 4), 1, 0}, ""},
 		{gpuCase{"speed_gdn_step", step, 1, 0}, "speed_gdn_split_t32"},
+		{gpuCase{"speed_gdn_peer_t32", gdnPeer(16, 32, 128, 128, 32), 1, 0}, ""},
+		{gpuCase{"speed_gdn_peer_t16", gdnPeer(16, 32, 128, 128, 16), 1, 0}, ""},
+		{gpuCase{"speed_gdn_peer_t64", gdnPeer(16, 32, 128, 128, 64), 1, 0}, ""},
+		{gpuCase{"speed_gdn_peer_t128", gdnPeer(16, 32, 128, 128, 128), 1, 0}, ""},
 	}
 	for i, s := range speed {
-		sp := &caseSpeed{reps: 256, rotate: rotate, bytes: gdnBytes(s.c.k), from: s.from, note: hbm}
+		// The plan's tiles of both families and the old step are also timed
+		// inside a graph (no host floor, with and without PDL).
+		graph := s.c.name == "speed_gdn_split_t32" || s.c.name == "speed_gdn_step" || strings.HasPrefix(s.c.name, "speed_gdn_peer")
+		sp := &caseSpeed{reps: 256, rotate: rotate, bytes: gdnBytes(s.c.k), from: s.from, note: hbm, graph: graph}
 		if s.from != "" {
 			sp.note += " (the family gdn_decode_split replaces, on its files)"
 		}
@@ -111,7 +166,16 @@ func TestWriteGPUCasesGDNSplit(t *testing.T) {
 	// rotated case, how much of the launch is latency rather than HBM.
 	l2 := gpuCase{"speed_gdn_split_t32_l2", gdnSplit(16, 32, 128, 128, 32), 1, 0}
 	writeTimedCase(t, filepath.Join(out, l2.name), l2, 0, &caseSpeed{reps: 256, rotate: 1, bytes: gdnBytes(l2.k),
-		from: "speed_gdn_split_t32", note: "one copy of every operand: the 4.6 MB working set stays in L2"})
+		from: "speed_gdn_split_t32", note: "one copy of every operand: the 4.6 MB working set stays in L2", graph: true})
+	// The tiny fixtures' step (hf-tiny's on the H200: 64 blocks, 32 a key
+	// head): next to nothing to move, so its time is the launch, the one
+	// load wave and the exchange: the family's floor.
+	tiny := gpuCase{"speed_gdn_peer_tiny", gdnPeer(2, 4, 16, 16, 1), 1, 0}
+	writeTimedCase(t, filepath.Join(out, tiny.name), tiny, 3300, &caseSpeed{reps: 256, rotate: 1, bytes: gdnBytes(tiny.k),
+		note: "the tiny fixtures' shape: the launch, one load wave and the exchange, next to no bytes", graph: true})
+	l2p := gpuCase{"speed_gdn_peer_t32_l2", gdnPeer(16, 32, 128, 128, 32), 1, 0}
+	writeTimedCase(t, filepath.Join(out, l2p.name), l2p, 0, &caseSpeed{reps: 256, rotate: 1, bytes: gdnBytes(l2p.k),
+		from: "speed_gdn_peer_t32", note: "one copy of every operand: the 4.6 MB working set stays in L2", graph: true})
 
 }
 
@@ -127,7 +191,7 @@ func TestCompileGDNDecodeSplit(t *testing.T) {
 		// gdn_decode_step, the oracle no frozen GPU plan holds any more.
 		old := kern("gdn_decode_step", gdnStepParams(16, 32, 128, 128, 0))
 		old.Name = "gdn_decode_step_16_32_128_128"
-		for _, gc := range append([]gpuCase{{"step", old, 1, 0}}, gdnSplitCases...) {
+		for _, gc := range append(append([]gpuCase{{"step", old, 1, 0}}, gdnSplitCases...), gdnPeerCases...) {
 			if seen[gc.k.Name] {
 				continue
 			}

@@ -35,6 +35,7 @@ type caseSpeed struct {
 	reps, rotate int
 	bytes        int64
 	from, note   string
+	graph        bool // also timed inside a CUDA graph (caseMeta.Graph)
 }
 
 // caseArg describes one argument file of a written case.
@@ -47,6 +48,9 @@ type caseArg struct {
 	// with Repeat tiled (a long KV cache from one period of positions).
 	Elements int64 `json:"elements,omitempty"`
 	Repeat   bool  `json:"repeat,omitempty"`
+	// Tagged: an i32 operand of (tag, f32 bits) pairs, gdn_decode_peer's
+	// slots: the tags compared exactly, the floats within tolerance.
+	Tagged bool `json:"tagged,omitempty"`
 }
 
 // caseMeta is what the device-side runner reads.
@@ -74,6 +78,11 @@ type caseMeta struct {
 	// input and want files this one reads.
 	Rotate     int    `json:"rotate,omitempty"`
 	InputsFrom string `json:"inputs_from,omitempty"`
+	// Graph: the timed launches are also captured into one CUDA graph
+	// and replayed, with and without programmatic dependent launch, so
+	// that the host's launch rate (the back-to-back floor) does not
+	// enter the figure; the step replays its launches the same way.
+	Graph bool `json:"graph,omitempty"`
 	// ATol and RTol, when set, replace the runner's f32 tolerance
 	// (|got − want| ≤ atol + rtol·|want|): the tensor-core families',
 	// stated beside their cases.
@@ -338,6 +347,25 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 		ids[k-1] = -1 // an id outside the experts contributes nothing
 	case ir.AttentionCombine, ir.AttentionCombineGate:
 		fillPartials(rng, a.F32("partial"), p.Int("head_dim"), p.Int("splits"))
+	case ir.GDNDecodePeer:
+		// Slots as a launch leaves them: tags equal within a key head and
+		// parity, any value (the first key head's parity 0 at the int32
+		// wrap), any sums beside them.
+		slots := a.I32("slots")
+		blocks := len(slots) / kernels.GDNPeerSlotWords
+		peers := blocks / p.Int("k_heads")
+		for par := range 2 {
+			for kh := range p.Int("k_heads") {
+				v := int32(rng.Uint32())
+				if kh == 0 && par == 0 {
+					v = math.MaxInt32
+				}
+				for i := range peers {
+					s := 2 * (par*blocks + kh*peers + i)
+					slots[s], slots[s+1] = v, int32(math.Float32bits(float32(rng.Float64())))
+				}
+			}
+		}
 	}
 	var periodElems int
 	for _, o := range f.Operands {
@@ -359,7 +387,7 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 		meta.ATol, meta.RTol = prefillATol, prefillRTol // p as one bf16 term
 	}
 	if sp != nil {
-		meta.TimeReps, meta.Bytes, meta.Rotate, meta.InputsFrom, meta.Note = sp.reps, sp.bytes, sp.rotate, sp.from, sp.note
+		meta.TimeReps, meta.Bytes, meta.Rotate, meta.InputsFrom, meta.Note, meta.Graph = sp.reps, sp.bytes, sp.rotate, sp.from, sp.note, sp.graph
 	}
 	own := sp == nil || sp.from == "" // a case timed on a sibling's files writes none
 	// save writes operand i as the kernel takes it (AnyFloat as bf16 for a
@@ -389,7 +417,7 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 		case o.DType == ir.AnyFloat:
 			dt = string(ir.F32)
 		}
-		arg := caseArg{File: o.Name + ".in", DType: dt, Out: o.Access != ir.Read}
+		arg := caseArg{File: o.Name + ".in", DType: dt, Out: o.Access != ir.Read, Tagged: ir.Kind(c.k.Family) == ir.GDNDecodePeer && o.Name == "slots"}
 		if tiled(o) {
 			arg.Elements, arg.Repeat = o.Extent(refParams, phys), true
 		}

@@ -36,6 +36,11 @@ const (
 	// split over blocks; the last block of a key head to arrive finishes the
 	// gated norm. Its oracle is gdn_decode_step's, the chain's references.
 	GDNDecodeSplit Kind = "gdn_decode_split"
+	// GDNDecodePeer is gdn_decode_split without the last block: the blocks
+	// of a key head, all resident in one wave, publish their tiles' sums of
+	// squares under a tag each and wait for one another's, so every block
+	// finishes the gated norm of its own columns. Same oracle.
+	GDNDecodePeer Kind = "gdn_decode_peer"
 	// The decode step's MoE block after the router projection (SPEC §4) in
 	// two weight-streaming launches: top-k with the routed and the shared
 	// experts' gate_up·SiLU, then every expert's down projection, the

@@ -89,6 +89,15 @@ func GDNDecodeSplit(y, partial, mixed, convW, convState, b, a, aLog, dtBias, z, 
 	if n <= 0 {
 		return nil
 	}
+	gdnSplitRows(y, partial, mixed, convW, convState, b, a, aLog, dtBias, z, normW, state, n, hk, hv, dk, dv, kernel, tile, l2Eps, qScale, kScale, eps)
+	return nil
+}
+
+// gdnSplitRows is gdn_decode_step's reference for n > 0 rows (y and both
+// states) and the partial sums of the column tiles: partial[t][j][tile] =
+// Σ o² over the tile's columns of the recurrence's output row (t, j).
+func gdnSplitRows(y, partial, mixed, convW, convState, b, a, aLog, dtBias, z, normW, state []float32,
+	n, hk, hv, dk, dv, kernel, tile int, l2Eps, qScale, kScale, eps float32) {
 	o := gdnRecurrentRows(mixed, convW, convState, b, a, aLog, dtBias, state, n, hk, hv, dk, dv, kernel, l2Eps, qScale, kScale)
 	GatedRMSNorm(y, o, z, normW, n*hv, dv, eps)
 	tiles := dv / tile
@@ -97,7 +106,6 @@ func GDNDecodeSplit(y, partial, mixed, convW, convState, b, a, aLog, dtBias, z, 
 			partial[r*tiles+tl] = sumSquares(o[r*dv+tl*tile:][:tile])
 		}
 	}
-	return nil
 }
 
 // gdnSplitShape is how a gdn_decode_split block of c's threads holds a

@@ -16,12 +16,19 @@ import (
 // arrivals as counters.
 func splitArgs(t *testing.T, p ir.Params, rows int, ops map[string][]float32, arrivals []int32) *ir.Args {
 	t.Helper()
-	f := kernels.Families[ir.GDNDecodeSplit]
+	return tiledArgs(t, ir.GDNDecodeSplit, p, rows, ops, arrivals)
+}
+
+// tiledArgs binds the operands of a column-tiled GDN family (kind): the
+// float32 ones by name, its last (arrivals or tags) as the counters.
+func tiledArgs(t *testing.T, kind ir.Kind, p ir.Params, rows int, ops map[string][]float32, counters []int32) *ir.Args {
+	t.Helper()
+	f := kernels.Families[kind]
 	var block [ir.ParamSlots]int32
 	a := &ir.Args{Family: f, Params: p, N: rows, Block: &block, Mem: make([][]byte, len(f.Operands))}
 	for i, o := range f.Operands {
-		if o.Name == "arrivals" {
-			a.Mem[i] = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(arrivals))), 4*len(arrivals))
+		if o.DType == ir.I32 {
+			a.Mem[i] = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(counters))), 4*len(counters))
 			continue
 		}
 		v, ok := ops[o.Name]

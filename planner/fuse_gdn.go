@@ -21,15 +21,16 @@ var gdnChain = []ir.Kind{ir.CausalConv1dSiLU, ir.GDNGates, ir.L2NormHeads, ir.L2
 // that nothing reads after the chain; the fused op's own operands are
 // distinct tensors, none of them an intermediate; and, on a GPU target, the
 // shapes fit the template (kernels.GDNDecodeStepFits). Anything else keeps
-// the chain. Where gdn_decode_split runs (the column tile colTile:
-// Options.GDNColumnTile), it takes the chain's place instead. It returns
-// the number of rewrites.
-func fuseGDNDecode(g *ir.Graph, target plan.Target, colTile int) int {
+// the chain. Where a column-tiled family runs (the column tile colTile:
+// Options.GDNColumnTile), it takes the chain's place instead:
+// gdn_decode_split, or, when peer asks for it (Options.GDNPeer) and its
+// blocks fit one wave, gdn_decode_peer. It returns the number of rewrites.
+func fuseGDNDecode(g *ir.Graph, target plan.Target, colTile int, peer bool) int {
 	u := indexUses(g)
 	drop := map[int]bool{}
 	n := 0
 	for i := 0; i+len(gdnChain) <= len(g.Ops); i++ {
-		op, ok := gdnMatch(g, u, i, target, colTile)
+		op, ok := gdnMatch(g, u, i, target, colTile, peer)
 		if !ok {
 			continue
 		}
@@ -45,7 +46,7 @@ func fuseGDNDecode(g *ir.Graph, target plan.Target, colTile int) int {
 }
 
 // gdnMatch is the fused op of the chain starting at op i, if it fuses.
-func gdnMatch(g *ir.Graph, u uses, i int, target plan.Target, colTile int) (*ir.Op, bool) {
+func gdnMatch(g *ir.Graph, u uses, i int, target plan.Target, colTile int, peer bool) (*ir.Op, bool) {
 	ops := g.Ops[i : i+len(gdnChain)]
 	for j, op := range ops {
 		if op.Kind != gdnChain[j] || op.Rows == nil || *op.Rows != *ops[0].Rows || op.Layer != ops[0].Layer {
@@ -91,18 +92,32 @@ func gdnMatch(g *ir.Graph, u uses, i int, target plan.Target, colTile int) (*ir.
 	p.SetReal("q_scale", l2q.Params.Real("scale"))
 	p.SetReal("k_scale", l2k.Params.Real("scale"))
 	p.SetReal("eps", norm.Params.Real("eps"))
-	tile := 0
+	tile, kind := 0, ir.GDNDecodeSplit
+	if peer {
+		kind = ir.GDNDecodePeer
+	}
+	fits := func(fits func(ir.Params, ir.LaunchConfig) error, tile int) bool {
+		q := p.Clone()
+		q.SetInt("col_tile", int64(tile))
+		return fits(q, target.Launch()) == nil
+	}
 	switch {
 	case colTile > 0 && dv%colTile == 0 && !target.GPU():
 		tile = colTile // the references run any tile
 	case colTile > 0 && target.GPU():
-		q := p.Clone()
-		q.SetInt("col_tile", int64(colTile))
-		if kernels.GDNDecodeSplitFits(q, target.Launch()) == nil {
+		switch {
+		case peer && fits(kernels.GDNDecodePeerFits, colTile):
 			tile = colTile
+		case fits(kernels.GDNDecodeSplitFits, colTile):
+			tile, kind = colTile, ir.GDNDecodeSplit
 		}
 	case colTile == 0 && target.GPU():
-		tile = gdnSplitTile(p, target.Launch())
+		if peer {
+			tile = gdnPeerTile(p, target.Launch())
+		}
+		if tile == 0 {
+			tile, kind = gdnSplitTile(p, target.Launch()), ir.GDNDecodeSplit
+		}
 	}
 	if tile == 0 && target.GPU() && kernels.GDNDecodeStepFits(p, target.Launch()) != nil {
 		return nil, false
@@ -121,11 +136,19 @@ func gdnMatch(g *ir.Graph, u uses, i int, target plan.Target, colTile int) (*ir.
 	if tile == 0 {
 		return &ir.Op{Kind: ir.GDNDecodeStep, Layer: conv.Layer, Rows: conv.Rows, Params: p, Operands: operands}, true
 	}
-	// gdn_decode_split: the partial sums (an activation of the step, shared by
-	// the layers) after y, and the layer's arrival counters (state: zero
-	// between launches) last.
 	p.SetInt("col_tile", int64(tile))
 	width := int64(hv * kernels.GDNSplitTiles(p))
+	if kind == ir.GDNDecodePeer {
+		// gdn_decode_peer: the layer's slots last (state: two (tag, Σo²)
+		// pairs a block, as Reset leaves them zero).
+		slots := g.AddTensor(ir.Tensor{Name: fmt.Sprintf("state.%d.gdn_slots", conv.Layer), Role: ir.State, DType: ir.I32,
+			Shape: []int64{2, width, 2}})
+		operands = append(operands, ir.Operand{Tensor: slots.ID})
+		return &ir.Op{Kind: kind, Layer: conv.Layer, Rows: conv.Rows, Params: p, Operands: operands}, true
+	}
+	// gdn_decode_split: the partial sums (an activation of the step, shared
+	// by the layers) after y, and the layer's arrival counters (state: zero
+	// between launches) last.
 	partial := g.Tensor("gdn_partial")
 	if partial == nil {
 		partial = g.AddTensor(ir.Tensor{Name: "gdn_partial", Role: ir.Activation, DType: ir.F32, Shape: []int64{int64(g.Tokens), width}})
@@ -134,7 +157,29 @@ func gdnMatch(g *ir.Graph, u uses, i int, target plan.Target, colTile int) (*ir.
 	}
 	arrivals := g.AddTensor(ir.Tensor{Name: fmt.Sprintf("state.%d.gdn_arrivals", conv.Layer), Role: ir.State, DType: ir.I32, Shape: []int64{int64(hk)}})
 	operands = append([]ir.Operand{operands[0], {Tensor: partial.ID}}, append(operands[1:], ir.Operand{Tensor: arrivals.ID})...)
-	return &ir.Op{Kind: ir.GDNDecodeSplit, Layer: conv.Layer, Rows: conv.Rows, Params: p, Operands: operands}, true
+	return &ir.Op{Kind: kind, Layer: conv.Layer, Rows: conv.Rows, Params: p, Operands: operands}, true
+}
+
+// gdnPeerTile is the column tile of gdn_decode_peer for a GDN step on a
+// GPU with launch configuration c, or 0 when none fits: the narrowest tile
+// whose blocks still fit one wave (kernels.GDNDecodePeerFits: no more
+// blocks than multiprocessors, no more blocks a key head than lanes) —
+// on the H200 32 columns, 128 blocks; on gfx1151 128, a block per value
+// head. More blocks mean a shorter state stream per block; the wave is
+// what the peers' waiting needs.
+func gdnPeerTile(p ir.Params, c ir.LaunchConfig) int {
+	dv := p.Int("v_dim")
+	for tile := 1; tile <= dv; tile++ {
+		if dv%tile != 0 {
+			continue
+		}
+		q := p.Clone()
+		q.SetInt("col_tile", int64(tile))
+		if kernels.GDNDecodePeerFits(q, c) == nil {
+			return tile
+		}
+	}
+	return 0
 }
 
 // gdnSplitTile is the column tile of gdn_decode_split for a GDN step on a

@@ -105,7 +105,7 @@ func TestFuseGDNDecode(t *testing.T) {
 				}
 			}
 		}
-		if n := kindCounts(fused["prefill_4"])[ir.GDNDecodeStep] + kindCounts(fused["prefill_4"])[ir.GDNDecodeSplit]; n != 0 {
+		if n := kindCounts(fused["prefill_4"])[ir.GDNDecodeStep] + kindCounts(fused["prefill_4"])[ir.GDNDecodeSplit] + kindCounts(fused["prefill_4"])[ir.GDNDecodePeer]; n != 0 {
 			t.Errorf("%s: prefill has %d fused GDN steps", target, n)
 		}
 		if n := kindCounts(fused["prefill_4"])[ir.GatedDeltaChunked]; n != gdnLayers {
@@ -157,6 +157,33 @@ func TestGDNSplitTile(t *testing.T) {
 	}
 }
 
+// TestGDNPeerTile picks the narrowest column tile whose blocks fit one
+// wave with a lane for each block of a key head, and none where no tile
+// fits (the step then takes gdn_decode_split's tile).
+func TestGDNPeerTile(t *testing.T) {
+	shape := func(hk, hv, dk, dv int64) ir.Params {
+		return ir.Params{Ints: map[string]int64{"k_heads": hk, "v_heads": hv, "k_dim": dk, "v_dim": dv, "kernel": 4}}
+	}
+	for _, tt := range []struct {
+		name   string
+		p      ir.Params
+		target plan.Target
+		want   int
+	}{
+		{"model on sm_90: 128 blocks", shape(16, 32, 128, 128), plan.SM90, 32},
+		{"model on gfx1151: a block per value head", shape(16, 32, 128, 128), plan.GFX1151, 128},
+		{"tiny fixtures on sm_90: 64 blocks", shape(2, 4, 16, 16), plan.SM90, 1},
+		{"tiny fixtures on gfx1151: 32 blocks", shape(2, 4, 16, 16), plan.GFX1151, 2},
+		{"odd v_dim", shape(2, 4, 12, 10), plan.GFX1151, 1},
+		{"more value heads than multiprocessors", shape(16, 64, 128, 128), plan.GFX1151, 0},
+		{"k_dim over the block's threads", shape(2, 4, 300, 4), plan.SM90, 0},
+	} {
+		if got := gdnPeerTile(tt.p, tt.target.Launch()); got != tt.want {
+			t.Errorf("%s: tile %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
 // TestFuseGDNDecodeRefuses leaves the chain alone when fusing would change
 // what the graph computes.
 func TestFuseGDNDecodeRefuses(t *testing.T) {
@@ -171,7 +198,7 @@ func TestFuseGDNDecodeRefuses(t *testing.T) {
 		t.Fatalf("no %s", k)
 		return -1
 	}
-	if g := lowered(); fuseGDNDecode(g, plan.SM90, 0) == 0 {
+	if g := lowered(); fuseGDNDecode(g, plan.SM90, 0, false) == 0 {
 		t.Fatal("the lowered chain does not fuse")
 	}
 	tests := []struct {
@@ -201,23 +228,26 @@ func TestFuseGDNDecodeRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		g := lowered()
-		before := fuseGDNDecode(lowered(), plan.SM90, 0)
+		before := fuseGDNDecode(lowered(), plan.SM90, 0, false)
 		tt.modify(g)
 		// The first layer's chain is modified; the others still fuse.
-		if n := fuseGDNDecode(g, plan.SM90, 0); n != before-1 {
+		if n := fuseGDNDecode(g, plan.SM90, 0, false); n != before-1 {
 			t.Errorf("%s: fused %d chains, want %d", tt.name, n, before-1)
 		}
 	}
 }
 
-// TestGDNColumnTileOption follows Options.GDNColumnTile: -1 keeps
-// gdn_decode_step, a tile that fits is taken on any target (the cpu
-// included, with fusion on), one that does not keeps gdn_decode_step, and
-// a value below -1 is refused.
+// TestGDNColumnTileOption follows Options.GDNColumnTile and GDNPeer: -1
+// keeps gdn_decode_step; 0 picks gdn_decode_split's tile on a GPU
+// (gdn_decode_peer's with GDNPeer); a tile that fits is taken on any
+// target (the cpu included, with fusion on), with GDNPeer by
+// gdn_decode_peer where its blocks fit one wave, else by
+// gdn_decode_split; one that does not keeps gdn_decode_step; a value
+// below -1 is refused.
 func TestGDNColumnTileOption(t *testing.T) {
 	m := FromConfig("tiny", gdnFitConfig(t))
-	decode := func(target plan.Target, f Fusion, tile int) *ir.Graph {
-		gs, err := Graphs(m, Options{Target: target, Buckets: []int{4}, ContextTokens: 64, Fusion: f, GDNColumnTile: tile}, "fuse")
+	decode := func(target plan.Target, f Fusion, tile int, peer bool) *ir.Graph {
+		gs, err := Graphs(m, Options{Target: target, Buckets: []int{4}, ContextTokens: 64, Fusion: f, GDNColumnTile: tile, GDNPeer: peer}, "fuse")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,21 +264,27 @@ func TestGDNColumnTileOption(t *testing.T) {
 		target plan.Target
 		f      Fusion
 		tile   int
+		peer   bool
 		kind   ir.Kind
-		want   int // the col_tile of the split, 0 for gdn_decode_step
+		want   int // the col_tile of the tiled family, 0 for gdn_decode_step
 	}{
-		{"sm_90 default", plan.SM90, FuseDefault, 0, ir.GDNDecodeSplit, 1},
-		{"sm_90 kept", plan.SM90, FuseDefault, -1, ir.GDNDecodeStep, 0},
-		{"sm_90 asked", plan.SM90, FuseDefault, 8, ir.GDNDecodeSplit, 8},
-		{"gfx1151 asked 16-byte", plan.GFX1151, FuseDefault, 4, ir.GDNDecodeSplit, 4},
-		{"sm_90 not dividing", plan.SM90, FuseDefault, 3, ir.GDNDecodeStep, 0},
-		{"cpu asked", plan.CPU, FuseOn, 4, ir.GDNDecodeSplit, 4},
-		{"cpu default", plan.CPU, FuseOn, 0, ir.GDNDecodeStep, 0},
+		{"sm_90 default", plan.SM90, FuseDefault, 0, false, ir.GDNDecodeSplit, 1},
+		{"sm_90 default peer", plan.SM90, FuseDefault, 0, true, ir.GDNDecodePeer, 1},
+		{"gfx1151 default peer: 32 blocks", plan.GFX1151, FuseDefault, 0, true, ir.GDNDecodePeer, 2},
+		{"sm_90 kept", plan.SM90, FuseDefault, -1, true, ir.GDNDecodeStep, 0},
+		{"sm_90 asked", plan.SM90, FuseDefault, 8, false, ir.GDNDecodeSplit, 8},
+		{"sm_90 asked peer", plan.SM90, FuseDefault, 8, true, ir.GDNDecodePeer, 8},
+		{"gfx1151 asked peer 16-byte", plan.GFX1151, FuseDefault, 4, true, ir.GDNDecodePeer, 4},
+		{"gfx1151 asked peer past one wave", plan.GFX1151, FuseDefault, 1, true, ir.GDNDecodeSplit, 1},
+		{"sm_90 not dividing", plan.SM90, FuseDefault, 3, true, ir.GDNDecodeStep, 0},
+		{"cpu asked", plan.CPU, FuseOn, 4, false, ir.GDNDecodeSplit, 4},
+		{"cpu asked peer", plan.CPU, FuseOn, 4, true, ir.GDNDecodePeer, 4},
+		{"cpu default", plan.CPU, FuseOn, 0, true, ir.GDNDecodeStep, 0},
 	} {
-		g := decode(tt.target, tt.f, tt.tile)
+		g := decode(tt.target, tt.f, tt.tile, tt.peer)
 		n := 0
 		for _, op := range g.Ops {
-			if op.Kind == ir.GDNDecodeStep || op.Kind == ir.GDNDecodeSplit {
+			if op.Kind == ir.GDNDecodeStep || op.Kind == ir.GDNDecodeSplit || op.Kind == ir.GDNDecodePeer {
 				n++
 				if op.Kind != tt.kind || (tt.want > 0 && op.Params.Int("col_tile") != tt.want) {
 					t.Errorf("%s: %s col_tile %d, want %s col_tile %d", tt.name, op.Kind, op.Params.Int("col_tile"), tt.kind, tt.want)

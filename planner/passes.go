@@ -121,7 +121,7 @@ func fusePass(c *compilation) error {
 	for i, g := range c.graphs {
 		n := fuseMatMulAdd(g)
 		if c.steps[i].Kind.Decode() {
-			n += fuseGDNDecode(g, c.o.Target, c.o.GDNColumnTile)
+			n += fuseGDNDecode(g, c.o.Target, c.o.GDNColumnTile, c.o.GDNPeer)
 			n += fuseQKNormRoPE(g)
 			n += fuseMoEDecode(g)
 		}

@@ -47,13 +47,22 @@ type Options struct {
 	// 17 % faster at 8K (docs/decode-attention.md).
 	DecodeStream bool
 	// GDNColumnTile is the column tile of the decode step's
-	// gdn_decode_split (the fuse pass's GDN rule): 0 picks the target's (on
-	// a GPU, the widest tile that gives every multiprocessor a block; the
-	// cpu plan keeps gdn_decode_step when it fuses), -1 keeps
+	// gdn_decode_split or gdn_decode_peer (the fuse pass's GDN rule): 0
+	// picks the target's (on a GPU, gdn_decode_split's widest tile that
+	// gives every multiprocessor a block, with GDNPeer gdn_decode_peer's
+	// narrowest whose blocks fit one wave; the cpu plan keeps
+	// gdn_decode_step when it fuses), -1 keeps
 	// gdn_decode_step (a block per key head), n > 0 asks for n columns on
 	// any target, where n divides v_dim and the template runs it (otherwise
 	// gdn_decode_step, or the chain).
 	GDNColumnTile int
+	// GDNPeer runs the column-tiled step as gdn_decode_peer (every block
+	// finishes its own columns once its key head's blocks have published
+	// their sums) where its blocks fit one wave, instead of
+	// gdn_decode_split (the last block of a key head to arrive finishes the
+	// gated norm). Off by default: on the H200 it measured slower
+	// (docs/gdn-decode.md).
+	GDNPeer bool
 	// PrefillAttention chooses the prefill steps' attention (the flash
 	// pass): PrefillDefault (flash on GPU targets, eager on the cpu, whose
 	// plan keeps the oracle), PrefillFlash, PrefillFlashBF16 or PrefillEager

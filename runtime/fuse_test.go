@@ -16,8 +16,9 @@ import (
 // fusion pass forced on and off (matmul_add; the concatenated input
 // projections, read at offsets by prefill and as one matmul by decode,
 // built by the loader from the checkpoint's tensors; and, in the decode
-// steps, gdn_decode_step (or gdn_decode_split with its arrival-counter
-// state when a column tile is asked for), qk_norm_rope_append,
+// steps, gdn_decode_step (or, when a column tile is asked for,
+// gdn_decode_peer with its tags, and gdn_decode_split with its arrival
+// counters), qk_norm_rope_append,
 // moe_decode_gate_up and moe_decode_down, and the norms folded into
 // rmsnorm_gemv): the fused families' composed references make every logit
 // of a prefill and the decode steps after it equal bit for bit to the
@@ -33,8 +34,8 @@ func TestFusedPlanBitIdentical(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(f planner.Fusion, tile int) [][]float32 {
-		p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{8, 32}, ContextTokens: 96, Fusion: f, GDNColumnTile: tile})
+	run := func(f planner.Fusion, tile int, peer bool) [][]float32 {
+		p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{8, 32}, ContextTokens: 96, Fusion: f, GDNColumnTile: tile, GDNPeer: peer})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,14 +43,17 @@ func TestFusedPlanBitIdentical(t *testing.T) {
 		for _, ph := range p.Phases {
 			for _, l := range ph.Launches {
 				for _, k := range p.Kernels {
-					if k.Name == l.Kernel && (slices.Contains(fusedKinds, ir.Kind(k.Family)) || ir.Kind(k.Family) == ir.GDNDecodeStep || ir.Kind(k.Family) == ir.GDNDecodeSplit) {
+					if k.Name == l.Kernel && (slices.Contains(fusedKinds, ir.Kind(k.Family)) || ir.Kind(k.Family) == ir.GDNDecodeStep || ir.Kind(k.Family) == ir.GDNDecodeSplit || ir.Kind(k.Family) == ir.GDNDecodePeer) {
 						fused[ir.Kind(k.Family)]++
 					}
 				}
 			}
 		}
 		gdn := ir.GDNDecodeStep
-		if tile > 0 {
+		switch {
+		case tile > 0 && peer:
+			gdn = ir.GDNDecodePeer
+		case tile > 0:
 			gdn = ir.GDNDecodeSplit
 		}
 		for _, k := range append(slices.Clone(fusedKinds), gdn) {
@@ -83,13 +87,16 @@ func TestFusedPlanBitIdentical(t *testing.T) {
 		}
 		return out
 	}
-	b := run(planner.FuseOff, 0)
-	for _, tile := range []int{0, 4} {
-		a := run(planner.FuseOn, tile)
+	b := run(planner.FuseOff, 0, false)
+	for _, c := range []struct {
+		tile int
+		peer bool
+	}{{0, false}, {4, false}, {4, true}} {
+		a := run(planner.FuseOn, c.tile, c.peer)
 		for s := range a {
 			for i := range a[s] {
 				if math.Float32bits(a[s][i]) != math.Float32bits(b[s][i]) {
-					t.Fatalf("column tile %d: step %d logit %d: fused %v, unfused %v", tile, s, i, a[s][i], b[s][i])
+					t.Fatalf("column tile %d (peer %v): step %d logit %d: fused %v, unfused %v", c.tile, c.peer, s, i, a[s][i], b[s][i])
 				}
 			}
 		}

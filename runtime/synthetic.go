@@ -144,7 +144,7 @@ func (e *Engine) SyntheticContext(seed uint64, n int) error {
 			continue
 		}
 		if b.DType == ir.I32 {
-			continue // integer state (gdn_decode_split's arrival counters) is zero between launches, as Reset leaves it
+			continue // integer state (gdn_decode_split's arrival counters, gdn_decode_peer's tags) is as Reset leaves it: zero, equal within a key head
 		}
 		if err := e.fill(fills, b, e.globals[b.Name], seed, -bound, bound); err != nil {
 			return fmt.Errorf("synthetic context: %s: %w", b.Name, err)

@@ -14,7 +14,8 @@ driver API (ctypes) with the plan's grid rule and 256 threads, and every
 written operand is compared in full (tails included): within tolerance, or
 bit for bit where meta.json says "exact" (the fill_uniform cases), or, where it
 says "sample" (the sampler), ids exactly and the logprob (out[1], float bits)
-to 1e-5. gpucheck_sm90.json holds the last result on an H200.
+to 1e-5; an i32 operand marked "tagged" (gdn_decode_peer's slots) holds (tag, f32)
+pairs: tags exactly, floats within tolerance. gpucheck_sm90.json holds the last result on an H200.
 
 A case whose meta.json gives "time_reps" is then launched that many times back to
 back between two CUDA events, five times over: the median microseconds per
@@ -31,6 +32,9 @@ kernels with a stack frame or spills. "block" and "shared"
 family timed on the new one's bytes); an argument with "elements" longer than
 its file is zero-extended to that length on the device, or, with "repeat",
 tiled to it (a long KV cache written as one period of positions). A case with
+"graph": true also times the same launches captured into one CUDA graph and replayed,
+without and with programmatic dependent launch (graph_us, graph_pdl_us: no host
+launch rate in the figure, as inside the engine's step graph).
 "rotate": R holds R copies of every operand on the device (each 256-byte aligned,
 the file's bytes in each) and its timed launch i takes copy i mod R, so that a
 working set smaller than the L2 is timed as it runs in a step, from HBM; the
@@ -75,6 +79,43 @@ torch.zeros(1, device="cuda"); torch.cuda.synchronize()
 cuda = ctypes.CDLL("libcuda.so.1")
 DT = {"f32": torch.float32, "i32": torch.int32, "bf16": torch.int16, "i8": torch.int8}
 results = []
+class LaunchAttr(ctypes.Structure):  # CUlaunchAttribute: id, 4 bytes of padding, a 64-byte value union
+    _fields_ = [("id", ctypes.c_uint), ("pad", ctypes.c_uint), ("value", ctypes.c_ubyte * 64)]
+class LaunchConfig(ctypes.Structure):  # CUlaunchConfig (CUDA 12)
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(LaunchAttr)), ("num_attrs", ctypes.c_uint)]
+def chk(rc, what):
+    if rc != 0: raise RuntimeError(f"{what}: CUresult {rc}")
+def graph_us(fn, g, blk, shared, pargs, reps, pdl):
+    """The median µs a launch of reps launches captured into one CUDA graph (copy i of
+    the operands for launch i, as the back-to-back timing), five replays; with pdl every
+    launch but the first carries programmatic stream serialization, as the step's."""
+    stream = ctypes.c_void_p()
+    chk(cuda.cuStreamCreate(ctypes.byref(stream), 1), "cuStreamCreate")
+    chk(cuda.cuStreamBeginCapture_v2(stream, 2), "cuStreamBeginCapture")
+    attr = LaunchAttr(); attr.id = 6; attr.value[0] = 1  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    try:
+        for i in range(reps):
+            if pdl and i > 0:
+                cfg = LaunchConfig((ctypes.c_uint * 3)(*g), (ctypes.c_uint * 3)(*blk), shared, stream, ctypes.pointer(attr), 1)
+                chk(cuda.cuLaunchKernelEx(ctypes.byref(cfg), fn, pargs[i % len(pargs)][1], None), "cuLaunchKernelEx")
+            else:
+                chk(cuda.cuLaunchKernel(fn, g[0], g[1], g[2], blk[0], blk[1], blk[2], shared, stream, pargs[i % len(pargs)][1], None), "cuLaunchKernel")
+    finally:
+        graph = ctypes.c_void_p()
+        rc = cuda.cuStreamEndCapture(stream, ctypes.byref(graph))
+    chk(rc, "cuStreamEndCapture")
+    exe = ctypes.c_void_p()
+    chk(cuda.cuGraphInstantiateWithFlags(ctypes.byref(exe), graph, ctypes.c_ulonglong(0)), "cuGraphInstantiate")
+    ext = torch.cuda.ExternalStream(stream.value)
+    chk(cuda.cuGraphLaunch(exe, stream), "cuGraphLaunch"); chk(cuda.cuStreamSynchronize(stream), "cuStreamSynchronize")
+    times = []
+    for _ in range(5):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record(ext); chk(cuda.cuGraphLaunch(exe, stream), "cuGraphLaunch"); e1.record(ext); e1.synchronize()
+        times.append(e0.elapsed_time(e1) * 1000 / reps)
+    cuda.cuGraphExecDestroy(exe); cuda.cuGraphDestroy(graph); cuda.cuStreamDestroy_v2(stream)
+    return sorted(times)[len(times) // 2]
 def nvcc(name):
     d = os.path.join(cases, name)
     return subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", "-Werror", "all-warnings", "-Xptxas", "-v", os.path.join(d, "kernel.cu"), "-o", os.path.join(d, "k.cubin")], capture_output=True, text=True)
@@ -154,6 +195,12 @@ for name in names:
             if bad.any():
                 ok = False; i = int(bad.nonzero()[0]); notes.append(f"{a['file']}: {int(bad.sum())} bits differ, first @{i} got {int(got.view(bits)[i])} want {int(want.view(bits)[i])}")
             continue
+        if a.get("tagged"):  # (tag, f32 bits) pairs: the tags exactly, the floats as f32 below
+            bad = got[0::2] != want[0::2]
+            if bad.any():
+                ok = False; i = int(bad.nonzero()[0]); notes.append(f"{a['file']}: {int(bad.sum())} tags differ, first pair @{i} got {int(got[2*i])} want {int(want[2*i])}")
+            got, want = got[1::2].contiguous().view(torch.float32), want[1::2].contiguous().view(torch.float32)
+            a = dict(a, dtype="f32")
         if a["dtype"] == "f32":
             err = (got - want).abs()
             tol = meta.get("atol", 2e-4) + meta.get("rtol", 1e-3) * want.abs()
@@ -196,6 +243,14 @@ for name in names:
         cuda.cuFuncGetAttribute(ctypes.byref(local), 3, fn)
         cuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(per_sm), fn, ctypes.c_int(blk[0]), ctypes.c_size_t(shared))
         timing.update({"regs": regs.value, "local_bytes": local.value, "blocks_per_sm": per_sm.value})
+        if meta.get("graph"):
+            for key, pdl in (("graph_us", False), ("graph_pdl_us", True)):
+                try:
+                    timing[key] = round(graph_us(fn, g, blk, shared, pargs, meta["time_reps"], pdl), 2)
+                    if meta.get("bytes"):
+                        timing[key.replace("_us", "_gb_s")] = round(meta["bytes"] / timing[key] / 1e3, 1)
+                except Exception as e:  # a driver without graphs or PDL: say so, keep the rest
+                    timing[key] = f"error: {e}"
         notes.append(" ".join(f"{k}={v}" for k, v in timing.items()))
     if resources:
         timing["ptxas"] = resources
