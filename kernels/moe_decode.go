@@ -260,6 +260,7 @@ func moeDecodeRouteGateUp() *ir.Family {
 		Launch: func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
 			return c.Blocks(p.Int("blocks"), rows, 1)
 		},
+		GridBarrier: true,
 		Reference: func(a *ir.Args) error {
 			return MoEDecodeRouteGateUp(a)
 		},

@@ -144,3 +144,46 @@ func TestDecodeOlderFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestTakeFallbacks: with fusion on the tiny plan's decode step has a
+// launch with a fallback (the fused router); taking it splices the
+// fallback's launches in its place, renumbers the live ranges, and the
+// plan still validates; p itself keeps its launches; taking none shares
+// the phases.
+func TestTakeFallbacks(t *testing.T) {
+	p := tinyPlanFusion(t, planner.FuseOn)
+	before := p.Bytes()
+	var with, fallbacks int
+	for _, ph := range p.Phases {
+		for _, l := range ph.Launches {
+			if len(l.Fallback) > 0 {
+				with++
+				fallbacks += len(l.Fallback)
+			}
+		}
+	}
+	if with == 0 {
+		t.Fatal("no launch with a fallback in the fused tiny plan")
+	}
+	q := p.TakeFallbacks(func(*plan.Phase, *plan.Launch) bool { return true })
+	var n, left int
+	for pi, ph := range q.Phases {
+		n += len(ph.Launches) - len(p.Phases[pi].Launches)
+		for _, l := range ph.Launches {
+			left += len(l.Fallback)
+		}
+	}
+	if n != fallbacks-with || left != 0 {
+		t.Errorf("taking every fallback added %d launches and left %d fallbacks, want %d and 0", n, left, fallbacks-with)
+	}
+	if err := q.Validate(); err != nil {
+		t.Errorf("the plan with its fallbacks taken does not validate: %v", err)
+	}
+	if !bytes.Equal(before, p.Bytes()) {
+		t.Error("TakeFallbacks changed the plan it copied")
+	}
+	same := p.TakeFallbacks(func(*plan.Phase, *plan.Launch) bool { return false })
+	if !bytes.Equal(before, same.Bytes()) || &same.Phases[0].Launches[0] != &p.Phases[0].Launches[0] {
+		t.Error("taking no fallback changed the plan or copied its launches")
+	}
+}

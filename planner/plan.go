@@ -212,27 +212,43 @@ func (s *scheduler) phase(kind plan.PhaseKind, g *ir.Graph) error {
 		ph.Buffers = append(ph.Buffers, b)
 	}
 	for _, op := range g.Ops {
-		k := kernelFor(op)
-		if !s.kernels[k.Name] {
-			s.kernels[k.Name] = true
-			s.p.Kernels = append(s.p.Kernels, k)
-		}
-		l := plan.Launch{Kernel: k.Name, Layer: op.Layer, Rows: op.Rows}
-		if s.target.GPU() {
-			if op.Launch == nil {
-				return fmt.Errorf("phase %s: %s launch was not configured", g.Name, op.Kind)
-			}
-			l.Grid, l.Block, l.SharedBytes = slices.Clone(op.Launch.Grid[:]), slices.Clone(op.Launch.Block[:]), op.Launch.SharedBytes
-		}
-		for _, o := range op.Operands {
-			t := g.Tensors[o.Tensor]
-			size := int64(t.DType.Size())
-			l.Args = append(l.Args, plan.Arg{Buffer: t.Name, Offset: o.Offset * size, Dyn: o.Dyn, DynStride: o.DynStride * size})
+		l, err := s.launch(g, op)
+		if err != nil {
+			return err
 		}
 		ph.Launches = append(ph.Launches, l)
 	}
 	s.p.Phases = append(s.p.Phases, ph)
 	return nil
+}
+
+// launch is op's launch, with its fallback's, listing their kernels.
+func (s *scheduler) launch(g *ir.Graph, op *ir.Op) (plan.Launch, error) {
+	k := kernelFor(op)
+	if !s.kernels[k.Name] {
+		s.kernels[k.Name] = true
+		s.p.Kernels = append(s.p.Kernels, k)
+	}
+	l := plan.Launch{Kernel: k.Name, Layer: op.Layer, Rows: op.Rows}
+	if s.target.GPU() {
+		if op.Launch == nil {
+			return l, fmt.Errorf("phase %s: %s launch was not configured", g.Name, op.Kind)
+		}
+		l.Grid, l.Block, l.SharedBytes = slices.Clone(op.Launch.Grid[:]), slices.Clone(op.Launch.Block[:]), op.Launch.SharedBytes
+	}
+	for _, o := range op.Operands {
+		t := g.Tensors[o.Tensor]
+		size := int64(t.DType.Size())
+		l.Args = append(l.Args, plan.Arg{Buffer: t.Name, Offset: o.Offset * size, Dyn: o.Dyn, DynStride: o.DynStride * size})
+	}
+	for _, fb := range op.Fallback {
+		fl, err := s.launch(g, fb)
+		if err != nil {
+			return l, err
+		}
+		l.Fallback = append(l.Fallback, fl)
+	}
+	return l, nil
 }
 
 // fillKernels lists a fill_uniform kernel for every dtype of the plan's

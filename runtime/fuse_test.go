@@ -2,12 +2,15 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aimaproject/aimac/checkpoint"
 	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/planner"
 	"github.com/aimaproject/aimac/runtime"
 )
@@ -18,12 +21,13 @@ import (
 // built by the loader from the checkpoint's tensors; and, in the decode
 // steps, gdn_decode_step (or gdn_decode_split with its arrival-counter
 // state when a column tile is asked for), qk_norm_rope_append,
-// moe_decode_gate_up and moe_decode_down, and the norms folded into
-// rmsnorm_gemv): the fused families' composed references make every logit
+// moe_decode_route_gate_up (the router's norm and projection folded into
+// moe_decode_gate_up, with its barrier-count state) and moe_decode_down,
+// and the norms folded into rmsnorm_gemv): the fused families' composed references make every logit
 // of a prefill and the decode steps after it equal bit for bit to the
 // unfused plan's.
 func TestFusedPlanBitIdentical(t *testing.T) {
-	fusedKinds := []ir.Kind{ir.MatMulAdd, ir.QKNormRoPEAppend, ir.RMSNormGEMV, ir.MoEDecodeGateUp, ir.MoEDecodeDown}
+	fusedKinds := []ir.Kind{ir.MatMulAdd, ir.QKNormRoPEAppend, ir.RMSNormGEMV, ir.MoEDecodeRouteGateUp, ir.MoEDecodeDown}
 	ck, err := checkpoint.Open(tiny(t))
 	if err != nil {
 		t.Fatal(err)
@@ -93,5 +97,98 @@ func TestFusedPlanBitIdentical(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// residency is the CPU backend answering for the residency of grids as a
+// device would: resident says whether every grid fits; err fails the query.
+type residency struct {
+	*runtime.CPU
+	resident bool
+	err      error
+	asked    int
+}
+
+func (r *residency) Resident(k *plan.Kernel, l *plan.Launch) (bool, error) {
+	r.asked++
+	return r.resident, r.err
+}
+
+// TestResidentPlan runs the tiny checkpoint's fused plan on a backend whose
+// device cannot hold the fused router's grid: the engine runs each
+// moe_decode_route_gate_up's fallback (the router's rmsnorm_gemv and
+// moe_decode_gate_up) instead, and its logits equal the fused plan's bit
+// for bit; on a device that holds the grid the plan runs as it is; a
+// failing query fails NewEngine.
+func TestResidentPlan(t *testing.T) {
+	ck, err := checkpoint.Open(tiny(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	m, err := planner.FromCheckpoint("tiny", ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{8}, ContextTokens: 64, Fusion: planner.FuseOn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(e *runtime.Engine, family ir.Kind) int {
+		n := 0
+		for _, ph := range e.Plan().Phases {
+			for _, l := range ph.Launches {
+				for _, k := range e.Plan().Kernels {
+					if k.Name == l.Kernel && ir.Kind(k.Family) == family {
+						n++
+					}
+				}
+			}
+		}
+		return n
+	}
+	run := func(be runtime.Backend) ([][]float32, *runtime.Engine) {
+		e, err := runtime.NewEngine(p, be, runtime.CheckpointWeights(ck))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		logits, err := e.Prefill(context.Background(), []int32{1, 5, 9, 2, 7}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := [][]float32{logits}
+		for range 3 {
+			if logits, err = e.Decode(context.Background(), runtime.Argmax(logits)); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, logits)
+		}
+		return out, e
+	}
+	want, fused := run(runtime.NewCPU())
+	layers := m.Config.NumHiddenLayers
+	if n := count(fused, ir.MoEDecodeRouteGateUp); n != layers {
+		t.Fatalf("the fused plan has %d moe_decode_route_gate_up launches, want %d", n, layers)
+	}
+	no := &residency{CPU: runtime.NewCPU()}
+	got, e := run(no)
+	if n, g := count(e, ir.MoEDecodeRouteGateUp), count(e, ir.MoEDecodeGateUp); n != 0 || g != layers || no.asked != layers {
+		t.Errorf("not resident: %d fused launches, %d moe_decode_gate_up, %d queries; want 0, %d, %d", n, g, no.asked, layers, layers)
+	}
+	for s := range want {
+		for i := range want[s] {
+			if math.Float32bits(got[s][i]) != math.Float32bits(want[s][i]) {
+				t.Fatalf("step %d logit %d: fallback %v, fused %v", s, i, got[s][i], want[s][i])
+			}
+		}
+	}
+	yes := &residency{CPU: runtime.NewCPU(), resident: true}
+	if _, e := run(yes); count(e, ir.MoEDecodeRouteGateUp) != layers {
+		t.Errorf("resident: the engine does not run the fused launches")
+	}
+	bad := &residency{CPU: runtime.NewCPU(), err: errors.New("occupancy query failed")}
+	if _, err := runtime.NewEngine(p, bad, runtime.CheckpointWeights(ck)); err == nil || !strings.Contains(err.Error(), "occupancy query failed") {
+		t.Errorf("a failing residency query: NewEngine error %v", err)
 	}
 }
