@@ -41,11 +41,11 @@ type Backend struct {
 	modules []uintptr
 	// multiprocessors is Config.Multiprocessors.
 	multiprocessors int
-	funcs   map[string]*function
-	mems    map[*mem]struct{}   // live allocations, freed by Close
-	graphs  map[*graph]struct{} // live graphs, destroyed by Close
-	last    string              // the kernel launched last, named in asynchronous errors
-	closed  bool
+	funcs           map[string]*function
+	mems            map[*mem]struct{}   // live allocations, freed by Close
+	graphs          map[*graph]struct{} // live graphs, destroyed by Close
+	last            string              // the kernel launched last, named in asynchronous errors
+	closed          bool
 
 	// uploads is held shared by UploadAll and exclusively by Close, which
 	// first sets closing so that the workers stop.
