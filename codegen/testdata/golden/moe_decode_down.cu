@@ -271,6 +271,7 @@ constexpr int SRW = (RPW + WARPS - 1) / WARPS;                 // shared rows a 
 constexpr int SCL = (SINTER / 8 + WARP_SIZE - 1) / WARP_SIZE;  // a lane's chunks of one
 constexpr bool SHARED_PRE = SHARED_VEC && SRW * SCL <= 8;
 KERNEL void moe_decode_down_0d6359c6(float* y, const float* act, const int* ids, const float* weights, const float* x, const bf16* down, const bf16* shared_down, const bf16* shared_expert_gate, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   SHARED float part[TOPK * RPW];
   SHARED float shp[RPW];
   SHARED float red[WARPS];

@@ -348,6 +348,7 @@ DEVICE float dot8w(const float (&a)[8], const u32x4 q) {
          a[4] * bf16_lo(q.z) + a[5] * bf16_hi(q.z) + a[6] * bf16_lo(q.w) + a[7] * bf16_hi(q.w);
 }
 KERNEL void moe_decode_route_gate_up_b4fd7806(float* act, int* ids, float* weights, float* logits, float* xn, const float* x, const float* norm_w, const bf16* router, const bf16* gate_up, const bf16* shared_gate, const bf16* shared_up, int* barrier, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   SHARED f32x4 xs4[(HIDDEN + 3) / 4];  // the normed row, 16-byte aligned
   SHARED float red[WARPS][NV + 1];
   SHARED float tot[NV + 1];
