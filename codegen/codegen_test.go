@@ -41,7 +41,8 @@ func frozen(t *testing.T, target plan.Target) *plan.Plan {
 // off: the families the tensor-core ones replace, matmul_add among them),
 // and gfx1151 without fusion, whose decode streams the unfused MoE block
 // (moe_gate_up_gemv, moe_down_gemv: the GPU plans fuse it, the cpu plan
-// does not stream).
+// does not stream), and both GPU targets with the router folded into the
+// MoE block (MoERouter).
 func optionPlans(t *testing.T) []*plan.Plan {
 	t.Helper()
 	m := planner.FromConfig(arch.RealName, arch.Real())
@@ -51,7 +52,9 @@ func optionPlans(t *testing.T) []*plan.Plan {
 		// the tensor-core families and the prefill flash attention of a bf16
 		// cache, behind --tiling on and --prefill-attention (off by default)
 		{Target: plan.SM90, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16},
-		{Target: plan.GFX1151, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16}} {
+		{Target: plan.GFX1151, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16},
+		// the router folded into the MoE block behind a grid barrier (--moe-router)
+		{Target: plan.SM90, MoERouter: true}, {Target: plan.GFX1151, MoERouter: true}} {
 		o.Buckets, o.ContextTokens = []int{1024}, 4096
 		p, err := planner.Plan(m, o)
 		if err != nil {

@@ -27,9 +27,6 @@ import (
 //	                        in its own PDL_WAIT)
 //	PDL_ENTRY()             PDL_WAIT(); PDL_TRIGGER();
 //	GDIM_X GDIM_Y           the grid's blocks in x and y (blocks are 1-D)
-//	KERNEL_BLOCKS_SM        the blocks an SM must hold at once (1; a template
-//	                        whose grid waits at a grid barrier may #undef and
-//	                        raise it, which bounds registers on sm_90)
 //	grid_arrive(c, leader)  a block's arrival at the grid barrier on count c
 //	grid_wait(c, ticket)    wait until every block of the grid has arrived
 //	grid_barrier(c)         both, block 0 the leader (docs/fusion.md)
@@ -115,7 +112,6 @@ DEVICE double drint(double x) { return __builtin_rint(x); }
 // The grid's blocks (the dispatch's work-items over the 1-D block's size: 1 in y).
 #define GDIM_X ((int)(__builtin_amdgcn_grid_size_x() / (unsigned int)BDIM_X))
 #define GDIM_Y ((int)__builtin_amdgcn_grid_size_y())
-#define KERNEL_BLOCKS_SM 1
 // Grid barrier (see codegen/prelude.go): agent-scope release before the
 // arrival, acquire after the wait in every thread (it invalidates the CU's
 // caches, so plain loads see the other blocks' writes).
@@ -157,8 +153,7 @@ const cudaPrelude = `// ---- prelude: CUDA (sm_90), self-contained ----
 #define __constant__ __attribute__((constant))
 #define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
 #endif
-#define KERNEL extern "C" __global__ __launch_bounds__({THREADS}, KERNEL_BLOCKS_SM)
-#define KERNEL_BLOCKS_SM 1
+#define KERNEL extern "C" __global__ __launch_bounds__({THREADS})
 #define DEVICE static __device__ inline __attribute__((always_inline, unused))
 #define SHARED __shared__
 #define CONSTANT __constant__

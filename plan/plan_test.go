@@ -145,13 +145,24 @@ func TestDecodeOlderFormat(t *testing.T) {
 	}
 }
 
-// TestTakeFallbacks: with fusion on the tiny plan's decode step has a
-// launch with a fallback (the fused router); taking it splices the
+// TestTakeFallbacks: with fusion and the router rule on, the tiny plan's
+// decode step has launches with a fallback (the fused router); taking it splices the
 // fallback's launches in its place, renumbers the live ranges, and the
 // plan still validates; p itself keeps its launches; taking none shares
 // the phases.
 func TestTakeFallbacks(t *testing.T) {
-	p := tinyPlanFusion(t, planner.FuseOn)
+	c, err := arch.ParseConfig([]byte(`{"hidden_size":16,"num_hidden_layers":4,"vocab_size":40,"num_attention_heads":2,
+	"num_key_value_heads":1,"head_dim":8,"linear_num_key_heads":1,"linear_num_value_heads":2,"linear_key_head_dim":4,
+	"linear_value_head_dim":4,"linear_conv_kernel_dim":4,"num_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":8,
+	"shared_expert_intermediate_size":8,"partial_rotary_factor":0.5}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.Plan(planner.FromConfig("tiny", c), planner.Options{Target: "cpu", Buckets: []int{4, 8}, ContextTokens: 32,
+		Fusion: planner.FuseOn, MoERouter: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	before := p.Bytes()
 	var with, fallbacks int
 	for _, ph := range p.Phases {

@@ -79,7 +79,6 @@ func TestFuseGDNDecode(t *testing.T) {
 		qkFused(want)
 		moeFused(want, m.Config.NumHiddenLayers)
 		foldedByOtherRules(want, m.Config, true)
-		routerFused(want, m.Config.NumHiddenLayers)
 		if diff := cmp.Diff(want, kindCounts(fused["decode"])); diff != "" {
 			t.Errorf("%s: fused decode op counts (-want +got):\n%s", target, diff)
 		}

@@ -27,26 +27,19 @@ func moeFused(counts map[ir.Kind]int, layers int) {
 	counts[ir.MoEDecodeDown] += layers
 }
 
-// routerFused applies the router rule after moeFused and the norm rule:
-// each layer's router rmsnorm_gemv and moe_decode_gate_up become one
-// moe_decode_route_gate_up.
-func routerFused(counts map[ir.Kind]int, layers int) {
-	for _, k := range []ir.Kind{ir.RMSNormGEMV, ir.MoEDecodeGateUp} {
-		counts[k] -= layers
-		if counts[k] == 0 {
-			delete(counts, k)
-		}
+// routerGraphs is graphsAfter with the router rule asked for
+// (Options.MoERouter).
+func routerGraphs(t *testing.T, m *Model, target plan.Target, f Fusion) map[string]*ir.Graph {
+	t.Helper()
+	gs, err := Graphs(m, Options{Target: target, Buckets: []int{4}, ContextTokens: 64, Fusion: f, MoERouter: true}, "fuse")
+	if err != nil {
+		t.Fatal(err)
 	}
-	counts[ir.MoEDecodeRouteGateUp] += layers
-}
-
-// gateUpOf is a decode graph's moe_decode_gate_up op: op itself, or the
-// gate_up of the router rule's fallback.
-func gateUpOf(op *ir.Op) *ir.Op {
-	if op.Kind == ir.MoEDecodeRouteGateUp && len(op.Fallback) == 2 {
-		return op.Fallback[1]
+	out := map[string]*ir.Graph{}
+	for _, g := range gs {
+		out[g.Name] = g
 	}
-	return op
+	return out
 }
 
 // opNames are the tensor names an op binds, in operand order.
@@ -69,11 +62,9 @@ func TestFuseMoEDecode(t *testing.T) {
 	for _, target := range []plan.Target{plan.SM90, plan.GFX1151} {
 		fused := graphsAfter(t, m, target, "fuse", FuseDefault)
 		d := fused["decode"]
-		// On the GPU targets the router rule then folds each gate_up with
-		// the router before it (TestFuseMoERouter).
-		if n := kindCounts(d); n[ir.MoEDecodeRouteGateUp] != layers || n[ir.MoEDecodeDown] != layers || n[ir.RouterTopK] != 0 {
-			t.Errorf("%s: decode has %d route_gate_up, %d down, %d router_topk; want %d, %d, 0", target,
-				n[ir.MoEDecodeRouteGateUp], n[ir.MoEDecodeDown], n[ir.RouterTopK], layers, layers)
+		if n := kindCounts(d); n[ir.MoEDecodeGateUp] != layers || n[ir.MoEDecodeDown] != layers || n[ir.RouterTopK] != 0 || n[ir.MoEDecodeRouteGateUp] != 0 {
+			t.Errorf("%s: decode has %d gate_up, %d down, %d router_topk, %d route_gate_up; want %d, %d, 0, 0 (the router rule is off by default)", target,
+				n[ir.MoEDecodeGateUp], n[ir.MoEDecodeDown], n[ir.RouterTopK], n[ir.MoEDecodeRouteGateUp], layers, layers)
 		}
 		for _, name := range []string{"moe_act", "moe_routed", "shared_gate", "shared_up", "shared_act", "shared_out", "shared_gate_logit"} {
 			if d.Tensor(name) != nil {
@@ -86,16 +77,16 @@ func TestFuseMoEDecode(t *testing.T) {
 				continue
 			}
 			switch op.Kind {
-			case ir.MoEDecodeRouteGateUp:
+			case ir.MoEDecodeGateUp:
 				want := []string{moeBlockAct, "router_ids", "router_weights", "xn", "router_logits", p + "experts.gate_up_proj",
 					p + "shared_expert.gate_proj.weight", p + "shared_expert.up_proj.weight"}
-				if diff := cmp.Diff(want, opNames(d, gateUpOf(op))); diff != "" {
+				if diff := cmp.Diff(want, opNames(d, op)); diff != "" {
 					t.Errorf("%s: gate_up operands (-want +got):\n%s", target, diff)
 				}
-				// The router projection (the norm folded in) is the first
-				// op of the fallback.
-				if prev := op.Fallback[0]; prev.Kind != ir.RMSNormGEMV || opNames(d, prev)[0] != "router_logits" {
-					t.Errorf("%s: the fallback's first op is %s %v, want the router", target, prev.Kind, opNames(d, prev))
+				// The router projection right before it stays (with the
+				// post-attention norm folded in where the norm rule runs).
+				if prev := d.Ops[i-1]; (prev.Kind != ir.MatMul && prev.Kind != ir.RMSNormGEMV) || opNames(d, prev)[0] != "router_logits" {
+					t.Errorf("%s: op before gate_up is %s %v, want the router matmul", target, prev.Kind, opNames(d, prev))
 				}
 				if d.Ops[i+1].Kind != ir.MoEDecodeDown {
 					t.Errorf("%s: gate_up is followed by %s", target, d.Ops[i+1].Kind)
@@ -198,7 +189,7 @@ func TestStreamMoEDecodeParams(t *testing.T) {
 	// an SM on sm_90 (264), one a CU on gfx1151 (40).
 	blocks := map[plan.Target]int{plan.SM90: 256, plan.GFX1151: 40}
 	for target, w := range want {
-		gs, err := Graphs(m, Options{Target: target, Buckets: []int{1024}, ContextTokens: 4096}, "stream")
+		gs, err := Graphs(m, Options{Target: target, Buckets: []int{1024}, ContextTokens: 4096, MoERouter: true}, "stream")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,8 +268,8 @@ func TestStreamMoEDecodeWarpPerSlot(t *testing.T) {
 	}
 }
 
-// TestFuseMoERouter checks the router rule: on the GPU targets' decode step
-// each layer's router (rmsnorm_gemv) and moe_decode_gate_up become one
+// TestFuseMoERouter checks the router rule: off unless asked for; asked
+// for, on the GPU targets' decode step each layer's router (rmsnorm_gemv) and moe_decode_gate_up become one
 // moe_decode_route_gate_up on their operands and a per-layer barrier
 // count, the pair kept as its fallback (the gate_up streaming as the
 // fused op does); its grid is the routed row groups within the target's
@@ -289,7 +280,10 @@ func TestFuseMoERouter(t *testing.T) {
 	m := FromConfig("tiny", tinyConfig(t))
 	layers := m.Config.NumHiddenLayers
 	for _, target := range []plan.Target{plan.SM90, plan.GFX1151} {
-		d := graphsAfter(t, m, target, "fuse", FuseDefault)["decode"]
+		if n := kindCounts(graphsAfter(t, m, target, "fuse", FuseDefault)["decode"])[ir.MoEDecodeRouteGateUp]; n != 0 {
+			t.Errorf("%s: the router rule folds %d routers without being asked", target, n)
+		}
+		d := routerGraphs(t, m, target, FuseDefault)["decode"]
 		seen := 0
 		for _, op := range d.Ops {
 			if op.Kind != ir.MoEDecodeRouteGateUp {
@@ -323,10 +317,10 @@ func TestFuseMoERouter(t *testing.T) {
 			t.Errorf("%s: %d moe_decode_route_gate_up, want %d", target, seen, layers)
 		}
 	}
-	if n := kindCounts(graphsAfter(t, m, plan.CPU, "fuse", FuseDefault)["decode"])[ir.MoEDecodeRouteGateUp]; n != 0 {
-		t.Errorf("the cpu plan fuses %d routers by default", n)
+	if n := kindCounts(routerGraphs(t, m, plan.CPU, FuseDefault)["decode"])[ir.MoEDecodeRouteGateUp]; n != 0 {
+		t.Errorf("the cpu plan fuses %d routers without fusion", n)
 	}
-	for _, op := range graphsAfter(t, m, plan.CPU, "fuse", FuseOn)["decode"].Ops {
+	for _, op := range routerGraphs(t, m, plan.CPU, FuseOn)["decode"].Ops {
 		if op.Kind == ir.MoEDecodeRouteGateUp {
 			if b := op.Params.Int("blocks"); b != max(op.Params.Int("experts"), op.Params.Int("shared_inter")) {
 				t.Errorf("cpu: %d blocks, want the placeholder", b)
@@ -334,7 +328,7 @@ func TestFuseMoERouter(t *testing.T) {
 		}
 	}
 
-	p, err := Plan(m, Options{Target: plan.SM90, Buckets: []int{4}, ContextTokens: 64})
+	p, err := Plan(m, Options{Target: plan.SM90, Buckets: []int{4}, ContextTokens: 64, MoERouter: true})
 	if err != nil {
 		t.Fatal(err)
 	}

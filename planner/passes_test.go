@@ -111,7 +111,6 @@ func TestFuseMatMulAdd(t *testing.T) {
 	// The GDN projections do not concatenate here: a's columns would start
 	// at 26 floats, off the 16-byte argument alignment.
 	foldedByOtherRules(want, m.Config, false)
-	routerFused(want, layers)
 	if diff := cmp.Diff(want, fused); diff != "" {
 		t.Errorf("fused decode op counts (-want +got):\n%s", diff)
 	}

@@ -21,13 +21,12 @@ import (
 // built by the loader from the checkpoint's tensors; and, in the decode
 // steps, gdn_decode_step (or gdn_decode_split with its arrival-counter
 // state when a column tile is asked for), qk_norm_rope_append,
-// moe_decode_route_gate_up (the router's norm and projection folded into
-// moe_decode_gate_up, with its barrier-count state) and moe_decode_down,
-// and the norms folded into rmsnorm_gemv): the fused families' composed references make every logit
+// moe_decode_gate_up and moe_decode_down, and the norms folded into
+// rmsnorm_gemv; TestResidentPlan adds the router rule): the fused families' composed references make every logit
 // of a prefill and the decode steps after it equal bit for bit to the
 // unfused plan's.
 func TestFusedPlanBitIdentical(t *testing.T) {
-	fusedKinds := []ir.Kind{ir.MatMulAdd, ir.QKNormRoPEAppend, ir.RMSNormGEMV, ir.MoEDecodeRouteGateUp, ir.MoEDecodeDown}
+	fusedKinds := []ir.Kind{ir.MatMulAdd, ir.QKNormRoPEAppend, ir.RMSNormGEMV, ir.MoEDecodeGateUp, ir.MoEDecodeDown}
 	ck, err := checkpoint.Open(tiny(t))
 	if err != nil {
 		t.Fatal(err)
@@ -114,11 +113,12 @@ func (r *residency) Resident(k *plan.Kernel, l *plan.Launch) (bool, error) {
 	return r.resident, r.err
 }
 
-// TestResidentPlan runs the tiny checkpoint's fused plan on a backend whose
-// device cannot hold the fused router's grid: the engine runs each
-// moe_decode_route_gate_up's fallback (the router's rmsnorm_gemv and
-// moe_decode_gate_up) instead, and its logits equal the fused plan's bit
-// for bit; on a device that holds the grid the plan runs as it is; a
+// TestResidentPlan runs the tiny checkpoint's fused plan with the router
+// rule (MoERouter) on the CPU, its logits equal to the unfused plan's bit
+// for bit; then on a backend whose device cannot hold the fused router's
+// grid: the engine runs each moe_decode_route_gate_up's fallback (the
+// router's rmsnorm_gemv and moe_decode_gate_up) instead, with the same
+// logits; on a device that holds the grid the plan runs as it is; a
 // failing query fails NewEngine.
 func TestResidentPlan(t *testing.T) {
 	ck, err := checkpoint.Open(tiny(t))
@@ -130,7 +130,11 @@ func TestResidentPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{8}, ContextTokens: 64, Fusion: planner.FuseOn})
+	p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{8}, ContextTokens: 64, Fusion: planner.FuseOn, MoERouter: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unfused, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{8}, ContextTokens: 64, Fusion: planner.FuseOff})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +151,7 @@ func TestResidentPlan(t *testing.T) {
 		}
 		return n
 	}
-	run := func(be runtime.Backend) ([][]float32, *runtime.Engine) {
+	run := func(be runtime.Backend, p *plan.Plan) ([][]float32, *runtime.Engine) {
 		e, err := runtime.NewEngine(p, be, runtime.CheckpointWeights(ck))
 		if err != nil {
 			t.Fatal(err)
@@ -166,25 +170,33 @@ func TestResidentPlan(t *testing.T) {
 		}
 		return out, e
 	}
-	want, fused := run(runtime.NewCPU())
+	want, _ := run(runtime.NewCPU(), unfused)
+	fusedLogits, fused := run(runtime.NewCPU(), p)
+	for s := range want {
+		for i := range want[s] {
+			if math.Float32bits(fusedLogits[s][i]) != math.Float32bits(want[s][i]) {
+				t.Fatalf("step %d logit %d: fused router %v, unfused %v", s, i, fusedLogits[s][i], want[s][i])
+			}
+		}
+	}
 	layers := m.Config.NumHiddenLayers
 	if n := count(fused, ir.MoEDecodeRouteGateUp); n != layers {
 		t.Fatalf("the fused plan has %d moe_decode_route_gate_up launches, want %d", n, layers)
 	}
 	no := &residency{CPU: runtime.NewCPU()}
-	got, e := run(no)
+	got, e := run(no, p)
 	if n, g := count(e, ir.MoEDecodeRouteGateUp), count(e, ir.MoEDecodeGateUp); n != 0 || g != layers || no.asked != layers {
 		t.Errorf("not resident: %d fused launches, %d moe_decode_gate_up, %d queries; want 0, %d, %d", n, g, no.asked, layers, layers)
 	}
 	for s := range want {
 		for i := range want[s] {
 			if math.Float32bits(got[s][i]) != math.Float32bits(want[s][i]) {
-				t.Fatalf("step %d logit %d: fallback %v, fused %v", s, i, got[s][i], want[s][i])
+				t.Fatalf("step %d logit %d: fallback %v, unfused %v", s, i, got[s][i], want[s][i])
 			}
 		}
 	}
 	yes := &residency{CPU: runtime.NewCPU(), resident: true}
-	if _, e := run(yes); count(e, ir.MoEDecodeRouteGateUp) != layers {
+	if _, e := run(yes, p); count(e, ir.MoEDecodeRouteGateUp) != layers {
 		t.Errorf("resident: the engine does not run the fused launches")
 	}
 	bad := &residency{CPU: runtime.NewCPU(), err: errors.New("occupancy query failed")}

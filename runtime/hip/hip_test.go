@@ -905,7 +905,7 @@ func TestEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	const bucket = 8
-	p, err := planner.Plan(planner.FromConfig("tiny", cfg), planner.Options{Target: hip.Target, Buckets: []int{bucket}, ContextTokens: 64})
+	p, err := planner.Plan(planner.FromConfig("tiny", cfg), planner.Options{Target: hip.Target, Buckets: []int{bucket}, ContextTokens: 64, MoERouter: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,6 @@ DEVICE double drint(double x) { return __builtin_rint(x); }
 // The grid's blocks (the dispatch's work-items over the 1-D block's size: 1 in y).
 #define GDIM_X ((int)(__builtin_amdgcn_grid_size_x() / (unsigned int)BDIM_X))
 #define GDIM_Y ((int)__builtin_amdgcn_grid_size_y())
-#define KERNEL_BLOCKS_SM 1
 // Grid barrier (see codegen/prelude.go): agent-scope release before the
 // arrival, acquire after the wait in every thread (it invalidates the CU's
 // caches, so plain loads see the other blocks' writes).

@@ -7,8 +7,7 @@
 #define __constant__ __attribute__((constant))
 #define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
 #endif
-#define KERNEL extern "C" __global__ __launch_bounds__(256, KERNEL_BLOCKS_SM)
-#define KERNEL_BLOCKS_SM 1
+#define KERNEL extern "C" __global__ __launch_bounds__(256)
 #define DEVICE static __device__ inline __attribute__((always_inline, unused))
 #define SHARED __shared__
 #define CONSTANT __constant__
@@ -269,7 +268,8 @@ static_assert(RPW >= 1 && U >= 1 && TOPK >= 1 && EXPERTS >= TOPK, "rows_per_warp
 // before) rather than a second round trip after it.
 constexpr int SRW = (RPW + WARPS - 1) / WARPS;                 // shared rows a warp
 constexpr int SCL = (SINTER / 8 + WARP_SIZE - 1) / WARP_SIZE;  // a lane's chunks of one
-constexpr bool SHARED_PRE = SHARED_VEC && SRW * SCL <= 8;
+constexpr bool SHARED_PRE = SHARED_VEC && SCL >= 1 && SRW * SCL <= 8;
+constexpr int SQ = SHARED_PRE ? SCL : 1;                        // (no zero-sized array)
 KERNEL void moe_decode_down_0d6359c6(float* y, const float* act, const int* ids, const float* weights, const float* x, const bf16* down, const bf16* shared_down, const bf16* shared_expert_gate, int n, const int* params) {
   if (n < 0) n = params[-n - 1];
   SHARED float part[TOPK * RPW];
@@ -281,14 +281,14 @@ KERNEL void moe_decode_down_0d6359c6(float* y, const float* act, const int* ids,
   if constexpr (GATE_PRE) {
     if (TID_X < HIDDEN / 8) gq = *(const u32x4*)(shared_expert_gate + TID_X * 8);
   }
-  [[maybe_unused]] u32x4 sq[SRW][SCL];
+  [[maybe_unused]] u32x4 sq[SRW][SQ];
   if constexpr (SHARED_PRE) {
 #pragma unroll
     for (int k = 0; k < SRW; ++k) {
       const int r = WARP + k * WARPS;
       const long long col = c0 + r < HIDDEN ? c0 + r : HIDDEN - 1;
 #pragma unroll
-      for (int j = 0; j < SCL; ++j) {
+      for (int j = 0; j < SQ; ++j) {
         const int c = LANE + j * WARP_SIZE;
         sq[k][j] = r < RPW && c < SINTER / 8 ? *(const u32x4*)(shared_down + col * SINTER + c * 8) : u32x4{0u, 0u, 0u, 0u};
       }
@@ -338,7 +338,7 @@ KERNEL void moe_decode_down_0d6359c6(float* y, const float* act, const int* ids,
       if (r >= RPW) break;
       float sh = 0.0f;
 #pragma unroll
-      for (int j = 0; j < SCL; ++j) {
+      for (int j = 0; j < SQ; ++j) {
         const int c = LANE + j * WARP_SIZE;
         if (c < SINTER / 8) sh += dot8q(ar + TOPK * INTER + c * 8, sq[k][j]);
       }

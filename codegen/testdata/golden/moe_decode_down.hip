@@ -37,7 +37,6 @@ DEVICE double drint(double x) { return __builtin_rint(x); }
 // The grid's blocks (the dispatch's work-items over the 1-D block's size: 1 in y).
 #define GDIM_X ((int)(__builtin_amdgcn_grid_size_x() / (unsigned int)BDIM_X))
 #define GDIM_Y ((int)__builtin_amdgcn_grid_size_y())
-#define KERNEL_BLOCKS_SM 1
 // Grid barrier (see codegen/prelude.go): agent-scope release before the
 // arrival, acquire after the wait in every thread (it invalidates the CU's
 // caches, so plain loads see the other blocks' writes).
@@ -217,7 +216,8 @@ static_assert(RPW >= 1 && U >= 1 && TOPK >= 1 && EXPERTS >= TOPK, "rows_per_warp
 // before) rather than a second round trip after it.
 constexpr int SRW = (RPW + WARPS - 1) / WARPS;                 // shared rows a warp
 constexpr int SCL = (SINTER / 8 + WARP_SIZE - 1) / WARP_SIZE;  // a lane's chunks of one
-constexpr bool SHARED_PRE = SHARED_VEC && SRW * SCL <= 8;
+constexpr bool SHARED_PRE = SHARED_VEC && SCL >= 1 && SRW * SCL <= 8;
+constexpr int SQ = SHARED_PRE ? SCL : 1;                        // (no zero-sized array)
 KERNEL void moe_decode_down_0d6359c6(float* y, const float* act, const int* ids, const float* weights, const float* x, const bf16* down, const bf16* shared_down, const bf16* shared_expert_gate, int n, const int* params) {
   if (n < 0) n = params[-n - 1];
   SHARED float part[TOPK * RPW];
@@ -229,14 +229,14 @@ KERNEL void moe_decode_down_0d6359c6(float* y, const float* act, const int* ids,
   if constexpr (GATE_PRE) {
     if (TID_X < HIDDEN / 8) gq = *(const u32x4*)(shared_expert_gate + TID_X * 8);
   }
-  [[maybe_unused]] u32x4 sq[SRW][SCL];
+  [[maybe_unused]] u32x4 sq[SRW][SQ];
   if constexpr (SHARED_PRE) {
 #pragma unroll
     for (int k = 0; k < SRW; ++k) {
       const int r = WARP + k * WARPS;
       const long long col = c0 + r < HIDDEN ? c0 + r : HIDDEN - 1;
 #pragma unroll
-      for (int j = 0; j < SCL; ++j) {
+      for (int j = 0; j < SQ; ++j) {
         const int c = LANE + j * WARP_SIZE;
         sq[k][j] = r < RPW && c < SINTER / 8 ? *(const u32x4*)(shared_down + col * SINTER + c * 8) : u32x4{0u, 0u, 0u, 0u};
       }
@@ -286,7 +286,7 @@ KERNEL void moe_decode_down_0d6359c6(float* y, const float* act, const int* ids,
       if (r >= RPW) break;
       float sh = 0.0f;
 #pragma unroll
-      for (int j = 0; j < SCL; ++j) {
+      for (int j = 0; j < SQ; ++j) {
         const int c = LANE + j * WARP_SIZE;
         if (c < SINTER / 8) sh += dot8q(ar + TOPK * INTER + c * 8, sq[k][j]);
       }

@@ -7,8 +7,7 @@
 #define __constant__ __attribute__((constant))
 #define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
 #endif
-#define KERNEL extern "C" __global__ __launch_bounds__(256, KERNEL_BLOCKS_SM)
-#define KERNEL_BLOCKS_SM 1
+#define KERNEL extern "C" __global__ __launch_bounds__(256)
 #define DEVICE static __device__ inline __attribute__((always_inline, unused))
 #define SHARED __shared__
 #define CONSTANT __constant__
