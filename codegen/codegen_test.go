@@ -41,8 +41,9 @@ func frozen(t *testing.T, target plan.Target) *plan.Plan {
 // off: the families the tensor-core ones replace, matmul_add among them),
 // gfx1151 without fusion, whose decode streams the unfused MoE block
 // (moe_gate_up_gemv, moe_down_gemv: the GPU plans fuse it, the cpu plan
-// does not stream), and sm_90 with gdn_decode_peer (GDNPeer: measured
-// slower than gdn_decode_split, which the frozen plans keep).
+// does not stream), sm_90 with gdn_decode_peer (GDNPeer: measured
+// slower than gdn_decode_split, which the frozen plans keep), and both GPU
+// targets with the router folded into the MoE block (MoERouter).
 func optionPlans(t *testing.T) []*plan.Plan {
 	t.Helper()
 	m := planner.FromConfig(arch.RealName, arch.Real())
@@ -53,7 +54,9 @@ func optionPlans(t *testing.T) []*plan.Plan {
 		// cache, behind --tiling on and --prefill-attention (off by default)
 		{Target: plan.SM90, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16},
 		{Target: plan.GFX1151, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16},
-		{Target: plan.SM90, GDNPeer: true}} {
+		{Target: plan.SM90, GDNPeer: true},
+		// the router folded into the MoE block behind a grid barrier (--moe-router)
+		{Target: plan.SM90, MoERouter: true}, {Target: plan.GFX1151, MoERouter: true}} {
 		o.Buckets, o.ContextTokens = []int{1024}, 4096
 		p, err := planner.Plan(m, o)
 		if err != nil {

@@ -131,36 +131,49 @@ func TestWriteGPUCasesMoEDecodeSpeed(t *testing.T) {
 		}
 		return "each row routed to 8 experts of its own: the launch streams them past the 50 MB L2 (HBM-bound)"
 	}
+	rot := "one token, each launch on one of 16 copies of its operands (302 MB a rotation: from HBM, as in the decode step)"
 	cases := []struct {
-		c    streamCase
-		rows int
-		prep func(*ir.Args)
+		c      streamCase
+		rows   int
+		prep   func(*ir.Args)
+		rotate int
 	}{
 		{streamCase{"speed_moe_dec_gu", moeDecode("moe_decode_gate_up", E, H, I, top, S, 2, 4), gu(1), "", note(1),
-			map[string]int64{"gate_up": top * 2 * I * H}}, 1, favour},
+			map[string]int64{"gate_up": top * 2 * I * H}}, 1, favour, 0},
 		{streamCase{"speed_moe_dec_gu_x4", moeDecode("moe_decode_gate_up", E, H, I, top, S, 2, 4), gu(4), "", note(4),
-			map[string]int64{"gate_up": 4 * top * 2 * I * H}}, 4, favour},
+			map[string]int64{"gate_up": 4 * top * 2 * I * H}}, 4, favour, 0},
 		// The same bytes with 1 row a warp (twice the warps, half the loads
 		// in flight each): the other choice of the tuning rule.
 		{streamCase{"speed_moe_dec_gu_x4_rpw1", moeDecode("moe_decode_gate_up", E, H, I, top, S, 1, 4), gu(4), "speed_moe_dec_gu_x4",
-			note(4) + "; 1 row a warp", map[string]int64{"gate_up": 4 * top * 2 * I * H}}, 4, favour},
+			note(4) + "; 1 row a warp", map[string]int64{"gate_up": 4 * top * 2 * I * H}}, 4, favour, 0},
 		{streamCase{"speed_moe_dec_dn", moeDecode("moe_decode_down", E, H, I, top, S, 1, 2), dn(1), "", note(1),
-			map[string]int64{"down": top * H * I}}, 1, nil},
+			map[string]int64{"down": top * H * I}}, 1, nil, 0},
 		{streamCase{"speed_moe_dec_dn_x8", moeDecode("moe_decode_down", E, H, I, top, S, 1, 2), dn(8), "", note(8),
-			map[string]int64{"down": 8 * top * H * I}}, 8, nil},
+			map[string]int64{"down": 8 * top * H * I}}, 8, nil, 0},
 		// The warp-per-slot layout on the same bytes: 8 rows a block (the
 		// planner's rule), and 4.
 		{streamCase{"speed_moe_dec_dns", moeDownSlots(E, H, I, top, S, 8, 2), dn(1), "speed_moe_dec_dn", note(1) + "; warp per slot, 8 rows a block",
-			map[string]int64{"down": top * H * I}}, 1, nil},
+			map[string]int64{"down": top * H * I}}, 1, nil, 0},
 		{streamCase{"speed_moe_dec_dns_x8", moeDownSlots(E, H, I, top, S, 8, 2), dn(8), "speed_moe_dec_dn_x8", note(8) + "; warp per slot, 8 rows a block",
-			map[string]int64{"down": 8 * top * H * I}}, 8, nil},
+			map[string]int64{"down": 8 * top * H * I}}, 8, nil, 0},
 		{streamCase{"speed_moe_dec_dns_x8_r4", moeDownSlots(E, H, I, top, S, 4, 2), dn(8), "speed_moe_dec_dn_x8", note(8) + "; warp per slot, 4 rows a block",
-			map[string]int64{"down": 8 * top * H * I}}, 8, nil},
+			map[string]int64{"down": 8 * top * H * I}}, 8, nil, 0},
 		// Unroll 1: 9 loads in flight a pass instead of 16 then 2.
 		{streamCase{"speed_moe_dec_dn_x8_u1", moeDecode("moe_decode_down", E, H, I, top, S, 1, 1), dn(8), "speed_moe_dec_dn_x8",
-			note(8) + "; unroll 1", map[string]int64{"down": 8 * top * H * I}}, 8, nil},
+			note(8) + "; unroll 1", map[string]int64{"down": 8 * top * H * I}}, 8, nil, 0},
+		// The decode step's shape from HBM: one token, rotated; the plans'
+		// layout (the shared expert's rows loaded before the wait) and 4
+		// rows a block (3 blocks an SM).
+		{streamCase{"speed_moe_dec_dns_rot", moeDownSlots(E, H, I, top, S, 8, 2), dn(1), "", rot + "; warp per slot, 8 rows a block",
+			map[string]int64{"down": top * H * I}}, 1, nil, 16},
+		{streamCase{"speed_moe_dec_dns_rot_r4", moeDownSlots(E, H, I, top, S, 4, 2), dn(1), "speed_moe_dec_dns_rot", rot + "; warp per slot, 4 rows a block",
+			map[string]int64{"down": top * H * I}}, 1, nil, 16},
 	}
 	for i, c := range cases {
-		writeStreamCaseRows(t, filepath.Join(out, c.c.name), c.c, uint64(400+i), c.rows, c.prep)
+		dir := filepath.Join(out, c.c.name)
+		writeStreamCaseRows(t, dir, c.c, uint64(400+i), c.rows, c.prep)
+		if c.rotate > 0 {
+			rotateCase(t, dir, c.rotate)
+		}
 	}
 }

@@ -26,6 +26,23 @@ import (
 //	PDL_TRIGGER()           let the next launch start (its blocks then sit
 //	                        in its own PDL_WAIT)
 //	PDL_ENTRY()             PDL_WAIT(); PDL_TRIGGER();
+//	GDIM_X GDIM_Y           the grid's blocks in x and y (blocks are 1-D)
+//	grid_arrive(c, leader)  a block's arrival at the grid barrier on count c
+//	grid_wait(c, ticket)    wait until every block of the grid has arrived
+//	grid_barrier(c)         both, block 0 the leader (docs/fusion.md)
+//	grid_load(p)            a float another block wrote before the barrier
+//
+// The grid barrier is a count in global memory whose low 31 bits are 0
+// between launches (the runtime's reset zeroes state): every block's thread
+// 0 adds 1 once the block's writes are done, the leader adds 2³¹ − (blocks
+// − 1), so the top bit flips exactly when the last block arrives and the
+// low bits are 0 again — the next launch reuses the count without a host
+// reset, graph replays included. It needs the whole grid resident at once
+// (the runtime checks the occupancy at load and takes the plan's fallback
+// launches when it is not); a wait that never ends traps after 2²²
+// polls instead of hanging. Before the arrival every thread may write; after
+// the wait every thread reads other blocks' writes through grid_load (CUDA:
+// a gpu-scope load past the L1) or after the acquire the wait ends with (HIP).
 //
 // The PDL_ macros are programmatic dependent launch (docs/pdl.md): on sm_90
 // a launch made with programmatic stream serialization may start while the
@@ -92,6 +109,35 @@ DEVICE double drint(double x) { return __builtin_rint(x); }
 #define PDL_WAIT() ((void)0)
 #define PDL_TRIGGER() ((void)0)
 #define PDL_ENTRY() ((void)0)
+// The grid's blocks (the dispatch's work-items over the 1-D block's size: 1 in y).
+#define GDIM_X ((int)(__builtin_amdgcn_grid_size_x() / (unsigned int)BDIM_X))
+#define GDIM_Y ((int)__builtin_amdgcn_grid_size_y())
+// Grid barrier (see codegen/prelude.go): agent-scope release before the
+// arrival, acquire after the wait in every thread (it invalidates the CU's
+// caches, so plain loads see the other blocks' writes).
+DEVICE unsigned int grid_arrive(int* count, bool leader) {
+  block_sync();
+  unsigned int old = 0;
+  if (TID_X == 0) {
+    const unsigned int blocks = (unsigned int)GDIM_X * (unsigned int)GDIM_Y;
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "agent");
+    old = __atomic_fetch_add((unsigned int*)count, leader ? 0x80000000u - (blocks - 1u) : 1u, __ATOMIC_RELAXED);
+  }
+  return old;
+}
+DEVICE void grid_wait(int* count, unsigned int ticket) {
+  if (TID_X == 0) {
+    unsigned int spins = 0;
+    while (((__atomic_load_n((unsigned int*)count, __ATOMIC_RELAXED) ^ ticket) & 0x80000000u) == 0u) {
+      __builtin_amdgcn_s_sleep(1);
+      if (++spins == (1u << 22)) __builtin_trap();
+    }
+  }
+  block_sync();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "agent");
+}
+DEVICE void grid_barrier(int* count) { grid_wait(count, grid_arrive(count, BID_X == 0 && BID_Y == 0)); }
+DEVICE float grid_load(const float* p) { return *p; }
 `
 
 // cudaPrelude works for nvcc (which predefines the CUDA keywords) and for
@@ -105,7 +151,7 @@ const cudaPrelude = `// ---- prelude: CUDA (sm_90), self-contained ----
 #define __device__ __attribute__((device))
 #define __shared__ __attribute__((shared))
 #define __constant__ __attribute__((constant))
-#define __launch_bounds__(n) __attribute__((launch_bounds(n)))
+#define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
 #endif
 #define KERNEL extern "C" __global__ __launch_bounds__({THREADS})
 #define DEVICE static __device__ inline __attribute__((always_inline, unused))
@@ -142,6 +188,39 @@ DEVICE void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" :::
 #define PDL_WAIT() pdl_wait()
 #define PDL_TRIGGER() pdl_trigger()
 #define PDL_ENTRY() (pdl_wait(), pdl_trigger())
+DEVICE int sreg_nctaid_x() { int r; asm("mov.u32 %0, %%nctaid.x;" : "=r"(r)); return r; }
+DEVICE int sreg_nctaid_y() { int r; asm("mov.u32 %0, %%nctaid.y;" : "=r"(r)); return r; }
+#define GDIM_X sreg_nctaid_x()
+#define GDIM_Y sreg_nctaid_y()
+// Grid barrier (see codegen/prelude.go), as cooperative groups spell it:
+// the block's writes ordered by the barrier, thread 0's gpu-scope release
+// add, its acquire polls, the block released by a second barrier.
+DEVICE unsigned int grid_arrive(int* count, bool leader) {
+  block_sync();
+  unsigned int old = 0;
+  if (TID_X == 0) {
+    const unsigned int blocks = (unsigned int)GDIM_X * (unsigned int)GDIM_Y;
+    asm volatile("atom.release.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(count), "r"(leader ? 0x80000000u - (blocks - 1u) : 1u) : "memory");
+  }
+  return old;
+}
+DEVICE void grid_wait(int* count, unsigned int ticket) {
+  if (TID_X == 0) {
+    unsigned int spins = 0, cur;
+    for (;;) {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(cur) : "l"(count) : "memory");
+      if (((cur ^ ticket) & 0x80000000u) != 0u) break;
+      if (++spins == (1u << 22)) asm volatile("trap;");
+    }
+  }
+  block_sync();
+}
+DEVICE void grid_barrier(int* count) { grid_wait(count, grid_arrive(count, BID_X == 0 && BID_Y == 0)); }
+DEVICE float grid_load(const float* p) {
+  float v;
+  asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
+  return v;
+}
 DEVICE double drint(double x) { double r; asm("cvt.rni.f64.f64 %0, %1;" : "=d"(r) : "d"(x)); return r; }
 DEVICE float frint(float x) { float r; asm("cvt.rni.f32.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 // expf: x = k·ln2 + r, |r| ≤ ln2/2, e^r by its Taylor series to r^8, 2^k in two steps.

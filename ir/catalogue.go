@@ -47,6 +47,12 @@ const (
 	// weighted sum, the shared expert's gate and the residual.
 	MoEDecodeGateUp Kind = "moe_decode_gate_up" // router_topk + moe_gate_up + the shared expert's gate, up and silu_mul
 	MoEDecodeDown   Kind = "moe_decode_down"    // moe_down + the shared expert's down and gate + shared_expert_combine
+	// MoEDecodeRouteGateUp is the router's rmsnorm_gemv folded into
+	// moe_decode_gate_up: every block norms the row, computes its slice of
+	// the router logits and of the shared expert, publishes them and waits
+	// at a grid barrier (all blocks co-resident) before ranking top-k and
+	// streaming the routed experts. Its oracle is the pair's references.
+	MoEDecodeRouteGateUp Kind = "moe_decode_route_gate_up"
 )
 
 // Split kinds: made by the planner's split_kv pass from one op of the kinds

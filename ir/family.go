@@ -30,6 +30,10 @@ type Family struct {
 	// shared memory for a launch of rows rows, consulting the target's
 	// launch configuration.
 	Launch func(p Params, rows int, c LaunchConfig) LaunchShape
+	// GridBarrier: every block of a launch waits for every other (a grid
+	// barrier), so the whole grid must be resident at once. The runtime
+	// checks it at load and runs the launch's fallback where it is not.
+	GridBarrier bool
 	// Reference is the Go reference kernel, its operands and parameters
 	// bound by name (Args).
 	Reference func(a *Args) error

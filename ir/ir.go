@@ -132,6 +132,11 @@ type Op struct {
 	Rows *Slot
 	// Launch is its launch shape on a GPU target, once configured.
 	Launch *LaunchShape
+	// Fallback, when set, is ops that compute what this one does, on
+	// tensors it names, run in its place where a device cannot run it (a
+	// family whose grid waits at a grid barrier, on a device that cannot
+	// hold the whole grid at once: Family.GridBarrier).
+	Fallback []*Op
 }
 
 // Graph is one step of the model.
@@ -233,6 +238,11 @@ func (g *Graph) DropUnused() {
 		for _, o := range op.Operands {
 			used[o.Tensor] = true
 		}
+		for _, fb := range op.Fallback {
+			for _, o := range fb.Operands {
+				used[o.Tensor] = true
+			}
+		}
 	}
 	ids := map[int]int{}
 	var kept []*Tensor
@@ -245,8 +255,10 @@ func (g *Graph) DropUnused() {
 	}
 	g.Tensors = kept
 	for _, op := range g.Ops {
-		for j := range op.Operands {
-			op.Operands[j].Tensor = ids[op.Operands[j].Tensor]
+		for _, o := range append([]*Op{op}, op.Fallback...) {
+			for j := range o.Operands {
+				o.Operands[j].Tensor = ids[o.Operands[j].Tensor]
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package ir
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -51,20 +52,21 @@ func (g *Graph) Verify(cat Catalogue) error {
 	dynOK := func(s Slot) bool { return slices.Contains(g.Dyn, s) }
 	written := map[int]bool{}
 	used := map[int]bool{}
-	for i, op := range g.Ops {
-		where := fmt.Sprintf("op %d (%s, layer %d)", i, op.Kind, op.Layer)
+	// verifyOp checks one op against its family and the graph; written
+	// holds the activations written before it, which it extends.
+	verifyOp := func(where string, op *Op, written map[int]bool) {
 		f, err := cat.Family(op.Kind)
 		if err != nil {
 			fail("%s: %v", where, err)
-			continue
+			return
 		}
 		if len(op.Operands) != len(f.Operands) {
 			fail("%s: %d operands, want %d", where, len(op.Operands), len(f.Operands))
-			continue
+			return
 		}
 		if err := f.CheckParams(op.Params); err != nil {
 			fail("%s: %v", where, err)
-			continue
+			return
 		}
 		for _, s := range f.Slots {
 			if !dynOK(s) {
@@ -128,6 +130,31 @@ func (g *Graph) Verify(cat Catalogue) error {
 				written[o.Tensor] = true
 			}
 		}
+	}
+	for i, op := range g.Ops {
+		where := fmt.Sprintf("op %d (%s, layer %d)", i, op.Kind, op.Layer)
+		// A fallback runs in the op's place: its ops in order, on tensors
+		// the op itself names (so the op's placement holds for them).
+		if len(op.Fallback) > 0 {
+			mine := map[int]bool{}
+			for _, o := range op.Operands {
+				mine[o.Tensor] = true
+			}
+			w := maps.Clone(written)
+			for k, fb := range op.Fallback {
+				fw := fmt.Sprintf("%s: fallback %d (%s)", where, k, fb.Kind)
+				if len(fb.Fallback) > 0 {
+					fail("%s: a fallback with a fallback of its own", fw)
+				}
+				for _, o := range fb.Operands {
+					if !mine[o.Tensor] {
+						fail("%s: tensor %d is none of the op's operands", fw, o.Tensor)
+					}
+				}
+				verifyOp(fw, fb, w)
+			}
+		}
+		verifyOp(where, op, written)
 	}
 	for _, t := range g.Tensors {
 		if !used[t.ID] {

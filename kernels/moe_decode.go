@@ -193,3 +193,127 @@ func MoEDecodeDown(y, act []float32, ids []int32, weights, x []float32, down, sh
 	MatMul(gate, x, sharedGate, n, hidden, 1)
 	SharedExpertCombine(y, routed, out, gate, n, hidden)
 }
+
+// MoEDecodeRouteMaxHidden bounds moe_decode_route_gate_up's hidden width:
+// every block keeps the normed row in shared memory (4 bytes an element,
+// within the 48 KiB of static shared memory).
+const MoEDecodeRouteMaxHidden = 8192
+
+// MoEDecodeRouteMaxDots bounds the dot products a moe_decode_route_gate_up
+// block sums before its grid barrier (its router rows, then a gate and an
+// up row for each of its shared-expert rows): one register a thread each.
+const MoEDecodeRouteMaxDots = 64
+
+// MoEDecodeRouteDots is how many router rows and shared-expert rows one
+// block of a moe_decode_route_gate_up grid of p's blocks takes before the
+// barrier: row r of each goes to block r mod blocks.
+func MoEDecodeRouteDots(p ir.Params) (router, shared int) {
+	b := max(p.Int("blocks"), 1)
+	return ir.Ceil(p.Int("experts"), b), ir.Ceil(p.Int("shared_inter"), b)
+}
+
+// moeDecodeRouteGateUp declares moe_decode_route_gate_up: the router's
+// rmsnorm_gemv (the post-attention norm and the router projection) folded
+// into moe_decode_gate_up, so a decode step's MoE block is two launches
+// (docs/moe-decode.md). Each of the grid's blocks (blocks × rows, all
+// resident at once) loads its router rows and shared-expert rows before
+// the programmatic wait, then norms the row, sums its dots, writes its
+// logits and shared-expert activations and arrives at the grid barrier on
+// barrier (a count the runtime's reset zeroes and every launch leaves
+// flipped by 2³¹: reusable without a host reset); after it, each warp
+// ranks the published logits and streams routed rows as moe_decode_gate_up
+// does. Block 0 writes the normed row (xn, for moe_decode_down). Its
+// reference is the pair's: rmsnorm_gemv, then moe_decode_gate_up's.
+func moeDecodeRouteGateUp() *ir.Family {
+	gu := moeDecodeFamilies()[0]
+	op := func(name string) ir.OperandSpec { return gu.Operands[gu.Operand(name)] }
+	logits := op("logits")
+	logits.Access = ir.Write
+	xn := op("x")
+	xn.Name, xn.Access = "xn", ir.Write
+	return &ir.Family{
+		Kind: ir.MoEDecodeRouteGateUp,
+		Operands: []ir.OperandSpec{
+			op("act"), op("ids"), op("weights"), logits, xn,
+			{Name: "x", DType: ir.F32, Access: ir.Read, Extent: ir.PerRow("hidden")},
+			{Name: "norm_w", DType: ir.F32, Access: ir.Read, Extent: ir.Fixed("hidden")},
+			{Name: "router", DType: ir.BF16, Access: ir.Read, Extent: ir.Fixed("experts", "hidden")},
+			op("gate_up"), op("shared_gate"), op("shared_up"),
+			{Name: "barrier", DType: ir.I32, Access: ir.ReadWrite, Extent: ir.Const(1)},
+		},
+		Params: cat(gu.Params, ir.Ints("blocks"), ir.Reals("eps"), ir.Flags("one_plus")),
+		Check: func(p ir.Params) error {
+			if err := gu.Check(p); err != nil {
+				return err
+			}
+			if h := p.Int("hidden"); h > MoEDecodeRouteMaxHidden {
+				return fmt.Errorf("hidden %d: a block keeps the normed row in shared memory, at most %d", h, MoEDecodeRouteMaxHidden)
+			}
+			if r, s := MoEDecodeRouteDots(p); r+2*s > MoEDecodeRouteMaxDots {
+				return fmt.Errorf("blocks %d: each block would sum %d router and %d shared-expert dots before the barrier, more than %d",
+					p.Int("blocks"), r, 2*s, MoEDecodeRouteMaxDots)
+			}
+			return nil
+		},
+		// Grid (blocks, rows): every block of it waits at one barrier, so
+		// the runtime checks that the whole grid is resident at once.
+		Launch: func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
+			return c.Blocks(p.Int("blocks"), rows, 1)
+		},
+		GridBarrier: true,
+		Reference: func(a *ir.Args) error {
+			return MoEDecodeRouteGateUp(a)
+		},
+	}
+}
+
+// MoEDecodeRouteGateUpNormParams are the rmsnorm_gemv parameters of the
+// router that moe_decode_route_gate_up folds in (the streaming parameters
+// are the CPU's ones, which its reference ignores).
+func MoEDecodeRouteGateUpNormParams(p ir.Params) ir.Params {
+	n := ir.Params{Ints: map[string]int64{"k": int64(p.Int("hidden")), "n": int64(p.Int("experts")),
+		"rows_per_warp": 1, "split_k": 1, "unroll": 1}}
+	n.SetReal("eps", p.Real("eps"))
+	n.SetFlag("one_plus", p.Flag("one_plus"))
+	return n
+}
+
+// MoEDecodeRouteGateUpParams are the moe_decode_gate_up parameters of the
+// same block: p without the router's.
+func MoEDecodeRouteGateUpParams(p ir.Params) ir.Params {
+	g := ir.Params{Ints: map[string]int64{}}
+	for _, name := range []string{"experts", "hidden", "inter", "k", "shared_inter", "rows_per_warp", "unroll"} {
+		g.Ints[name] = int64(p.Int(name))
+	}
+	return g
+}
+
+// MoEDecodeRouteBarrierFlip is what a launch adds to its barrier count:
+// the count's top bit flips and its low bits stay 0.
+const MoEDecodeRouteBarrierFlip = uint32(1) << 31
+
+// MoEDecodeRouteGateUp is moe_decode_route_gate_up's reference: the
+// router's rmsnorm_gemv (logits and the normed row xn), then
+// moe_decode_gate_up's reference on them, and the barrier count flipped as
+// a launch leaves it. A count with low bits set is an error: a launch did
+// not finish, and a barrier would release early.
+func MoEDecodeRouteGateUp(a *ir.Args) error {
+	bar := a.I32("barrier")
+	if c := uint32(bar[0]); c&^MoEDecodeRouteBarrierFlip != 0 {
+		return fmt.Errorf("moe_decode_route_gate_up: the barrier count is %#x, want 0 or 2³¹ (a launch did not finish)", c)
+	}
+	if a.N <= 0 {
+		return nil
+	}
+	norm := a.Sub(Families[ir.RMSNormGEMV], MoEDecodeRouteGateUpNormParams(a.Params), "logits", "x", "norm_w", "router", "xn")
+	if err := norm.Family.Reference(norm); err != nil {
+		return err
+	}
+	gu := a.Sub(Families[ir.MoEDecodeGateUp], MoEDecodeRouteGateUpParams(a.Params), "act", "ids", "weights", "xn", "logits",
+		"gate_up", "shared_gate", "shared_up")
+	if err := gu.Family.Reference(gu); err != nil {
+		return err
+	}
+	bar[0] = int32(uint32(bar[0]) ^ MoEDecodeRouteBarrierFlip)
+	return nil
+}

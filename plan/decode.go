@@ -142,6 +142,9 @@ func (p *Plan) Validate() error {
 				fail("phase %s: declares inputs %v and outputs %v, its launches read %v and write %v", ph.Name, ph.Inputs, ph.Outputs, in, out)
 			}
 		}
+		for li := range ph.Launches {
+			checkFallback(ph, li, byName, p.Target.GPU(), fail)
+		}
 		checkLifetimes(ph, fail)
 		for i := range ph.Buffers {
 			b := &ph.Buffers[i]
@@ -191,6 +194,29 @@ func checkDerive(b *Buffer, global map[string]*Buffer, kernelsByName map[string]
 	}
 	if need := f.Operands[i].Extent(k.Params, 1) * int64(f.Operands[i].DType.Size()); f.Operands[i].DType != b.DType || need > b.Bytes {
 		fail("buffer %s: %s of %d bytes, kernel %s writes %s of %d", b.Name, b.DType, b.Bytes, d.Kernel, f.Operands[i].DType, need)
+	}
+}
+
+// checkFallback requires a GPU launch whose family waits at a grid barrier
+// to have fallback launches (the engine's way on a device that cannot hold
+// the grid at once: never a hang), of families that do not wait at one.
+func checkFallback(ph *Phase, li int, kernelsByName map[string]*Kernel, gpu bool, fail func(string, ...any)) {
+	barrier := func(name string) bool {
+		k := kernelsByName[name]
+		if k == nil {
+			return false // Graph reports it
+		}
+		f := kernels.Families[ir.Kind(k.Family)]
+		return f != nil && f.GridBarrier
+	}
+	l := &ph.Launches[li]
+	if gpu && barrier(l.Kernel) && len(l.Fallback) == 0 {
+		fail("phase %s: launch %d (%s) waits at a grid barrier and has no fallback launches", ph.Name, li, l.Kernel)
+	}
+	for _, fb := range l.Fallback {
+		if barrier(fb.Kernel) {
+			fail("phase %s: launch %d: fallback %s waits at a grid barrier too", ph.Name, li, fb.Kernel)
+		}
 	}
 }
 
@@ -277,33 +303,43 @@ func (p *Plan) Graph(i int) (*ir.Graph, error) {
 		globals[p.Buffers[i].Name] = &p.Buffers[i]
 	}
 	var errs []error
-	for li, l := range ph.Launches {
+	// opOf is launch l's op (and its fallback's), or nil after an error.
+	var opOf func(where string, l *Launch) *ir.Op
+	opOf = func(where string, l *Launch) *ir.Op {
 		k := byName[l.Kernel]
 		if k == nil {
-			errs = append(errs, fmt.Errorf("launch %d: unknown kernel %q", li, l.Kernel))
-			continue
+			errs = append(errs, fmt.Errorf("%s: unknown kernel %q", where, l.Kernel))
+			return nil
 		}
 		op := &ir.Op{Kind: ir.Kind(k.Family), Layer: l.Layer, Params: k.Params, Rows: l.Rows}
 		for _, a := range l.Args {
 			var b *Buffer
 			if _, ok := ids[a.Buffer]; !ok {
 				if b = globals[a.Buffer]; b == nil {
-					errs = append(errs, fmt.Errorf("launch %d: unknown buffer %q", li, a.Buffer))
-					op = nil
-					break
+					errs = append(errs, fmt.Errorf("%s: unknown buffer %q", where, a.Buffer))
+					return nil
 				}
 				add(b)
 			}
 			t := g.Tensors[ids[a.Buffer]]
 			size := int64(t.DType.Size())
 			if size == 0 || a.Offset%size != 0 || a.DynStride%size != 0 {
-				errs = append(errs, fmt.Errorf("launch %d: buffer %s: offset not a multiple of the element size", li, a.Buffer))
-				op = nil
-				break
+				errs = append(errs, fmt.Errorf("%s: buffer %s: offset not a multiple of the element size", where, a.Buffer))
+				return nil
 			}
 			op.Operands = append(op.Operands, ir.Operand{Tensor: ids[a.Buffer], Offset: a.Offset / size, Dyn: a.Dyn, DynStride: a.DynStride / size})
 		}
-		if op != nil {
+		for fi := range l.Fallback {
+			fb := opOf(fmt.Sprintf("%s: fallback %d", where, fi), &l.Fallback[fi])
+			if fb == nil {
+				return nil
+			}
+			op.Fallback = append(op.Fallback, fb)
+		}
+		return op
+	}
+	for li := range ph.Launches {
+		if op := opOf(fmt.Sprintf("launch %d", li), &ph.Launches[li]); op != nil {
 			g.Ops = append(g.Ops, op)
 		}
 	}

@@ -198,6 +198,11 @@ type Launch struct {
 	Block       []int    `json:"block,omitempty"`
 	SharedBytes int      `json:"shared_bytes,omitempty"`
 	Args        []Arg    `json:"args"`
+	// Fallback, for a kernel whose family waits at a grid barrier
+	// (ir.Family.GridBarrier), is the launches that compute the same on
+	// the same buffers, in order: the engine runs them instead on a device
+	// that cannot hold the launch's whole grid at once.
+	Fallback []Launch `json:"fallback,omitempty"`
 }
 
 // Arg binds a kernel argument to a buffer at a byte offset; when Dyn is set
@@ -310,4 +315,46 @@ func orEmpty(p []Port) []Port {
 		return []Port{}
 	}
 	return p
+}
+
+// TakeFallbacks is a copy of the plan in which every launch for which take
+// says yes is replaced by its fallback launches (Launch.Fallback), in
+// place, with the phase's activation live ranges renumbered to the new
+// launch indices: the plan a device runs when it cannot run some launches
+// (a grid barrier whose grid it cannot hold at once). Launches without a
+// fallback are kept whatever take says. p itself is not changed; when
+// nothing is replaced the copy shares p's phases.
+func (p *Plan) TakeFallbacks(take func(ph *Phase, l *Launch) bool) *Plan {
+	q := *p
+	q.Phases = slices.Clone(p.Phases)
+	for pi := range q.Phases {
+		ph := &q.Phases[pi]
+		// first[i], last[i]: the new indices launch i became.
+		first, last := make([]int, len(ph.Launches)), make([]int, len(ph.Launches))
+		var launches []Launch
+		replaced := false
+		for i := range ph.Launches {
+			l := &ph.Launches[i]
+			first[i] = len(launches)
+			if len(l.Fallback) > 0 && take(ph, l) {
+				launches = append(launches, l.Fallback...)
+				replaced = true
+			} else {
+				launches = append(launches, *l)
+			}
+			last[i] = len(launches) - 1
+		}
+		if !replaced {
+			continue
+		}
+		ph.Launches = launches
+		ph.Buffers = slices.Clone(ph.Buffers)
+		for bi := range ph.Buffers {
+			b := &ph.Buffers[bi]
+			if len(b.Live) == 2 && b.Live[0] >= 0 && b.Live[1] < len(first) && b.Live[0] <= b.Live[1] {
+				b.Live = []int{first[b.Live[0]], last[b.Live[1]]}
+			}
+		}
+	}
+	return &q
 }

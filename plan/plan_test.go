@@ -144,3 +144,57 @@ func TestDecodeOlderFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestTakeFallbacks: with fusion and the router rule on, the tiny plan's
+// decode step has launches with a fallback (the fused router); taking it splices the
+// fallback's launches in its place, renumbers the live ranges, and the
+// plan still validates; p itself keeps its launches; taking none shares
+// the phases.
+func TestTakeFallbacks(t *testing.T) {
+	c, err := arch.ParseConfig([]byte(`{"hidden_size":16,"num_hidden_layers":4,"vocab_size":40,"num_attention_heads":2,
+	"num_key_value_heads":1,"head_dim":8,"linear_num_key_heads":1,"linear_num_value_heads":2,"linear_key_head_dim":4,
+	"linear_value_head_dim":4,"linear_conv_kernel_dim":4,"num_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":8,
+	"shared_expert_intermediate_size":8,"partial_rotary_factor":0.5}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.Plan(planner.FromConfig("tiny", c), planner.Options{Target: "cpu", Buckets: []int{4, 8}, ContextTokens: 32,
+		Fusion: planner.FuseOn, MoERouter: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := p.Bytes()
+	var with, fallbacks int
+	for _, ph := range p.Phases {
+		for _, l := range ph.Launches {
+			if len(l.Fallback) > 0 {
+				with++
+				fallbacks += len(l.Fallback)
+			}
+		}
+	}
+	if with == 0 {
+		t.Fatal("no launch with a fallback in the fused tiny plan")
+	}
+	q := p.TakeFallbacks(func(*plan.Phase, *plan.Launch) bool { return true })
+	var n, left int
+	for pi, ph := range q.Phases {
+		n += len(ph.Launches) - len(p.Phases[pi].Launches)
+		for _, l := range ph.Launches {
+			left += len(l.Fallback)
+		}
+	}
+	if n != fallbacks-with || left != 0 {
+		t.Errorf("taking every fallback added %d launches and left %d fallbacks, want %d and 0", n, left, fallbacks-with)
+	}
+	if err := q.Validate(); err != nil {
+		t.Errorf("the plan with its fallbacks taken does not validate: %v", err)
+	}
+	if !bytes.Equal(before, p.Bytes()) {
+		t.Error("TakeFallbacks changed the plan it copied")
+	}
+	same := p.TakeFallbacks(func(*plan.Phase, *plan.Launch) bool { return false })
+	if !bytes.Equal(before, same.Bytes()) || &same.Phases[0].Launches[0] != &p.Phases[0].Launches[0] {
+		t.Error("taking no fallback changed the plan or copied its launches")
+	}
+}

@@ -1,8 +1,11 @@
 package planner
 
 import (
+	"fmt"
+
 	"github.com/aimaproject/aimac/ir"
 	"github.com/aimaproject/aimac/kernels"
+	"github.com/aimaproject/aimac/plan"
 )
 
 // moeChain is the decode step's MoE block after the router projection, in
@@ -144,4 +147,97 @@ func blockAct(g *ir.Graph, rows int64, width int) *ir.Tensor {
 		return t
 	}
 	return g.AddTensor(ir.Tensor{Name: moeBlockAct, Role: ir.Activation, DType: ir.F32, Shape: []int64{rows, int64(width)}})
+}
+
+// moeRouteResident is the blocks of a grid-barrier family a target's
+// multiprocessor is made to hold at once: sm_90 two (the template's launch
+// bound caps a thread's registers for two 256-thread blocks an SM),
+// gfx1151 one a CU (any register count fits). The engine checks the
+// device's real occupancy at load (runtime.Residency) and runs the
+// fallback where the grid does not fit.
+var moeRouteResident = map[plan.Target]int{plan.SM90: 2, plan.GFX1151: 1}
+
+// moeGateUpStream is the streaming parameters of moe_decode_gate_up (and of
+// the fused router's routed stream) on target t: a gate and an up row per
+// row of a warp, over the k routed experts' rows and the shared expert's.
+func moeGateUpStream(p ir.Params, t plan.Target, tune streamTuning) (rpw, u int) {
+	rpw = rowsPerWarp(kernels.MoEDecodeActWidth(p), 2, tune)
+	return rpw, unroll(chunks(p.Int("hidden")), t.Launch().Warp, 2*rpw, tune)
+}
+
+// fuseMoERouter folds, in the decode step, each layer's router (the
+// rmsnorm_gemv of the post-attention norm and the router projection, made
+// by fuseNormGEMV) into the moe_decode_gate_up right after it that reads
+// its logits and normed row: one moe_decode_route_gate_up, whose blocks
+// publish their slices of the logits and meet at a grid barrier on a
+// per-layer count (state.L.moe_barrier). The pair stays as the fused op's
+// fallback, which the engine runs on a device that cannot hold the grid at
+// once. On a GPU target the grid is the routed row groups, at most
+// moeRouteResident blocks a multiprocessor; it fuses when the parameters
+// pass the family's checks. It returns the number of rewrites.
+func fuseMoERouter(g *ir.Graph, target plan.Target) int {
+	drop := map[int]bool{}
+	n := 0
+	for i := 0; i+1 < len(g.Ops); i++ {
+		op, ok := moeRouterMatch(g, g.Ops[i], g.Ops[i+1], target)
+		if !ok {
+			continue
+		}
+		g.Ops[i] = op
+		drop[i+1] = true
+		i++
+		n++
+	}
+	dropOps(g, drop)
+	return n
+}
+
+// moeRouterMatch is the fused op of router nm and gate_up gu, if they fuse.
+func moeRouterMatch(g *ir.Graph, nm, gu *ir.Op, target plan.Target) (*ir.Op, bool) {
+	if nm.Kind != ir.RMSNormGEMV || gu.Kind != ir.MoEDecodeGateUp || nm.Layer != gu.Layer ||
+		nm.Rows == nil || gu.Rows == nil || *nm.Rows != *gu.Rows {
+		return nil, false
+	}
+	logits, x, normW, router, xn := nm.Operands[0], nm.Operands[1], nm.Operands[2], nm.Operands[3], nm.Operands[4]
+	act, ids, w, gx, gl := gu.Operands[0], gu.Operands[1], gu.Operands[2], gu.Operands[3], gu.Operands[4]
+	gp := gu.Params
+	if gx != xn || gl != logits || nm.Params.Int("n") != gp.Int("experts") || nm.Params.Int("k") != gp.Int("hidden") {
+		return nil, false
+	}
+	operands := []ir.Operand{act, ids, w, logits, xn, x, normW, router, gu.Operands[5], gu.Operands[6], gu.Operands[7]}
+	seen := map[int]bool{}
+	for _, o := range operands {
+		if !plain(o) || seen[o.Tensor] {
+			return nil, false
+		}
+		seen[o.Tensor] = true
+	}
+	p := kernels.MoEDecodeRouteGateUpParams(gp)
+	p.SetReal("eps", nm.Params.Real("eps"))
+	p.SetFlag("one_plus", nm.Params.Flag("one_plus"))
+	// One router row and one shared-expert row a block: a placeholder the
+	// CPU's reference ignores, replaced below on a GPU target.
+	p.SetInt("blocks", int64(max(p.Int("experts"), p.Int("shared_inter"))))
+	if tune, ok := streamTable[target]; ok {
+		rpw, u := moeGateUpStream(p, target, tune)
+		p.SetInt("rows_per_warp", int64(rpw))
+		p.SetInt("unroll", int64(u))
+		groups := p.Int("k") * ir.Ceil(p.Int("inter"), target.Launch().Warps()*rpw)
+		p.SetInt("blocks", int64(min(groups, moeRouteResident[target]*target.Launch().Multiprocessors)))
+		// The fallback's moe_decode_gate_up streams as the stream pass
+		// would make it (it runs after this pass and sees only the fused op).
+		gp = gp.Clone()
+		gp.SetInt("rows_per_warp", int64(rpw))
+		gp.SetInt("unroll", int64(u))
+	}
+	if kernels.Families[ir.MoEDecodeRouteGateUp].CheckParams(p) != nil {
+		return nil, false
+	}
+	bar := g.Tensor(fmt.Sprintf("state.%d.moe_barrier", nm.Layer))
+	if bar == nil {
+		bar = g.AddTensor(ir.Tensor{Name: fmt.Sprintf("state.%d.moe_barrier", nm.Layer), Role: ir.State, DType: ir.I32, Shape: []int64{1}})
+	}
+	fallback := []*ir.Op{nm, {Kind: gu.Kind, Layer: gu.Layer, Rows: gu.Rows, Params: gp, Operands: gu.Operands}}
+	return &ir.Op{Kind: ir.MoEDecodeRouteGateUp, Layer: nm.Layer, Rows: nm.Rows, Params: p,
+		Operands: append(operands, ir.Operand{Tensor: bar.ID}), Fallback: fallback}, true
 }

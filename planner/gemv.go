@@ -79,9 +79,8 @@ func streamOneRow(g *ir.Graph, t plan.Target) error {
 		case ir.MoEDecodeGateUp:
 			// The k routed experts' rows and the shared expert's, a gate and
 			// an up row each.
-			rpw := rowsPerWarp(kernels.MoEDecodeActWidth(p), 2, tune)
-			maps.Copy(p.Ints, map[string]int64{"rows_per_warp": int64(rpw),
-				"unroll": int64(unroll(chunks(p.Int("hidden")), t.Launch().Warp, 2*rpw, tune))})
+			rpw, u := moeGateUpStream(p, t, tune)
+			maps.Copy(p.Ints, map[string]int64{"rows_per_warp": int64(rpw), "unroll": int64(u)})
 		case ir.MoEDecodeDown:
 			if p.Flag("warp_per_slot") {
 				// A block's rows of one expert a warp: as many rows as keep

@@ -130,6 +130,10 @@ func fusePass(c *compilation) error {
 		// concatenated projection).
 		n += fuseProjections(g)
 		n += fuseNormGEMV(g, c.o.Target)
+		if c.steps[i].Kind == plan.DecodeStep && c.o.MoERouter {
+			// After the norms: the router is the rmsnorm_gemv it folds in.
+			n += fuseMoERouter(g, c.o.Target)
+		}
 		if n == 0 {
 			continue
 		}
@@ -258,11 +262,13 @@ func configurePass(c *compilation) error {
 	}
 	for _, g := range c.graphs {
 		for _, op := range g.Ops {
-			grid, block, shared, err := launchFor(op, g.Tokens, c.o.Target)
-			if err != nil {
-				return fmt.Errorf("%s: %w", g.Name, err)
+			for _, o := range append([]*ir.Op{op}, op.Fallback...) {
+				grid, block, shared, err := launchFor(o, g.Tokens, c.o.Target)
+				if err != nil {
+					return fmt.Errorf("%s: %w", g.Name, err)
+				}
+				o.Launch = &ir.LaunchShape{Grid: [3]int(grid), Block: [3]int(block), SharedBytes: shared}
 			}
-			op.Launch = &ir.LaunchShape{Grid: [3]int(grid), Block: [3]int(block), SharedBytes: shared}
 		}
 	}
 	return nil

@@ -94,7 +94,8 @@ func ofKind(p *plan.Plan, kind plan.PhaseKind, context int) (*Step, error) {
 // step touches:
 //
 //   - the routed experts' weights (moe_gate_up, moe_down, their gemv
-//     variants, the fused moe_decode_gate_up and moe_decode_down): only
+//     variants, the fused moe_decode_gate_up, moe_decode_route_gate_up and
+//     moe_decode_down): only
 //     the k selected experts' slices, k/experts of the extent per row, at
 //     most the whole tensor (batch 1 reads k experts);
 //   - the embedding table: the rows of the step's tokens, not the table;
@@ -192,5 +193,5 @@ func operandBytes(f *ir.Family, p ir.Params, o ir.OperandSpec, rows, context int
 
 func routedExperts(k ir.Kind) bool {
 	return k == ir.MoEGateUp || k == ir.MoEDown || k == ir.MoEGateUpGEMV || k == ir.MoEDownGEMV ||
-		k == ir.MoEDecodeGateUp || k == ir.MoEDecodeDown
+		k == ir.MoEDecodeGateUp || k == ir.MoEDecodeDown || k == ir.MoEDecodeRouteGateUp
 }

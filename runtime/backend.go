@@ -158,3 +158,12 @@ type AttrLauncher interface {
 	// A device that cannot honour them says so before fn runs.
 	WithLaunchAttrs(attrs LaunchAttrs, fn func() error) error
 }
+
+// Residency is a backend that can tell whether a launch's whole grid is
+// resident on its device at once, as a family waiting at a grid barrier
+// needs (ir.Family.GridBarrier): NewEngine runs the launch's fallback
+// (plan.Launch.Fallback) where it is not. A backend without it runs the
+// references (the CPU), where any grid is fine.
+type Residency interface {
+	Resident(k *plan.Kernel, l *plan.Launch) (bool, error)
+}

@@ -97,6 +97,10 @@ func NewEngine(p *plan.Plan, be Backend, w Weights) (*Engine, error) {
 	if err := be.Load(p.Kernels); err != nil {
 		return nil, err
 	}
+	p, err := residentPlan(p, be)
+	if err != nil {
+		return nil, err
+	}
 	e := &Engine{plan: p, be: be, globals: map[string]Mem{}, prefill: map[int]*phase{}}
 	_, e.graphs = be.(Grapher)
 	e.stepGraphs.pdl = e.canProgrammatic()
@@ -185,6 +189,42 @@ func NewEngine(p *plan.Plan, be Backend, w Weights) (*Engine, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// residentPlan is p as backend be runs it: every launch whose family
+// waits at a grid barrier (ir.Family.GridBarrier) and whose grid be's
+// device cannot hold at once (Residency) replaced by its fallback
+// launches, so that no launch can wait for blocks that never start. A
+// backend that is no Residency (the CPU, which runs the references) runs
+// p as it is.
+func residentPlan(p *plan.Plan, be Backend) (*plan.Plan, error) {
+	r, ok := be.(Residency)
+	if !ok {
+		return p, nil
+	}
+	byName := map[string]*plan.Kernel{}
+	for i := range p.Kernels {
+		byName[p.Kernels[i].Name] = &p.Kernels[i]
+	}
+	var err error
+	q := p.TakeFallbacks(func(ph *plan.Phase, l *plan.Launch) bool {
+		k := byName[l.Kernel]
+		if k == nil || err != nil {
+			return false
+		}
+		if f, ferr := KernelFamily(k); ferr != nil || !f.GridBarrier {
+			return false
+		}
+		resident, rerr := r.Resident(k, l)
+		if rerr != nil {
+			err = fmt.Errorf("phase %s: launch of %s: %w", ph.Name, l.Kernel, rerr)
+		}
+		return rerr == nil && !resident
+	})
+	if err != nil {
+		return nil, err
+	}
+	return q, nil
 }
 
 // bindPorts resolves the ports a phase declares to their buffers and

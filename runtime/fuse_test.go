@@ -2,12 +2,15 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aimaproject/aimac/checkpoint"
 	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/planner"
 	"github.com/aimaproject/aimac/runtime"
 )
@@ -20,7 +23,7 @@ import (
 // gdn_decode_peer with its tags, and gdn_decode_split with its arrival
 // counters), qk_norm_rope_append,
 // moe_decode_gate_up and moe_decode_down, and the norms folded into
-// rmsnorm_gemv): the fused families' composed references make every logit
+// rmsnorm_gemv; TestResidentPlan adds the router rule): the fused families' composed references make every logit
 // of a prefill and the decode steps after it equal bit for bit to the
 // unfused plan's.
 func TestFusedPlanBitIdentical(t *testing.T) {
@@ -100,5 +103,111 @@ func TestFusedPlanBitIdentical(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// residency is the CPU backend answering for the residency of grids as a
+// device would: resident says whether every grid fits; err fails the query.
+type residency struct {
+	*runtime.CPU
+	resident bool
+	err      error
+	asked    int
+}
+
+func (r *residency) Resident(k *plan.Kernel, l *plan.Launch) (bool, error) {
+	r.asked++
+	return r.resident, r.err
+}
+
+// TestResidentPlan runs the tiny checkpoint's fused plan with the router
+// rule (MoERouter) on the CPU, its logits equal to the unfused plan's bit
+// for bit; then on a backend whose device cannot hold the fused router's
+// grid: the engine runs each moe_decode_route_gate_up's fallback (the
+// router's rmsnorm_gemv and moe_decode_gate_up) instead, with the same
+// logits; on a device that holds the grid the plan runs as it is; a
+// failing query fails NewEngine.
+func TestResidentPlan(t *testing.T) {
+	ck, err := checkpoint.Open(tiny(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	m, err := planner.FromCheckpoint("tiny", ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{8}, ContextTokens: 64, Fusion: planner.FuseOn, MoERouter: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unfused, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{8}, ContextTokens: 64, Fusion: planner.FuseOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(e *runtime.Engine, family ir.Kind) int {
+		n := 0
+		for _, ph := range e.Plan().Phases {
+			for _, l := range ph.Launches {
+				for _, k := range e.Plan().Kernels {
+					if k.Name == l.Kernel && ir.Kind(k.Family) == family {
+						n++
+					}
+				}
+			}
+		}
+		return n
+	}
+	run := func(be runtime.Backend, p *plan.Plan) ([][]float32, *runtime.Engine) {
+		e, err := runtime.NewEngine(p, be, runtime.CheckpointWeights(ck))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		logits, err := e.Prefill(context.Background(), []int32{1, 5, 9, 2, 7}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := [][]float32{logits}
+		for range 3 {
+			if logits, err = e.Decode(context.Background(), runtime.Argmax(logits)); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, logits)
+		}
+		return out, e
+	}
+	want, _ := run(runtime.NewCPU(), unfused)
+	fusedLogits, fused := run(runtime.NewCPU(), p)
+	for s := range want {
+		for i := range want[s] {
+			if math.Float32bits(fusedLogits[s][i]) != math.Float32bits(want[s][i]) {
+				t.Fatalf("step %d logit %d: fused router %v, unfused %v", s, i, fusedLogits[s][i], want[s][i])
+			}
+		}
+	}
+	layers := m.Config.NumHiddenLayers
+	if n := count(fused, ir.MoEDecodeRouteGateUp); n != layers {
+		t.Fatalf("the fused plan has %d moe_decode_route_gate_up launches, want %d", n, layers)
+	}
+	no := &residency{CPU: runtime.NewCPU()}
+	got, e := run(no, p)
+	if n, g := count(e, ir.MoEDecodeRouteGateUp), count(e, ir.MoEDecodeGateUp); n != 0 || g != layers || no.asked != layers {
+		t.Errorf("not resident: %d fused launches, %d moe_decode_gate_up, %d queries; want 0, %d, %d", n, g, no.asked, layers, layers)
+	}
+	for s := range want {
+		for i := range want[s] {
+			if math.Float32bits(got[s][i]) != math.Float32bits(want[s][i]) {
+				t.Fatalf("step %d logit %d: fallback %v, unfused %v", s, i, got[s][i], want[s][i])
+			}
+		}
+	}
+	yes := &residency{CPU: runtime.NewCPU(), resident: true}
+	if _, e := run(yes, p); count(e, ir.MoEDecodeRouteGateUp) != layers {
+		t.Errorf("resident: the engine does not run the fused launches")
+	}
+	bad := &residency{CPU: runtime.NewCPU(), err: errors.New("occupancy query failed")}
+	if _, err := runtime.NewEngine(p, bad, runtime.CheckpointWeights(ck)); err == nil || !strings.Contains(err.Error(), "occupancy query failed") {
+		t.Errorf("a failing residency query: NewEngine error %v", err)
 	}
 }

@@ -85,7 +85,7 @@ func parseBuckets(s string) ([]int, error) {
 func planCmd() *cobra.Command {
 	var dir, target, buckets, out, kvDType, fusion, tiling, prefillAttn string
 	var ctxTokens, decodeSplits, gdnColTile int
-	var decodeStream, gdnPeer bool
+	var decodeStream, gdnPeer, moeRouter bool
 	c := &cobra.Command{
 		Use:   "plan",
 		Short: "Lower the model and write its plan (canonical JSON)",
@@ -104,7 +104,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 				return err
 			}
 			p, err := planner.Plan(m, planner.Options{Target: plan.Target(target), Buckets: bs, ContextTokens: ctxTokens, KVDType: ir.DType(kvDType), Fusion: planner.Fusion(fusion),
-				Tiling: planner.Tiling(tiling), DecodeSplits: decodeSplits, DecodeStream: decodeStream, GDNColumnTile: gdnColTile, GDNPeer: gdnPeer, PrefillAttention: planner.PrefillAttention(prefillAttn)})
+				Tiling: planner.Tiling(tiling), DecodeSplits: decodeSplits, DecodeStream: decodeStream, MoERouter: moeRouter, GDNColumnTile: gdnColTile, GDNPeer: gdnPeer, PrefillAttention: planner.PrefillAttention(prefillAttn)})
 			if err != nil {
 				return err
 			}
@@ -128,6 +128,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 	c.Flags().StringVar(&tiling, "tiling", "", "the tile pass `MODE` (prefill on the tensor-core families): on, off, or empty for the default (off on every target for now: see docs/prefill-gemm.md)")
 	cliflag.IntRange(c.Flags(), &decodeSplits, "decode-splits", 0, -1, 1024, "`N` splits of the decode step's split-KV attention: 0 for the target's (GPU: from its multiprocessors; cpu: none), -1 to keep attention, 1 to 1024 on any target")
 	c.Flags().BoolVar(&decodeStream, "decode-stream", false, "run the decode attention's split as attention_decode_stream (a cp.async ring) on sm_90")
+	c.Flags().BoolVar(&moeRouter, "moe-router", false, "fold each decode MoE block's router into its gate_up launch behind a grid barrier (moe_decode_route_gate_up; the engine runs the two launches where the device cannot hold its grid)")
 	cliflag.IntRange(c.Flags(), &gdnColTile, "gdn-col-tile", 0, -1, 1<<16, "`N` state columns a block of the decode step's gdn_decode_split or gdn_decode_peer: 0 for the target's (GPU: a block per multiprocessor or more; with --gdn-peer the narrowest tile whose blocks fit one wave), -1 to keep gdn_decode_step (a block per key head), N to ask for N on any target")
 	c.Flags().BoolVar(&gdnPeer, "gdn-peer", false, "run the decode step's column-tiled GDN step as gdn_decode_peer (the blocks of a key head finish the gated norm together, in one wave) instead of gdn_decode_split (measured slower on the H200: docs/gdn-decode.md)")
 	c.Flags().StringVar(&prefillAttn, "prefill-attention", "", "the prefill steps' attention `FAMILY`: flash (attention_prefill, tensor cores, operands split to keep f32 precision where the target affords it), flash-bf16 (the same with plain bf16 operands: faster, less exact), eager (attention + attn_output_gate), or empty for the target's default (flash on GPU targets with an f32 KV cache, eager elsewhere)")

@@ -19,8 +19,9 @@ const Target = "sm_90"
 
 // Device attributes read at start (CUdevice_attribute).
 const (
-	attrComputeMajor = 75
-	attrComputeMinor = 76
+	attrComputeMajor    = 75
+	attrComputeMinor    = 76
+	attrMultiprocessors = 16 // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
 )
 
 // CUDA is a runtime.Backend on one NVIDIA GPU (device 0): the shared GPU
@@ -59,7 +60,14 @@ func NewCUDA(cubins map[string][]byte) (*CUDA, error) {
 	d := l.driver
 	// The driver's current context is per thread.
 	d.MakeCurrent = func() int32 { return p.cuCtxSetCurrent(ctx) }
-	b, err := gpu.New(&d, gpu.Config{Target: Target, Objects: cubins, Release: func() { p.cuDevicePrimaryCtxRelease(dev) }})
+	// The SM count, for the residency of grid-barrier launches (0 when the
+	// driver does not say: they take their fallback).
+	var sms int32
+	if p.DeviceGetAttribute(&sms, attrMultiprocessors, dev) != 0 {
+		sms = 0
+	}
+	b, err := gpu.New(&d, gpu.Config{Target: Target, Objects: cubins, Release: func() { p.cuDevicePrimaryCtxRelease(dev) },
+		Multiprocessors: int(sms)})
 	if err != nil {
 		p.cuDevicePrimaryCtxRelease(dev)
 		return nil, err

@@ -60,6 +60,7 @@ func load() (*library, error) {
 			loadErr = fmt.Errorf("cuda: %w", err)
 			return
 		}
+		gpu.BindOptional(h, optionalSymbols(d))
 		d.Dialect = "cuda"
 		d.ErrorName = func(rc int32) string { return p.text(p.cuGetErrorName, rc) }
 		d.ErrorString = func(rc int32) string { return p.text(p.cuGetErrorString, rc) }
@@ -129,4 +130,11 @@ func symbols(p *probe, d *gpu.Driver) []gpu.Symbol {
 		{Func: &d.GraphExecDestroy, Name: "cuGraphExecDestroy"},
 		{Func: &d.GraphDestroy, Name: "cuGraphDestroy"},
 	}
+}
+
+// optionalSymbols are the entry points the backend can do without: the
+// occupancy query of the engine's residency check (a grid barrier's
+// launch), without which such launches take their fallback.
+func optionalSymbols(d *gpu.Driver) []gpu.Symbol {
+	return []gpu.Symbol{{Func: &d.OccupancyMaxActiveBlocks, Name: "cuOccupancyMaxActiveBlocksPerMultiprocessor"}}
 }

@@ -9,12 +9,12 @@ import (
 )
 
 // TestSymbols: every entry point of the backend's driver table is bound,
-// once, to the symbol cuda.h's ABI names (the _v2 versions of the calls
+// once (the occupancy query where the library has it), to the symbol cuda.h's ABI names (the _v2 versions of the calls
 // cuda.h maps to them); the error texts come from the probe's calls.
 func TestSymbols(t *testing.T) {
 	var p probe
 	var d gpu.Driver
-	syms := symbols(&p, &d)
+	syms := append(symbols(&p, &d), optionalSymbols(&d)...)
 	gputest.Bound(t, &d, syms, "ErrorName", "ErrorString")
 	v2 := map[string]bool{"cuMemAlloc": true, "cuMemFree": true, "cuMemGetInfo": true, "cuMemcpyHtoD": true, "cuMemcpyDtoH": true,
 		"cuMemsetD8": true, "cuMemcpyHtoDAsync": true, "cuMemcpyDtoDAsync": true, "cuMemcpyDtoHAsync": true,

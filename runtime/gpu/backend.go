@@ -39,11 +39,13 @@ type Backend struct {
 
 	objects map[string][]byte
 	modules []uintptr
-	funcs   map[string]*function
-	mems    map[*mem]struct{}   // live allocations, freed by Close
-	graphs  map[*graph]struct{} // live graphs, destroyed by Close
-	last    string              // the kernel launched last, named in asynchronous errors
-	closed  bool
+	// multiprocessors is Config.Multiprocessors.
+	multiprocessors int
+	funcs           map[string]*function
+	mems            map[*mem]struct{}   // live allocations, freed by Close
+	graphs          map[*graph]struct{} // live graphs, destroyed by Close
+	last            string              // the kernel launched last, named in asynchronous errors
+	closed          bool
 
 	// uploads is held shared by UploadAll and exclusively by Close, which
 	// first sets closing so that the workers stop.
@@ -75,6 +77,7 @@ var (
 	_ runtime.BulkUploader = (*Backend)(nil)
 	_ runtime.StreamForker = (*Backend)(nil)
 	_ runtime.AttrLauncher = (*Backend)(nil)
+	_ runtime.Residency    = (*Backend)(nil)
 )
 
 // Config is what a binding tells New besides its driver.
@@ -87,6 +90,9 @@ type Config struct {
 	// Release, when set, is called once by Close after everything the
 	// backend holds is freed (the CUDA primary context).
 	Release func()
+	// Multiprocessors is the device's SM or CU count (0: unknown, and then
+	// no grid counts as resident: Resident).
+	Multiprocessors int
 }
 
 // New opens a backend on a device the driver has made current: the main
@@ -97,7 +103,7 @@ func New(d *Driver, cfg Config) (*Backend, error) {
 	if err := d.check(); err != nil {
 		return nil, err
 	}
-	b := &Backend{d: d, target: cfg.Target, release: cfg.Release, objects: cfg.Objects,
+	b := &Backend{d: d, target: cfg.Target, release: cfg.Release, objects: cfg.Objects, multiprocessors: cfg.Multiprocessors,
 		funcs: map[string]*function{}, mems: map[*mem]struct{}{}, graphs: map[*graph]struct{}{},
 		errClosed:    fmt.Errorf("%s: backend is closed", d.Dialect),
 		errCapturing: fmt.Errorf("%s: only launches are allowed during graph capture", d.Dialect)}
@@ -335,6 +341,35 @@ func (b *Backend) Load(ks []plan.Kernel) error {
 		b.funcs[k.Name] = &function{fn: fn}
 	}
 	return nil
+}
+
+// Resident reports whether launch l's whole grid of kernel k (loaded) is
+// resident on the device at once: the blocks the driver's occupancy query
+// says one multiprocessor holds, times the multiprocessors, at least the
+// grid's blocks. Without the query or the multiprocessor count it says
+// no, so the engine takes the launch's fallback.
+func (b *Backend) Resident(k *plan.Kernel, l *plan.Launch) (bool, error) {
+	grid, block, err := runtime.LaunchShape(l)
+	if err != nil {
+		return false, fmt.Errorf("%s: kernel %s: %w", b.d.Dialect, k.Name, err)
+	}
+	unlock := b.enter()
+	defer unlock()
+	if err := b.ready(false); err != nil {
+		return false, err
+	}
+	f, ok := b.funcs[k.Name]
+	if !ok {
+		return false, fmt.Errorf("%s: kernel %s was not loaded", b.d.Dialect, k.Name)
+	}
+	if b.d.OccupancyMaxActiveBlocks == nil || b.multiprocessors <= 0 {
+		return false, nil
+	}
+	var per int32
+	if rc := b.d.OccupancyMaxActiveBlocks(&per, f.fn, int32(block[0]*block[1]*block[2]), uint64(l.SharedBytes)); rc != 0 {
+		return false, b.fail("kernel "+k.Name+": occupancy", rc)
+	}
+	return int64(per)*int64(b.multiprocessors) >= int64(grid[0])*int64(grid[1])*int64(grid[2]), nil
 }
 
 // SetParams writes the parameter block. The copy is synchronous and ordered

@@ -808,3 +808,62 @@ func declared(k *plan.Kernel) []ir.OperandSpec {
 	}
 	return f.Operands
 }
+
+// TestResident: a grid is resident when the occupancy query's blocks per
+// multiprocessor times the multiprocessors cover it; without the query
+// (hip's fake), without a multiprocessor count, or for a kernel not
+// loaded, it is not (or an error); a failing query is an error.
+func TestResident(t *testing.T) {
+	ks, _ := kernels()
+	k := &ks[0]
+	launch := func(x, y int) *plan.Launch {
+		return &plan.Launch{Kernel: k.Name, Grid: []int{x, y, 1}, Block: []int{256, 1, 1}}
+	}
+	for _, c := range []struct {
+		name     string
+		dialect  string
+		perSM    int32
+		sms      int
+		l        *plan.Launch
+		resident bool
+	}{
+		{"fits", "cuda", 2, 132, launch(264, 1), true},
+		{"one block over", "cuda", 2, 132, launch(265, 1), false},
+		{"rows count", "cuda", 2, 132, launch(200, 2), false},
+		{"no multiprocessor count", "cuda", 2, 0, launch(1, 1), false},
+		{"no occupancy query", "hip", 2, 40, launch(1, 1), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFake(c.dialect, 1<<24)
+			f.perSM = c.perSM
+			objs := map[string][]byte{}
+			for _, k := range ks {
+				objs[k.Name] = image(k.Name, len(declared(&k))+2)
+			}
+			b, err := New(f.driver(), Config{Target: "sm_test", Objects: objs, Multiprocessors: c.sms})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			if _, err := b.Resident(k, c.l); err == nil || !strings.Contains(err.Error(), "was not loaded") {
+				t.Errorf("before Load: %v", err)
+			}
+			if err := b.Load(ks); err != nil {
+				t.Fatal(err)
+			}
+			got, err := b.Resident(k, c.l)
+			if err != nil || got != c.resident {
+				t.Errorf("Resident = %v, %v; want %v", got, err, c.resident)
+			}
+		})
+	}
+	b, f := open(t, "cuda", ks)
+	b.multiprocessors = 132
+	if err := b.Load(ks); err != nil {
+		t.Fatal(err)
+	}
+	f.failNext("OccupancyMaxActiveBlocks", 1, 1)
+	if _, err := b.Resident(k, launch(1, 1)); err == nil || !strings.Contains(err.Error(), "occupancy") {
+		t.Errorf("a failing query: %v", err)
+	}
+}

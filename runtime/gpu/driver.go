@@ -71,6 +71,13 @@ type Driver struct {
 	// where the vendor needs none for what the backend sets.
 	FuncSetAttribute func(fn uintptr, attr int32, value int32) int32
 
+	// OccupancyMaxActiveBlocks is how many blocks of blockSize threads
+	// and dynamicShared bytes of a function one multiprocessor holds at
+	// once (cuOccupancyMaxActiveBlocksPerMultiprocessor,
+	// hipModuleOccupancyMaxActiveBlocksPerMultiprocessor); nil where the
+	// binding has none, and then no grid counts as resident (Resident).
+	OccupancyMaxActiveBlocks func(blocks *int32, fn uintptr, blockSize int32, dynamicShared uint64) int32
+
 	LaunchKernel func(fn uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params, extra unsafe.Pointer) int32
 	// LaunchKernelEx launches with a CUlaunchConfig (launchConfig); nil
 	// where the vendor has no extended launch.
@@ -145,6 +152,16 @@ func Bind(lib uintptr, libName string, syms []Symbol) error {
 	return nil
 }
 
+// BindOptional binds the symbols the library has and leaves the others'
+// func fields nil: entry points the backend can do without.
+func BindOptional(lib uintptr, syms []Symbol) {
+	for _, s := range syms {
+		if sym, err := purego.Dlsym(lib, s.Name); err == nil {
+			purego.RegisterFunc(s.Func, sym)
+		}
+	}
+}
+
 // ErrorText is a result code's name and description, as an error says it.
 func (d *Driver) ErrorText(rc int32) string {
 	n, s := d.ErrorName(rc), d.ErrorString(rc)
@@ -175,13 +192,14 @@ func CString(p unsafe.Pointer) string {
 }
 
 // check reports the first entry point a driver lacks that the backend
-// cannot do without (all but FuncSetAttribute, LaunchKernelEx and
-// EventRecordWithFlags).
+// cannot do without (all but FuncSetAttribute, LaunchKernelEx,
+// EventRecordWithFlags and OccupancyMaxActiveBlocks).
 func (d *Driver) check() error {
 	v := reflect.ValueOf(d).Elem()
 	for i := range v.NumField() {
 		name := v.Type().Field(i).Name
-		if v.Field(i).Kind() == reflect.Func && v.Field(i).IsNil() && name != "FuncSetAttribute" && name != "LaunchKernelEx" && name != "EventRecordWithFlags" {
+		if v.Field(i).Kind() == reflect.Func && v.Field(i).IsNil() && name != "FuncSetAttribute" && name != "LaunchKernelEx" && name != "EventRecordWithFlags" &&
+			name != "OccupancyMaxActiveBlocks" {
 			return fmt.Errorf("gpu: the %s driver has no %s", d.Dialect, name)
 		}
 	}

@@ -32,11 +32,12 @@ func TestEngineStepGraphs(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFake("cuda", 1<<28)
+	f.perSM = 2 // every grid resident on 132 SMs: the fused routers run
 	objs := map[string][]byte{}
 	for _, k := range p.Kernels {
 		objs[k.Name] = image(k.Name, len(declared(&k))+2)
 	}
-	b, err := New(f.driver(), Config{Target: string(plan.SM90), Objects: objs})
+	b, err := New(f.driver(), Config{Target: string(plan.SM90), Objects: objs, Multiprocessors: 132})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,10 @@ type fake struct {
 	log     []ran
 	errs    []string // misuse the backend should never commit
 	current int      // MakeCurrent calls
+	// perSM is what the occupancy query ("cuda" only) answers: blocks of
+	// a 256-thread function one multiprocessor holds (fewer for more
+	// threads, in proportion).
+	perSM int32
 }
 
 const (
@@ -795,6 +799,18 @@ func (f *fake) driver() *Driver {
 		},
 	}
 	if f.dialect == "cuda" {
+		d.OccupancyMaxActiveBlocks = func(blocks *int32, fn uintptr, blockSize int32, dynamicShared uint64) int32 {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if rc := f.enter("OccupancyMaxActiveBlocks"); rc != 0 {
+				return rc
+			}
+			if f.funcs[fn] == nil || blockSize <= 0 || dynamicShared > fakeMaxShare {
+				return 1
+			}
+			*blocks = f.perSM * 256 / blockSize
+			return 0
+		}
 		d.FuncSetAttribute = func(fn uintptr, attr int32, value int32) int32 {
 			f.mu.Lock()
 			defer f.mu.Unlock()

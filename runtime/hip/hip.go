@@ -94,7 +94,13 @@ func (l *Library) New(objects map[string][]byte) (*HIP, error) {
 	d := l.driver
 	// The runtime's current device is per thread.
 	d.MakeCurrent = func() int32 { return p.hipSetDevice(dev) }
-	b, err := gpu.New(&d, gpu.Config{Target: Target, Objects: objects})
+	// The CU count, for the residency of grid-barrier launches (0 when the
+	// runtime does not say: they take their fallback).
+	var cus int32
+	if p.DeviceGetAttribute(&cus, attrMultiprocessors, dev) != 0 {
+		cus = 0
+	}
+	b, err := gpu.New(&d, gpu.Config{Target: Target, Objects: objects, Multiprocessors: int(cus)})
 	if err != nil {
 		return nil, err
 	}

@@ -905,7 +905,7 @@ func TestEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	const bucket = 8
-	p, err := planner.Plan(planner.FromConfig("tiny", cfg), planner.Options{Target: hip.Target, Buckets: []int{bucket}, ContextTokens: 64})
+	p, err := planner.Plan(planner.FromConfig("tiny", cfg), planner.Options{Target: hip.Target, Buckets: []int{bucket}, ContextTokens: 64, MoERouter: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -917,6 +917,27 @@ func TestEngine(t *testing.T) {
 	if !e.Graphs() {
 		t.Error("the engine does not replay decode steps as graphs on this backend")
 	}
+	// The fake has no occupancy query: each fused router (a grid barrier)
+	// runs as its fallback, the launches of the plan the engine runs.
+	fused := 0
+	for _, ph := range p.Phases {
+		for _, l := range ph.Launches {
+			if len(l.Fallback) > 0 {
+				fused++
+				for _, q := range e.Plan().Phases {
+					for _, m := range q.Launches {
+						if m.Kernel == l.Kernel {
+							t.Errorf("phase %s: %s runs without the occupancy query", q.Name, l.Kernel)
+						}
+					}
+				}
+			}
+		}
+	}
+	if fused == 0 {
+		t.Error("the tiny gfx1151 plan has no launch with a fallback")
+	}
+	p = e.Plan()
 	// expected lists the launches of a phase that have rows to run; in a
 	// prefill, those with an operand offset from a slot are launched
 	// between the bucket's graphs, the others replayed.

@@ -18,8 +18,9 @@ var LibraryNames = []string{"libamdhip64.so", "libamdhip64.so.7", "libamdhip64.s
 // hipDeviceAttribute_t values (ROCm 5 and later; the CUDA-compatible
 // values 75 and 76 are those of CUdevice_attribute, not HIP's).
 const (
-	attrComputeMajor = 23 // hipDeviceAttributeComputeCapabilityMajor
-	attrComputeMinor = 61 // hipDeviceAttributeComputeCapabilityMinor
+	attrComputeMajor    = 23 // hipDeviceAttributeComputeCapabilityMajor
+	attrComputeMinor    = 61 // hipDeviceAttributeComputeCapabilityMinor
+	attrMultiprocessors = 63 // hipDeviceAttributeMultiprocessorCount
 )
 
 // probe holds the entry points of device probing. hipError_t is a C enum
@@ -133,6 +134,7 @@ func open(path string) (*Library, error) {
 		purego.Dlclose(h)
 		return nil, fmt.Errorf("hip: %w", err)
 	}
+	gpu.BindOptional(h, optionalSymbols(d))
 	if rc := p.hipInit(0); rc != 0 {
 		return nil, fmt.Errorf("hip: %s: hipInit: %s", path, d.ErrorText(rc))
 	}
@@ -203,4 +205,11 @@ func symbols(p *probe, d *gpu.Driver) []gpu.Symbol {
 		{Func: &d.ErrorName, Name: "hipGetErrorName"},
 		{Func: &d.ErrorString, Name: "hipGetErrorString"},
 	}
+}
+
+// optionalSymbols are the entry points the backend can do without: the
+// occupancy query of the engine's residency check (a grid barrier's
+// launch), without which such launches take their fallback.
+func optionalSymbols(d *gpu.Driver) []gpu.Symbol {
+	return []gpu.Symbol{{Func: &d.OccupancyMaxActiveBlocks, Name: "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor"}}
 }

@@ -5,7 +5,7 @@
 #define __device__ __attribute__((device))
 #define __shared__ __attribute__((shared))
 #define __constant__ __attribute__((constant))
-#define __launch_bounds__(n) __attribute__((launch_bounds(n)))
+#define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
 #endif
 #define KERNEL extern "C" __global__ __launch_bounds__(256)
 #define DEVICE static __device__ inline __attribute__((always_inline, unused))
@@ -42,6 +42,39 @@ DEVICE void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" :::
 #define PDL_WAIT() pdl_wait()
 #define PDL_TRIGGER() pdl_trigger()
 #define PDL_ENTRY() (pdl_wait(), pdl_trigger())
+DEVICE int sreg_nctaid_x() { int r; asm("mov.u32 %0, %%nctaid.x;" : "=r"(r)); return r; }
+DEVICE int sreg_nctaid_y() { int r; asm("mov.u32 %0, %%nctaid.y;" : "=r"(r)); return r; }
+#define GDIM_X sreg_nctaid_x()
+#define GDIM_Y sreg_nctaid_y()
+// Grid barrier (see codegen/prelude.go), as cooperative groups spell it:
+// the block's writes ordered by the barrier, thread 0's gpu-scope release
+// add, its acquire polls, the block released by a second barrier.
+DEVICE unsigned int grid_arrive(int* count, bool leader) {
+  block_sync();
+  unsigned int old = 0;
+  if (TID_X == 0) {
+    const unsigned int blocks = (unsigned int)GDIM_X * (unsigned int)GDIM_Y;
+    asm volatile("atom.release.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(count), "r"(leader ? 0x80000000u - (blocks - 1u) : 1u) : "memory");
+  }
+  return old;
+}
+DEVICE void grid_wait(int* count, unsigned int ticket) {
+  if (TID_X == 0) {
+    unsigned int spins = 0, cur;
+    for (;;) {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(cur) : "l"(count) : "memory");
+      if (((cur ^ ticket) & 0x80000000u) != 0u) break;
+      if (++spins == (1u << 22)) asm volatile("trap;");
+    }
+  }
+  block_sync();
+}
+DEVICE void grid_barrier(int* count) { grid_wait(count, grid_arrive(count, BID_X == 0 && BID_Y == 0)); }
+DEVICE float grid_load(const float* p) {
+  float v;
+  asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
+  return v;
+}
 DEVICE double drint(double x) { double r; asm("cvt.rni.f64.f64 %0, %1;" : "=d"(r) : "d"(x)); return r; }
 DEVICE float frint(float x) { float r; asm("cvt.rni.f32.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 // expf: x = k·ln2 + r, |r| ≤ ln2/2, e^r by its Taylor series to r^8, 2^k in two steps.
@@ -229,22 +262,46 @@ constexpr bool GATE_PRE = HIDDEN % 8 == 0 && HIDDEN / 8 <= BDIM_X;
 constexpr bool ROUTED_VEC = INTER % 8 == 0 && WIDTH % 4 == 0;
 constexpr bool SHARED_VEC = SINTER % 8 == 0 && WIDTH % 4 == 0 && (TOPK * INTER) % 4 == 0;
 static_assert(RPW >= 1 && U >= 1 && TOPK >= 1 && EXPERTS >= TOPK, "rows_per_warp, unroll and top-k at least 1, top-k at most the experts");
+// The shared expert's rows do not depend on the router: where a warp's share of them is a
+// few chunks a lane (SHARED_PRE), they and the gate's weights are loaded before the
+// programmatic wait, so they are in flight with the routed stream (or with the launch
+// before) rather than a second round trip after it.
+constexpr int SRW = (RPW + WARPS - 1) / WARPS;                 // shared rows a warp
+constexpr int SCL = (SINTER / 8 + WARP_SIZE - 1) / WARP_SIZE;  // a lane's chunks of one
+constexpr bool SHARED_PRE = SHARED_VEC && SCL >= 1 && SRW * SCL <= 8;
+constexpr int SQ = SHARED_PRE ? SCL : 1;                        // (no zero-sized array)
 KERNEL void moe_decode_down_0d6359c6(float* y, const float* act, const int* ids, const float* weights, const float* x, const bf16* down, const bf16* shared_down, const bf16* shared_expert_gate, int n, const int* params) {
   if (n < 0) n = params[-n - 1];
-  PDL_ENTRY();
   SHARED float part[TOPK * RPW];
   SHARED float shp[RPW];
   SHARED float red[WARPS];
   const int t = BID_Y;
-  if (t >= n) return;
   const int c0 = BID_X * RPW;
+  u32x4 gq = {0u, 0u, 0u, 0u};
+  if constexpr (GATE_PRE) {
+    if (TID_X < HIDDEN / 8) gq = *(const u32x4*)(shared_expert_gate + TID_X * 8);
+  }
+  [[maybe_unused]] u32x4 sq[SRW][SQ];
+  if constexpr (SHARED_PRE) {
+#pragma unroll
+    for (int k = 0; k < SRW; ++k) {
+      const int r = WARP + k * WARPS;
+      const long long col = c0 + r < HIDDEN ? c0 + r : HIDDEN - 1;
+#pragma unroll
+      for (int j = 0; j < SQ; ++j) {
+        const int c = LANE + j * WARP_SIZE;
+        sq[k][j] = r < RPW && c < SINTER / 8 ? *(const u32x4*)(shared_down + col * SINTER + c * 8) : u32x4{0u, 0u, 0u, 0u};
+      }
+    }
+  }
+  PDL_WAIT();
+  PDL_TRIGGER();
+  if (t >= n) return;
   const float* xr = x + (long long)t * HIDDEN;
   const float* ar = act + (long long)t * WIDTH;
-  u32x4 gq = {0u, 0u, 0u, 0u};
   f32x4 ga = {0.0f, 0.0f, 0.0f, 0.0f}, gb = {0.0f, 0.0f, 0.0f, 0.0f};
   if constexpr (GATE_PRE) {
     if (TID_X < HIDDEN / 8) {
-      gq = *(const u32x4*)(shared_expert_gate + TID_X * 8);
       ga = *(const f32x4*)(xr + TID_X * 8);
       gb = *(const f32x4*)(xr + TID_X * 8 + 4);
     }
@@ -274,18 +331,34 @@ KERNEL void moe_decode_down_0d6359c6(float* y, const float* act, const int* ids,
       if (LANE == 0) part[s * RPW + r] = valid ? w * d : 0.0f;
     }
   }
-  for (int r = WARP; r < RPW; r += WARPS) {
-    const long long col = c0 + r < HIDDEN ? c0 + r : HIDDEN - 1;
-    const float* xsh[1] = {ar + TOPK * INTER};
-    const bf16* wsh[1] = {shared_down + col * SINTER};
-    float sh[1] = {0.0f};
-    if constexpr (SHARED_VEC) {
-      gemv_stream<1, U>(sh, xsh, wsh, 0, SINTER / 8);
-    } else {
-      gemv_scalar<1>(sh, xsh, wsh, 0, SINTER);
+  if constexpr (SHARED_PRE) {
+#pragma unroll
+    for (int k = 0; k < SRW; ++k) {
+      const int r = WARP + k * WARPS;
+      if (r >= RPW) break;
+      float sh = 0.0f;
+#pragma unroll
+      for (int j = 0; j < SQ; ++j) {
+        const int c = LANE + j * WARP_SIZE;
+        if (c < SINTER / 8) sh += dot8q(ar + TOPK * INTER + c * 8, sq[k][j]);
+      }
+      sh = warp_sum(sh);
+      if (LANE == 0) shp[r] = sh;
     }
-    sh[0] = warp_sum(sh[0]);
-    if (LANE == 0) shp[r] = sh[0];
+  } else {
+    for (int r = WARP; r < RPW; r += WARPS) {
+      const long long col = c0 + r < HIDDEN ? c0 + r : HIDDEN - 1;
+      const float* xsh[1] = {ar + TOPK * INTER};
+      const bf16* wsh[1] = {shared_down + col * SINTER};
+      float sh[1] = {0.0f};
+      if constexpr (SHARED_VEC) {
+        gemv_stream<1, U>(sh, xsh, wsh, 0, SINTER / 8);
+      } else {
+        gemv_scalar<1>(sh, xsh, wsh, 0, SINTER);
+      }
+      sh[0] = warp_sum(sh[0]);
+      if (LANE == 0) shp[r] = sh[0];
+    }
   }
   float gp = 0.0f;
   if constexpr (GATE_PRE) {

@@ -34,6 +34,35 @@ DEVICE double drint(double x) { return __builtin_rint(x); }
 #define PDL_WAIT() ((void)0)
 #define PDL_TRIGGER() ((void)0)
 #define PDL_ENTRY() ((void)0)
+// The grid's blocks (the dispatch's work-items over the 1-D block's size: 1 in y).
+#define GDIM_X ((int)(__builtin_amdgcn_grid_size_x() / (unsigned int)BDIM_X))
+#define GDIM_Y ((int)__builtin_amdgcn_grid_size_y())
+// Grid barrier (see codegen/prelude.go): agent-scope release before the
+// arrival, acquire after the wait in every thread (it invalidates the CU's
+// caches, so plain loads see the other blocks' writes).
+DEVICE unsigned int grid_arrive(int* count, bool leader) {
+  block_sync();
+  unsigned int old = 0;
+  if (TID_X == 0) {
+    const unsigned int blocks = (unsigned int)GDIM_X * (unsigned int)GDIM_Y;
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "agent");
+    old = __atomic_fetch_add((unsigned int*)count, leader ? 0x80000000u - (blocks - 1u) : 1u, __ATOMIC_RELAXED);
+  }
+  return old;
+}
+DEVICE void grid_wait(int* count, unsigned int ticket) {
+  if (TID_X == 0) {
+    unsigned int spins = 0;
+    while (((__atomic_load_n((unsigned int*)count, __ATOMIC_RELAXED) ^ ticket) & 0x80000000u) == 0u) {
+      __builtin_amdgcn_s_sleep(1);
+      if (++spins == (1u << 22)) __builtin_trap();
+    }
+  }
+  block_sync();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "agent");
+}
+DEVICE void grid_barrier(int* count) { grid_wait(count, grid_arrive(count, BID_X == 0 && BID_Y == 0)); }
+DEVICE float grid_load(const float* p) { return *p; }
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };
 struct __attribute__((aligned(16))) f32x4 { float x, y, z, w; };
@@ -181,22 +210,46 @@ constexpr bool GATE_PRE = HIDDEN % 8 == 0 && HIDDEN / 8 <= BDIM_X;
 constexpr bool ROUTED_VEC = INTER % 8 == 0 && WIDTH % 4 == 0;
 constexpr bool SHARED_VEC = SINTER % 8 == 0 && WIDTH % 4 == 0 && (TOPK * INTER) % 4 == 0;
 static_assert(RPW >= 1 && U >= 1 && TOPK >= 1 && EXPERTS >= TOPK, "rows_per_warp, unroll and top-k at least 1, top-k at most the experts");
+// The shared expert's rows do not depend on the router: where a warp's share of them is a
+// few chunks a lane (SHARED_PRE), they and the gate's weights are loaded before the
+// programmatic wait, so they are in flight with the routed stream (or with the launch
+// before) rather than a second round trip after it.
+constexpr int SRW = (RPW + WARPS - 1) / WARPS;                 // shared rows a warp
+constexpr int SCL = (SINTER / 8 + WARP_SIZE - 1) / WARP_SIZE;  // a lane's chunks of one
+constexpr bool SHARED_PRE = SHARED_VEC && SCL >= 1 && SRW * SCL <= 8;
+constexpr int SQ = SHARED_PRE ? SCL : 1;                        // (no zero-sized array)
 KERNEL void moe_decode_down_0d6359c6(float* y, const float* act, const int* ids, const float* weights, const float* x, const bf16* down, const bf16* shared_down, const bf16* shared_expert_gate, int n, const int* params) {
   if (n < 0) n = params[-n - 1];
-  PDL_ENTRY();
   SHARED float part[TOPK * RPW];
   SHARED float shp[RPW];
   SHARED float red[WARPS];
   const int t = BID_Y;
-  if (t >= n) return;
   const int c0 = BID_X * RPW;
+  u32x4 gq = {0u, 0u, 0u, 0u};
+  if constexpr (GATE_PRE) {
+    if (TID_X < HIDDEN / 8) gq = *(const u32x4*)(shared_expert_gate + TID_X * 8);
+  }
+  [[maybe_unused]] u32x4 sq[SRW][SQ];
+  if constexpr (SHARED_PRE) {
+#pragma unroll
+    for (int k = 0; k < SRW; ++k) {
+      const int r = WARP + k * WARPS;
+      const long long col = c0 + r < HIDDEN ? c0 + r : HIDDEN - 1;
+#pragma unroll
+      for (int j = 0; j < SQ; ++j) {
+        const int c = LANE + j * WARP_SIZE;
+        sq[k][j] = r < RPW && c < SINTER / 8 ? *(const u32x4*)(shared_down + col * SINTER + c * 8) : u32x4{0u, 0u, 0u, 0u};
+      }
+    }
+  }
+  PDL_WAIT();
+  PDL_TRIGGER();
+  if (t >= n) return;
   const float* xr = x + (long long)t * HIDDEN;
   const float* ar = act + (long long)t * WIDTH;
-  u32x4 gq = {0u, 0u, 0u, 0u};
   f32x4 ga = {0.0f, 0.0f, 0.0f, 0.0f}, gb = {0.0f, 0.0f, 0.0f, 0.0f};
   if constexpr (GATE_PRE) {
     if (TID_X < HIDDEN / 8) {
-      gq = *(const u32x4*)(shared_expert_gate + TID_X * 8);
       ga = *(const f32x4*)(xr + TID_X * 8);
       gb = *(const f32x4*)(xr + TID_X * 8 + 4);
     }
@@ -226,18 +279,34 @@ KERNEL void moe_decode_down_0d6359c6(float* y, const float* act, const int* ids,
       if (LANE == 0) part[s * RPW + r] = valid ? w * d : 0.0f;
     }
   }
-  for (int r = WARP; r < RPW; r += WARPS) {
-    const long long col = c0 + r < HIDDEN ? c0 + r : HIDDEN - 1;
-    const float* xsh[1] = {ar + TOPK * INTER};
-    const bf16* wsh[1] = {shared_down + col * SINTER};
-    float sh[1] = {0.0f};
-    if constexpr (SHARED_VEC) {
-      gemv_stream<1, U>(sh, xsh, wsh, 0, SINTER / 8);
-    } else {
-      gemv_scalar<1>(sh, xsh, wsh, 0, SINTER);
+  if constexpr (SHARED_PRE) {
+#pragma unroll
+    for (int k = 0; k < SRW; ++k) {
+      const int r = WARP + k * WARPS;
+      if (r >= RPW) break;
+      float sh = 0.0f;
+#pragma unroll
+      for (int j = 0; j < SQ; ++j) {
+        const int c = LANE + j * WARP_SIZE;
+        if (c < SINTER / 8) sh += dot8q(ar + TOPK * INTER + c * 8, sq[k][j]);
+      }
+      sh = warp_sum(sh);
+      if (LANE == 0) shp[r] = sh;
     }
-    sh[0] = warp_sum(sh[0]);
-    if (LANE == 0) shp[r] = sh[0];
+  } else {
+    for (int r = WARP; r < RPW; r += WARPS) {
+      const long long col = c0 + r < HIDDEN ? c0 + r : HIDDEN - 1;
+      const float* xsh[1] = {ar + TOPK * INTER};
+      const bf16* wsh[1] = {shared_down + col * SINTER};
+      float sh[1] = {0.0f};
+      if constexpr (SHARED_VEC) {
+        gemv_stream<1, U>(sh, xsh, wsh, 0, SINTER / 8);
+      } else {
+        gemv_scalar<1>(sh, xsh, wsh, 0, SINTER);
+      }
+      sh[0] = warp_sum(sh[0]);
+      if (LANE == 0) shp[r] = sh[0];
+    }
   }
   float gp = 0.0f;
   if constexpr (GATE_PRE) {

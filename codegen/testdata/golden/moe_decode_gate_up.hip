@@ -34,6 +34,35 @@ DEVICE double drint(double x) { return __builtin_rint(x); }
 #define PDL_WAIT() ((void)0)
 #define PDL_TRIGGER() ((void)0)
 #define PDL_ENTRY() ((void)0)
+// The grid's blocks (the dispatch's work-items over the 1-D block's size: 1 in y).
+#define GDIM_X ((int)(__builtin_amdgcn_grid_size_x() / (unsigned int)BDIM_X))
+#define GDIM_Y ((int)__builtin_amdgcn_grid_size_y())
+// Grid barrier (see codegen/prelude.go): agent-scope release before the
+// arrival, acquire after the wait in every thread (it invalidates the CU's
+// caches, so plain loads see the other blocks' writes).
+DEVICE unsigned int grid_arrive(int* count, bool leader) {
+  block_sync();
+  unsigned int old = 0;
+  if (TID_X == 0) {
+    const unsigned int blocks = (unsigned int)GDIM_X * (unsigned int)GDIM_Y;
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "agent");
+    old = __atomic_fetch_add((unsigned int*)count, leader ? 0x80000000u - (blocks - 1u) : 1u, __ATOMIC_RELAXED);
+  }
+  return old;
+}
+DEVICE void grid_wait(int* count, unsigned int ticket) {
+  if (TID_X == 0) {
+    unsigned int spins = 0;
+    while (((__atomic_load_n((unsigned int*)count, __ATOMIC_RELAXED) ^ ticket) & 0x80000000u) == 0u) {
+      __builtin_amdgcn_s_sleep(1);
+      if (++spins == (1u << 22)) __builtin_trap();
+    }
+  }
+  block_sync();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "agent");
+}
+DEVICE void grid_barrier(int* count) { grid_wait(count, grid_arrive(count, BID_X == 0 && BID_Y == 0)); }
+DEVICE float grid_load(const float* p) { return *p; }
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };
 struct __attribute__((aligned(16))) f32x4 { float x, y, z, w; };
@@ -161,15 +190,14 @@ DEVICE void gemv_scalar(float (&acc)[R], const float* const* x, const bf16* cons
 // taken. A probability is ≥ 0, so the -1 a rank starts from loses to every untaken one.
 constexpr float ROUTE_TAKEN = -2.0f;
 DEVICE bool route_better(float p, int e, float bp, int be) { return p > bp || (p == bp && e < be); }
+// route_normalize is the softmax of logits already in pr (expert LANE + i · WARP_SIZE, any
+// value past the experts); route_softmax loads them from row first.
 template <int E, int EPL>
-DEVICE void route_softmax(const float* row, float (&pr)[EPL]) {
+DEVICE void route_normalize(float (&pr)[EPL]) {
   float mx = bits_f32(0xff800000u);
 #pragma unroll
-  for (int i = 0; i < EPL; ++i) {
-    const int e = LANE + i * WARP_SIZE;
-    pr[i] = e < E ? row[e] : bits_f32(0xff800000u);
-    mx = __builtin_fmaxf(mx, pr[i]);
-  }
+  for (int i = 0; i < EPL; ++i)
+    if (LANE + i * WARP_SIZE < E) mx = __builtin_fmaxf(mx, pr[i]);
   mx = warp_max(mx);
   float sum = 0.0f;
 #pragma unroll
@@ -180,6 +208,12 @@ DEVICE void route_softmax(const float* row, float (&pr)[EPL]) {
   sum = warp_sum(sum);
 #pragma unroll
   for (int i = 0; i < EPL; ++i) pr[i] = LANE + i * WARP_SIZE < E ? pr[i] / sum : ROUTE_TAKEN;
+}
+template <int E, int EPL>
+DEVICE void route_softmax(const float* row, float (&pr)[EPL]) {
+#pragma unroll
+  for (int i = 0; i < EPL; ++i) pr[i] = LANE + i * WARP_SIZE < E ? row[LANE + i * WARP_SIZE] : 0.0f;
+  route_normalize<E>(pr);
 }
 template <int EPL>
 DEVICE int route_pick(float (&pr)[EPL], float& p) {
