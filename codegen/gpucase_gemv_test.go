@@ -17,9 +17,34 @@ import (
 	"github.com/aimaproject/aimac/plan"
 )
 
-// gemv is a gemv case kernel: the matmul shape and the launch parameters.
+// gemv is a gemv case kernel: the matmul shape and the launch parameters
+// (the stream waits at the kernel's entry; early moves its first loads
+// above the wait).
 func gemv(k, n, rpw, split, unroll float64) plan.Kernel {
-	return kern("gemv", map[string]float64{"k": k, "n": n, "rows_per_warp": rpw, "split_k": split, "unroll": unroll})
+	return kern("gemv", map[string]float64{"k": k, "n": n, "rows_per_warp": rpw, "split_k": split, "unroll": unroll, "early": 0, "staged": 0})
+}
+
+// early is k with its first weight loads before PDL_WAIT() (the early
+// flag of the gemv families), named for it.
+func early(k plan.Kernel) plan.Kernel {
+	k.Params = k.Params.Clone()
+	k.Params.SetFlag("early", true)
+	k.Name = k.Family + "_early_case"
+	return k
+}
+
+// staged is k with its blocks' weight rows copied to shared memory before
+// PDL_WAIT() (the staged flag of the gemv families), named for it.
+func staged(k plan.Kernel) plan.Kernel {
+	k.Params = k.Params.Clone()
+	k.Params.SetFlag("staged", true)
+	k.Name = k.Family + "_staged_case"
+	return k
+}
+
+// gemvAdd is a gemv_add case kernel, as gemv.
+func gemvAdd(k, n, rpw, split, unroll float64) plan.Kernel {
+	return kern("gemv_add", map[string]float64{"k": k, "n": n, "rows_per_warp": rpw, "split_k": split, "unroll": unroll, "early": 0, "staged": 0})
 }
 
 // normGEMV is an rmsnorm_gemv case kernel: the matmul shape, the launch
@@ -30,7 +55,7 @@ func normGEMV(k, n, rpw, split, unroll float64, onePlus bool) plan.Kernel {
 		flag = 1
 	}
 	return kern("rmsnorm_gemv", map[string]float64{"k": k, "n": n, "rows_per_warp": rpw, "split_k": split, "unroll": unroll,
-		"eps": 1e-6, "one_plus": flag})
+		"eps": 1e-6, "one_plus": flag, "early": 0, "staged": 0})
 }
 
 func moeStream(family string, experts, hidden, inter, k, rpw, unroll float64) plan.Kernel {
@@ -139,6 +164,51 @@ var gemvCases = []gpuCase{
 	{"norm_gemv_tiny_qkvzba", normGEMV(64, 200, 1, 1, 1, true), 1, 0},
 	{"norm_gemv_tiny_qkv", normGEMV(64, 384, 1, 1, 1, true), 1, 0},
 	{"norm_gemv_tiny_router", normGEMV(64, 16, 1, 2, 1, true), 1, 0},
+	// The early stream (first loads before PDL_WAIT(); launched here
+	// without programmatic serialization, so the wait returns at once):
+	// slices shorter than a lane's early chunks (the guards), longer ones
+	// (the stream and its tail after them), K % 8 ≠ 0 (no early loads),
+	// every family, the tiny fixture's shapes (hidden 64; its GDN out_proj
+	// 64 → 64), two rows.
+	{"gemv_early_45", early(gemv(2048, 45, 2, 1, 4)), 1, 0},
+	{"gemv_early_rows2", early(gemv(2048, 45, 4, 1, 4)), 2, 0},
+	{"gemv_early_odd", early(gemv(20, 7, 2, 2, 4)), 2, 0},
+	{"gemv_early_krem", early(gemv(2056, 33, 4, 1, 4)), 1, 0},
+	{"gemv_early_split_rem", early(gemv(1000, 19, 2, 4, 2)), 1, 0},
+	{"gemv_early_n1", early(gemv(2048, 1, 1, 8, 1)), 1, 0},
+	{"gemv_early_tiny_qkv", early(gemv(64, 192, 1, 1, 1)), 1, 0},
+	{"gemv_early_tiny_down", early(gemv(32, 64, 1, 1, 1)), 1, 0},
+	{"gemv_add_out", gemvAdd(4096, 300, 1, 2, 4), 1, 0},
+	{"gemv_add_early_out", early(gemvAdd(4096, 300, 1, 2, 4)), 1, 0},
+	{"gemv_add_early_rows2", early(gemvAdd(4096, 45, 2, 2, 4)), 2, 0},
+	{"gemv_add_early_long", early(gemvAdd(8200, 37, 1, 1, 4)), 1, 0},
+	{"gemv_add_early_split_rem", early(gemvAdd(1000, 19, 2, 4, 2)), 1, 0},
+	{"gemv_add_early_odd", early(gemvAdd(20, 7, 2, 2, 4)), 2, 0},
+	{"gemv_add_early_tiny", early(gemvAdd(64, 64, 1, 1, 1)), 1, 0},
+	// The staged stream (a block's rows in shared memory): rows past N, a
+	// split with a short last slice, K % 8 ≠ 0 (not staged), every family,
+	// the tiny fixture's shapes, two rows.
+	{"gemv_staged_45", staged(gemv(2048, 45, 1, 2, 4)), 1, 0},
+	{"gemv_staged_split_rem", staged(gemv(1000, 19, 2, 4, 2)), 2, 0},
+	{"gemv_staged_odd", staged(gemv(20, 7, 2, 2, 4)), 2, 0},
+	{"gemv_staged_tiny_qkv", staged(gemv(64, 192, 1, 1, 1)), 1, 0},
+	{"gemv_add_staged_out", staged(gemvAdd(4096, 300, 1, 2, 4)), 1, 0},
+	{"gemv_add_staged_rows2", staged(gemvAdd(4096, 45, 1, 2, 4)), 2, 0},
+	{"gemv_add_staged_rem", staged(gemvAdd(2056, 37, 1, 1, 4)), 1, 0},
+	{"gemv_add_staged_tiny", staged(gemvAdd(64, 64, 1, 1, 1)), 1, 0},
+	{"norm_gemv_staged_router", staged(normGEMV(2048, 256, 1, 8, 1, true)), 1, 0},
+	{"norm_gemv_staged_odd", staged(normGEMV(20, 7, 2, 2, 4, true)), 2, 0},
+	{"norm_gemv_staged_tiny_router", staged(normGEMV(64, 16, 1, 2, 1, true)), 1, 0},
+	{"norm_gemv_early_45", early(normGEMV(2048, 45, 2, 1, 4, true)), 1, 0},
+	{"norm_gemv_early_rows2", early(normGEMV(2048, 45, 4, 1, 4, true)), 2, 0},
+	{"norm_gemv_early_odd", early(normGEMV(20, 7, 2, 2, 4, true)), 2, 0},
+	{"norm_gemv_early_krem", early(normGEMV(2056, 33, 4, 1, 4, true)), 1, 0},
+	{"norm_gemv_early_kodd_split", early(normGEMV(2051, 5, 1, 8, 1, true)), 1, 0},
+	{"norm_gemv_early_plain_w", early(normGEMV(1000, 19, 2, 4, 2, false)), 1, 0},
+	{"norm_gemv_early_qkvzba", early(normGEMV(2048, 12352, 4, 1, 4, true)), 1, 0},
+	{"norm_gemv_early_router", early(normGEMV(2048, 256, 1, 8, 1, true)), 1, 0},
+	{"norm_gemv_early_tiny_qkvzba", early(normGEMV(64, 200, 1, 1, 1, true)), 1, 0},
+	{"norm_gemv_early_tiny_router", early(normGEMV(64, 16, 1, 2, 1, true)), 1, 0},
 	{"moe_gu_gemv", moeStream("moe_gate_up_gemv", 16, 256, 64, 4, 1, 1), 1, 0},
 	{"moe_gu_gemv_wide", moeStream("moe_gate_up_gemv", 8, 2048, 72, 8, 2, 4), 1, 0},
 	{"moe_gu_gemv_rows2", moeStream("moe_gate_up_gemv", 8, 2048, 72, 8, 1, 4), 2, 0},
@@ -205,6 +275,10 @@ func TestWriteGPUCasesGEMVSpeed(t *testing.T) {
 	moeStored := func(name string, per int64) map[string]int64 { return map[string]int64{name: top * per} }
 	cases := []streamCase{
 		{"speed_gemv_65536", gemv(K, N, 4, 1, 4), wBytes + K*4 + int64(N)*4, "", hbm, nil},
+		// The early stream on the same bytes, launched without programmatic serialization: it
+		// must not be slower (an L2-prefetch variant was: 64 → 88 µs).
+		{"speed_gemv_65536_early", early(gemv(K, N, 4, 1, 4)), wBytes + K*4 + int64(N)*4, "speed_gemv_65536", hbm + "; first loads before the wait (no attribute: the wait returns at once)", nil},
+		{"speed_gemv_65536_staged", staged(gemv(K, N, 1, 2, 4)), wBytes + K*4 + int64(N)*4, "speed_gemv_65536", hbm + "; each block's 4 rows staged in shared memory (what staging costs on a long stream)", nil},
 		{"speed_matmul_65536", kern("matmul", map[string]float64{"k": K, "n": N}), wBytes + K*4 + int64(N)*4, "speed_gemv_65536", hbm + " (the family gemv replaces)", nil},
 		{"speed_gemv_out", gemv(4096, 2048, 1, 2, 4), 2048*4096*2 + 4096*4 + 2048*4, "", "out_proj / o_proj shape; 16 MB: L2-favoured", nil},
 		{"speed_matmul_out", kern("matmul", map[string]float64{"k": 4096, "n": 2048}), 2048*4096*2 + 4096*4 + 2048*4, "speed_gemv_out", "out_proj / o_proj shape; 16 MB: L2-favoured", nil},
@@ -219,6 +293,7 @@ func TestWriteGPUCasesGEMVSpeed(t *testing.T) {
 		{"speed_norm_gemv_qkvzba", normGEMV(K, Q, 4, 1, 4, true), int64(Q)*K*2 + K*4*3 + int64(Q)*4, "", qkvzbaL2, nil},
 		{"speed_gemv_qkvzba", gemv(K, Q, 4, 1, 4), int64(Q)*K*2 + K*4 + int64(Q)*4, "", qkvzbaL2 + " (without the norm: what the fold costs)", nil},
 		{"speed_norm_gemv_qkvzba_x6", normGEMV(K, 6*Q, 4, 1, 4, true), 6*int64(Q)*K*2 + K*4*3 + 6*int64(Q)*4, "", qkvzbaHBM + "; speed_gemv_65536 is gemv's HBM figure", nil},
+		{"speed_norm_gemv_qkvzba_x6_early", early(normGEMV(K, 6*Q, 4, 1, 4, true)), 6*int64(Q)*K*2 + K*4*3 + 6*int64(Q)*4, "speed_norm_gemv_qkvzba_x6", qkvzbaHBM + "; first loads before the wait (no attribute)", nil},
 		{"speed_norm_gemv_router", normGEMV(K, 256, 1, 8, 1, true), 256*K*2 + K*4*3 + 256*4, "", "router with the post-attention norm folded in; 1 MB: latency-bound", nil},
 		{"speed_moe_gu_gemv", moeStream("moe_gate_up_gemv", E, H, I, top, 1, 4), guBytes + H*4 + top*I*4, "", l2, moeStored("gate_up", 2*I*H)},
 		{"speed_moe_gu", kern("moe_gate_up", map[string]float64{"experts": E, "hidden": H, "inter": I, "k": top}), guBytes + H*4 + top*I*4, "speed_moe_gu_gemv", l2, moeStored("gate_up", 2*I*H)},

@@ -18,7 +18,16 @@ import (
 //   - unroll: 16-byte chunks per row a lane loads before its FMAs;
 //   - split_k (gemv, gemv_add): warps of a block that share one group of rows,
 //     each over a slice of K, summed in shared memory (narrow outputs: the
-//     router, the GDN b/a projections, the shared-expert gate).
+//     router, the GDN b/a projections, the shared-expert gate);
+//   - early (gemv, gemv_add, rmsnorm_gemv): a lane's first chunks of its
+//     rows, up to GEMVMaxLoads loads (the whole slice where it has no
+//     more), are loaded before PDL_WAIT(), so that under programmatic
+//     launch the stream starts while the launch before finishes
+//     (docs/pdl.md); off, the kernel waits at its entry;
+//   - staged (the same three): the block's whole weight rows are copied to
+//     shared memory (cp.async on sm_90) before the wait and read from
+//     there, for launches whose weights fit on chip (gemv_add's 16.8 MB is
+//     ≈ 127 KB an SM); at most one of early and staged.
 //
 // Any K: a lane reads 8 BF16 weights (16 bytes) a load when K % 8 == 0,
 // and one element at a time otherwise.
@@ -79,7 +88,16 @@ const (
 	GEMVMaxSplitK = 8
 	GEMVMaxLoads  = 16
 	GEMVMaxSlots  = 8
+	// GEMVStageBytes bounds a staged block's weight rows in shared memory
+	// (static shared memory, 48 KiB on both targets).
+	GEMVStageBytes = 48 << 10
 )
+
+// GEMVStagedBytes are the shared-memory bytes a staged gemv block holds:
+// its row groups' rows (a block of GEMVMaxSplitK warps) of k BF16 weights.
+func GEMVStagedBytes(p ir.Params) int {
+	return GEMVMaxSplitK / p.Int("split_k") * p.Int("rows_per_warp") * p.Int("k") * 2
+}
 
 // checkStream bounds the loads a lane keeps in flight: rows weight rows
 // times unroll chunks.
@@ -111,10 +129,18 @@ func gemvFamily(kind, of ir.Kind) *ir.Family {
 	return &ir.Family{
 		Kind:     kind,
 		Operands: operandsOf(of),
-		Params:   cat(ir.Ints("k", "n", "split_k"), streamParams()),
+		Params:   cat(ir.Ints("k", "n", "split_k"), streamParams(), ir.Flags("early", "staged")),
 		Check: func(p ir.Params) error {
 			if s := p.Int("split_k"); s&(s-1) != 0 || s > GEMVMaxSplitK {
 				return fmt.Errorf("split_k %d: want a power of two up to %d (it divides a block's warps)", s, GEMVMaxSplitK)
+			}
+			if p.Flag("staged") {
+				if p.Flag("early") {
+					return fmt.Errorf("early and staged: a kernel streams its first chunks into registers or its rows into shared memory, not both")
+				}
+				if b := GEMVStagedBytes(p); b > GEMVStageBytes {
+					return fmt.Errorf("staged: a block's %d bytes of weight rows exceed the %d a block stages", b, GEMVStageBytes)
+				}
 			}
 			return checkStream(p, p.Int("rows_per_warp"))
 		},
@@ -126,7 +152,8 @@ func gemvFamily(kind, of ir.Kind) *ir.Family {
 		Reference: func(a *ir.Args) error { return Families[of].Reference(a) },
 		// gemv writes y, gemv_add adds into it; rmsnorm_gemv norms x first.
 		TemplateData: func(ir.Params) map[string]any {
-			return map[string]any{"accumulate": kind == ir.GEMVAdd, "norm": kind == ir.RMSNormGEMV}
+			return map[string]any{"accumulate": kind == ir.GEMVAdd, "norm": kind == ir.RMSNormGEMV, "max_loads": GEMVMaxLoads,
+				"stage_bytes": GEMVStageBytes}
 		},
 	}
 }

@@ -12,8 +12,8 @@ import (
 )
 
 func init() {
-	examples[ir.GEMV] = ir.Params{Ints: map[string]int64{"k": 8, "n": 3, "rows_per_warp": 2, "split_k": 2, "unroll": 4}}
-	examples[ir.GEMVAdd] = ir.Params{Ints: map[string]int64{"k": 12, "n": 5, "rows_per_warp": 1, "split_k": 4, "unroll": 1}}
+	examples[ir.GEMV] = ir.Params{Ints: map[string]int64{"k": 8, "n": 3, "rows_per_warp": 2, "split_k": 2, "unroll": 4}, Flags: map[string]bool{"early": true, "staged": false}}
+	examples[ir.GEMVAdd] = ir.Params{Ints: map[string]int64{"k": 12, "n": 5, "rows_per_warp": 1, "split_k": 4, "unroll": 1}, Flags: map[string]bool{"early": false, "staged": false}}
 	examples[ir.RMSNormGEMV] = rmsnormGEMVParams(12, 5, 1, 2)
 	examples[ir.MoEGateUpGEMV] = ir.Params{Ints: map[string]int64{"experts": 4, "hidden": 8, "inter": 4, "k": 2, "rows_per_warp": 2, "unroll": 4}}
 	examples[ir.MoEDownGEMV] = ir.Params{Ints: map[string]int64{"experts": 4, "hidden": 8, "inter": 4, "k": 2, "rows_per_warp": 1, "unroll": 2}}
@@ -25,17 +25,20 @@ func init() {
 // kernel streams at once.
 func TestGEMVChecks(t *testing.T) {
 	p := func(ints map[string]int64) ir.Params { return ir.Params{Ints: ints} }
+	g := func(ints map[string]int64) ir.Params {
+		return ir.Params{Ints: ints, Flags: map[string]bool{"early": true, "staged": false}}
+	}
 	cases := []struct {
 		name string
 		kind ir.Kind
 		p    ir.Params
 		ok   bool
 	}{
-		{"gemv", ir.GEMV, p(map[string]int64{"k": 2048, "n": 8192, "rows_per_warp": 2, "split_k": 1, "unroll": 4}), true},
-		{"split 3", ir.GEMV, p(map[string]int64{"k": 2048, "n": 1, "rows_per_warp": 1, "split_k": 3, "unroll": 4}), false},
-		{"split 16", ir.GEMV, p(map[string]int64{"k": 2048, "n": 1, "rows_per_warp": 1, "split_k": 16, "unroll": 4}), false},
-		{"too many loads", ir.GEMV, p(map[string]int64{"k": 2048, "n": 1, "rows_per_warp": 8, "split_k": 1, "unroll": 4}), false},
-		{"unroll 9", ir.GEMV, p(map[string]int64{"k": 2048, "n": 1, "rows_per_warp": 1, "split_k": 1, "unroll": 9}), false},
+		{"gemv", ir.GEMV, g(map[string]int64{"k": 2048, "n": 8192, "rows_per_warp": 2, "split_k": 1, "unroll": 4}), true},
+		{"split 3", ir.GEMV, g(map[string]int64{"k": 2048, "n": 1, "rows_per_warp": 1, "split_k": 3, "unroll": 4}), false},
+		{"split 16", ir.GEMV, g(map[string]int64{"k": 2048, "n": 1, "rows_per_warp": 1, "split_k": 16, "unroll": 4}), false},
+		{"too many loads", ir.GEMV, g(map[string]int64{"k": 2048, "n": 1, "rows_per_warp": 8, "split_k": 1, "unroll": 4}), false},
+		{"unroll 9", ir.GEMV, g(map[string]int64{"k": 2048, "n": 1, "rows_per_warp": 1, "split_k": 1, "unroll": 9}), false},
 		{"gate_up", ir.MoEGateUpGEMV, p(map[string]int64{"experts": 256, "hidden": 2048, "inter": 512, "k": 8, "rows_per_warp": 2, "unroll": 4}), true},
 		{"gate_up loads", ir.MoEGateUpGEMV, p(map[string]int64{"experts": 256, "hidden": 2048, "inter": 512, "k": 8, "rows_per_warp": 4, "unroll": 4}), false},
 		{"gate_up k > experts", ir.MoEGateUpGEMV, p(map[string]int64{"experts": 4, "hidden": 8, "inter": 4, "k": 5, "rows_per_warp": 1, "unroll": 1}), false},
@@ -43,7 +46,13 @@ func TestGEMVChecks(t *testing.T) {
 		{"down slots", ir.MoEDownGEMV, p(map[string]int64{"experts": 256, "hidden": 2048, "inter": 512, "k": 9, "rows_per_warp": 1, "unroll": 1}), false},
 		{"rmsnorm_gemv", ir.RMSNormGEMV, rmsnormGEMVParams(2048, 12352, 4, 1), true},
 		{"rmsnorm_gemv split 3", ir.RMSNormGEMV, rmsnormGEMVParams(2048, 256, 1, 3), false},
-		{"rmsnorm_gemv without eps", ir.RMSNormGEMV, ir.Params{Ints: rmsnormGEMVParams(2048, 256, 1, 8).Ints, Flags: map[string]bool{"one_plus": true}}, false},
+		{"rmsnorm_gemv without eps", ir.RMSNormGEMV, ir.Params{Ints: rmsnormGEMVParams(2048, 256, 1, 8).Ints, Flags: map[string]bool{"one_plus": true, "early": true, "staged": false}}, false},
+		{"gemv without early", ir.GEMV, p(map[string]int64{"k": 2048, "n": 8192, "rows_per_warp": 2, "split_k": 1, "unroll": 4}), false},
+		{"gemv_add late", ir.GEMVAdd, ir.Params{Ints: map[string]int64{"k": 4096, "n": 2048, "rows_per_warp": 1, "split_k": 2, "unroll": 4}, Flags: map[string]bool{"early": false, "staged": false}}, true},
+		{"gemv_add staged", ir.GEMVAdd, ir.Params{Ints: map[string]int64{"k": 4096, "n": 2048, "rows_per_warp": 1, "split_k": 2, "unroll": 4}, Flags: map[string]bool{"early": false, "staged": true}}, true},
+		{"staged and early", ir.GEMVAdd, ir.Params{Ints: map[string]int64{"k": 4096, "n": 2048, "rows_per_warp": 1, "split_k": 2, "unroll": 4}, Flags: map[string]bool{"early": true, "staged": true}}, false},
+		// 8 rows of 4096 (64 KiB) do not fit a staged block's 48 KiB.
+		{"staged rows too wide", ir.GEMVAdd, ir.Params{Ints: map[string]int64{"k": 4096, "n": 2048, "rows_per_warp": 1, "split_k": 1, "unroll": 4}, Flags: map[string]bool{"early": false, "staged": true}}, false},
 		{"down loads", ir.MoEDownGEMV, p(map[string]int64{"experts": 256, "hidden": 2048, "inter": 512, "k": 8, "rows_per_warp": 2, "unroll": 4}), false},
 	}
 	for _, c := range cases {
@@ -63,7 +72,7 @@ func TestGEMVLaunch(t *testing.T) {
 		for _, n := range []int64{1, 7, 32, 33, 256, 8192, 248320} {
 			for _, split := range []int64{1, 2, 8} {
 				for _, rpw := range []int64{1, 2, 4} {
-					p := ir.Params{Ints: map[string]int64{"k": 2048, "n": n, "rows_per_warp": rpw, "split_k": split, "unroll": 4}}
+					p := ir.Params{Ints: map[string]int64{"k": 2048, "n": n, "rows_per_warp": rpw, "split_k": split, "unroll": 4}, Flags: map[string]bool{"early": true, "staged": false}}
 					s := f.Launch(p, 1, c)
 					per := int64(c.Warps()) / split * rpw
 					if got := int64(s.Grid[0]); got*per < n || (got-1)*per >= n {
@@ -79,6 +88,8 @@ func rmsnormGEMVParams(k, n, rpw, split int64) ir.Params {
 	p := ir.Params{Ints: map[string]int64{"k": k, "n": n, "rows_per_warp": rpw, "split_k": split, "unroll": 1}}
 	p.SetReal("eps", 1e-6)
 	p.SetFlag("one_plus", true)
+	p.SetFlag("early", true)
+	p.SetFlag("staged", false)
 	return p
 }
 

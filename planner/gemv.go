@@ -17,11 +17,29 @@ type streamTuning struct {
 	FillWarps      int // compute units × the warps each should have streaming
 	Unroll         int
 	MaxRowsPerWarp int
+	// Early: the gemv families load their first weight chunks before
+	// PDL_WAIT() (kernels' early flag), where the target launches with
+	// programmatic serialization and the op's matrix is a weight.
+	Early bool
+	// Staged: where Early holds and the launch's whole matrix fits on
+	// chip (StagedPerSM bytes a multiprocessor), its blocks copy their
+	// rows to shared memory before the wait instead (kernels' staged
+	// flag).
+	Staged bool
 }
+
+// StagedPerSM bounds the weights a staged launch may hold on chip: 128 KiB
+// a multiprocessor, half the H200's shared memory, so the launch before
+// keeps room beside it.
+const StagedPerSM = 128 << 10
 
 // streamTable: sm_90 is the H200's 132 SMs at 16 streaming warps each (a
 // quarter of the 64 resident); gfx1151 the Radeon 8060S's 40 CUs at 8.
 var streamTable = map[plan.Target]streamTuning{
+	// Early and Staged off on sm_90: measured on the H200 as chains of
+	// launches with programmatic launch, both were slower than waiting at
+	// the entry (gdn_decode_split → gemv_add 14.4 µs a round late, 17.1
+	// early, 16.9 staged; docs/pdl.md).
 	plan.SM90:    {FillWarps: 132 * 16, Unroll: 4, MaxRowsPerWarp: 4},
 	plan.GFX1151: {FillWarps: 40 * 8, Unroll: 4, MaxRowsPerWarp: 2},
 }
@@ -61,6 +79,7 @@ func streamOneRow(g *ir.Graph, t plan.Target) error {
 		switch op.Kind {
 		case ir.MatMul, ir.MatMulAdd:
 			maps.Copy(p.Ints, gemvParams(p.Int("n"), p.Int("k"), t))
+			setPrefetch(&p, g, op.Operands[2], t)
 			op.Kind = map[ir.Kind]ir.Kind{ir.MatMul: ir.GEMV, ir.MatMulAdd: ir.GEMVAdd}[op.Kind]
 		case ir.MoEGateUp:
 			rpw := rowsPerWarp(p.Int("k")*p.Int("inter"), 2, tune)
@@ -126,6 +145,23 @@ func gemvParams(n, k int, t plan.Target) map[string]int64 {
 	}
 	return map[string]int64{"rows_per_warp": int64(rpw), "split_k": int64(split),
 		"unroll": int64(unroll(chunks(k)/split, t.Launch().Warp, rpw, tune))}
+}
+
+// setPrefetch sets the early and staged flags of a gemv family's params p
+// (shape and launch parameters set) streaming the matrix w: what it reads
+// before PDL_WAIT(). Only on a target whose launches overlap
+// (plan.TargetSpec.Programmatic) and whose row says so, and only for a
+// weight (the kernel ABI allows nothing else to be read before the wait);
+// staged where the row allows it, the rows are 16-byte aligned, a block's
+// rows fit its shared memory and the launch's matrix fits on chip.
+func setPrefetch(p *ir.Params, g *ir.Graph, w ir.Operand, t plan.Target) {
+	tune := streamTable[t]
+	early := tune.Early && t.Programmatic() && g.Tensors[w.Tensor].Role == ir.Weight
+	n, k := p.Int("n"), p.Int("k")
+	staged := early && tune.Staged && k%8 == 0 && kernels.GEMVStagedBytes(*p) <= kernels.GEMVStageBytes &&
+		int64(n)*int64(k)*2 <= int64(t.Launch().Multiprocessors)*StagedPerSM
+	p.SetFlag("early", early && !staged)
+	p.SetFlag("staged", staged)
 }
 
 // rowsPerWarp is the most output rows per warp (each streaming width

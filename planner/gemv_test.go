@@ -107,3 +107,67 @@ func TestStreamLaunchParams(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamPrefetch: a gemv family loads its first chunks before the wait
+// only on a target that overlaps launches (sm_90) and only when its matrix
+// is a weight; any other matrix (an input or an activation: written
+// before the launch, by a copy or by an earlier launch) waits at the
+// kernel's entry, as every op on gfx1151. With the target's Staged on, a
+// launch whose matrix fits on chip stages its rows in shared memory
+// instead, and one that does not (or whose block rows exceed a block's
+// shared memory) keeps the early stream. The table's own rows keep every
+// kernel waiting at its entry.
+func TestStreamPrefetch(t *testing.T) {
+	type flags struct{ Early, Staged bool }
+	prefetch := func(tg plan.Target, role ir.Role, n, k int64) flags {
+		g := &ir.Graph{Name: "t", Tokens: 1, Dyn: []ir.Slot{ir.ParamN}}
+		y := g.AddTensor(ir.Tensor{Name: "y", Role: ir.Output, DType: ir.F32, Shape: []int64{1, n}})
+		x := g.AddTensor(ir.Tensor{Name: "x", Role: ir.Input, DType: ir.F32, Shape: []int64{1, k}})
+		w := g.AddTensor(ir.Tensor{Name: "w", Role: role, DType: ir.BF16, Shape: []int64{n, k}, Source: "w"})
+		g.Ops = append(g.Ops, &ir.Op{Kind: ir.MatMulAdd, Params: params(ints{"k": k, "n": n}), Rows: ir.SlotRef(ir.ParamN),
+			Operands: []ir.Operand{of(y), of(x), of(w)}})
+		if err := streamOneRow(g, tg); err != nil {
+			t.Fatal(err)
+		}
+		if g.Ops[0].Kind != ir.GEMVAdd {
+			t.Fatalf("%s: %s, want gemv_add", tg, g.Ops[0].Kind)
+		}
+		return flags{g.Ops[0].Params.Flag("early"), g.Ops[0].Params.Flag("staged")}
+	}
+	tests := []struct {
+		name   string
+		target plan.Target
+		row    *flags // the target row's Early and Staged (nil: the table's)
+		role   ir.Role
+		n, k   int64
+		want   flags
+	}{
+		// The table's rows: every target waits at the entry (measured, docs/pdl.md).
+		{"out_proj, sm_90's row", plan.SM90, nil, ir.Weight, 2048, 4096, flags{}},
+		{"out_proj, gfx1151's row", plan.GFX1151, nil, ir.Weight, 2048, 4096, flags{}},
+		{"out_proj", plan.SM90, &flags{Early: true}, ir.Weight, 2048, 4096, flags{Early: true}},
+		{"not a weight", plan.SM90, &flags{Early: true}, ir.Input, 64, 2048, flags{}},
+		// gfx1151 does not overlap launches: nothing before the wait, whatever its row.
+		{"gfx1151", plan.GFX1151, &flags{Early: true, Staged: true}, ir.Weight, 2048, 4096, flags{}},
+		{"out_proj staged", plan.SM90, &flags{Early: true, Staged: true}, ir.Weight, 2048, 4096, flags{Staged: true}},
+		{"not a weight, staged row", plan.SM90, &flags{Early: true, Staged: true}, ir.Input, 64, 2048, flags{}},
+		// 16384 × 2048 (64 MB) is past the launch's on-chip budget.
+		{"too large to stage", plan.SM90, &flags{Early: true, Staged: true}, ir.Weight, 16384, 2048, flags{Early: true}},
+		// K % 8 ≠ 0 goes one element a time: not staged.
+		{"odd k", plan.SM90, &flags{Early: true, Staged: true}, ir.Weight, 7, 20, flags{Early: true}},
+		{"staged without early", plan.SM90, &flags{Staged: true}, ir.Weight, 2048, 4096, flags{}},
+	}
+	for _, tt := range tests {
+		saved := streamTable[tt.target]
+		if tt.row != nil {
+			row := saved
+			row.Early, row.Staged = tt.row.Early, tt.row.Staged
+			streamTable[tt.target] = row
+		}
+		got := prefetch(tt.target, tt.role, tt.n, tt.k)
+		streamTable[tt.target] = saved
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
+		}
+	}
+}

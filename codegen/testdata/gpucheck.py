@@ -46,6 +46,19 @@ A case that faults (an illegal address: the CUDA context is lost) does not end
 the check: the script runs the cases in a child process, which names each case
 in $OUT/gpucheck.progress before it runs it; when the child dies, the case it
 named is reported "FAULT" and a new child goes on after it.
+
+A directory whose meta.json gives "chain" (a list of case names, no kernel of
+its own) times those cases as a chain, the way the decode step launches them
+(gpuchain.py, beside this file): "reps" rounds of one launch of each in turn
+(round i takes each case's copy i mod its "rotate"), all on one stream through
+cuLaunchKernelEx, five times over, once with
+CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION on every launch ("pdl")
+and once without ("serial"); it reports the median microseconds a round and a
+launch both ways, and, per pair of neighbours, the blocks of the later one that
+fit on an SM beside the earlier one's (registers, shared memory, threads): what
+of a programmatic launch can be resident before the one before it ends. The
+chains run after the cases, in the child that ran their members; a chain whose
+member failed (or ran in a child before a fault) is BAD.
 """
 import ctypes, json, os, subprocess, sys
 cases = os.path.abspath(sys.argv[1])
@@ -121,7 +134,12 @@ def nvcc(name):
     return subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", "-Werror", "all-warnings", "-Xptxas", "-v", os.path.join(d, "kernel.cu"), "-o", os.path.join(d, "k.cubin")], capture_output=True, text=True)
 # Every case compiles first, in parallel: nvcc dominates the run otherwise.
 from concurrent.futures import ThreadPoolExecutor
-names = [n for n in sorted(os.listdir(cases)) if n > skip_through]
+metas = {n: json.load(open(os.path.join(cases, n, "meta.json"))) for n in sorted(os.listdir(cases))}
+chains = {n: m for n, m in metas.items() if m.get("chain") and n > skip_through}
+# A child started after a chain that faulted runs only the chains after it.
+names = [] if skip_through in metas and metas[skip_through].get("chain") else [n for n in metas if n > skip_through and not metas[n].get("chain")]
+members = {c for m in chains.values() for c in m["chain"]}
+kept = {}  # a chain member's launch: function, shape, argument arrays (its buffers stay alive)
 with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
     compiled = dict(zip(names, pool.map(nvcc, names)))
 def save():
@@ -130,7 +148,7 @@ for name in names:
     open(progress, "w").write(name)
     save()
     d = os.path.join(cases, name)
-    meta = json.load(open(os.path.join(d, "meta.json")))
+    meta = metas[name]
     cub = os.path.join(d, "k.cubin")
     r = compiled[name]
     if r.returncode != 0:
@@ -258,5 +276,20 @@ for name in names:
             notes.append("ptxas: " + resources)
     print(f"{name:16s} {'OK ' if ok else 'BAD'} max_abs_err={worst:.3g} {' | '.join(notes)}", flush=True)
     results.append((name, ok, worst, timing))
+    if name in members and ok:
+        kept[name] = dict(fn=fn, grid=g, block=blk, shared=shared, args=[p[1] for p in pargs], keep=(pargs, copies, ts, block))
+# The chains, after every case (their members' buffers kept alive); a chain that
+# raises is reported and does not cost the cases' results.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+for cname, cm in chains.items():
+    open(progress, "w").write(cname)
+    save()
+    try:
+        import gpuchain  # codegen/testdata/gpuchain.py, beside this file
+        ok, timing, line = gpuchain.run(cuda, cm, kept)
+    except Exception as e:  # a harness error in one chain, not a kernel's
+        ok, timing, line = False, {}, f"chain harness error: {e!r}"
+    print(f"{cname:16s} {'OK ' if ok else 'BAD'} {line}", flush=True)
+    results.append((cname, ok, 0.0, timing))
 save()
 os.remove(progress)
