@@ -55,6 +55,9 @@ const (
 	// the output gate applied (SPEC §2.3 step 6).
 	AttentionDecodeStream Kind = "attention_decode_stream"
 	AttentionCombineGate  Kind = "attention_combine_gate"
+	// The same split on tensor cores (q·kᵀ and p·v as bf16 matrix products,
+	// q and p as two bf16 terms each) over a bf16 KV cache.
+	AttentionDecodeMMA Kind = "attention_decode_mma"
 )
 
 // Prefill kinds: made by the planner's flash pass from the prefill step's

@@ -256,6 +256,7 @@ func families() []*ir.Family {
 		attentionDecodeSplit(),
 		attentionCombine(),
 		attentionDecodeStream(),
+		attentionDecodeMMA(),
 		attentionCombineGate(),
 		qkNormRoPEAppend(),
 		attentionPrefill(),

@@ -31,6 +31,34 @@ const splitAlign = 32
 // block per SM, so the splits fill the GPU in one wave.
 const streamBlocksPerSM = 1
 
+// mmaBlocksPerSM is the same for attention_decode_mma: its rings (208
+// KiB of shared memory at the real model's heads on sm_90) allow one block
+// per SM, so the splits fill the GPU in one wave.
+const mmaBlocksPerSM = 1
+
+// DecodeMMA says whether the decode attention's split runs on tensor cores.
+type DecodeMMA string
+
+const (
+	// DecodeMMADefault is on for sm_90 (bf16 KV) and off elsewhere: the
+	// gfx1151 plan keeps the CUDA-core split, since its WMMA path has no
+	// asynchronous copies to stream the cache with (docs/decode-attention.md).
+	DecodeMMADefault DecodeMMA = ""
+	DecodeMMAOn      DecodeMMA = "on"  // every GPU target where the kernel serves the attention
+	DecodeMMAOff     DecodeMMA = "off" // never: attention_decode_split (or _stream)
+)
+
+// mma reports whether the decode attention's split runs as
+// attention_decode_mma where the kernel fits: asked for (DecodeMMAOn) on a
+// GPU target, or by default on CUDA unless the stream kernel was asked for.
+func (o *Options) mma() bool {
+	if !o.Target.GPU() {
+		return false
+	}
+	d, err := o.Target.Dialect()
+	return o.DecodeMMA == DecodeMMAOn || (o.DecodeMMA == DecodeMMADefault && !o.DecodeStream && err == nil && d == plan.CUDA)
+}
+
 // streams reports whether the decode attention runs as
 // attention_decode_stream: when the options ask for it (DecodeStream) and
 // the target's dialect has asynchronous copies (cp.async, CUDA). Elsewhere
@@ -71,12 +99,15 @@ func splitPass(c *compilation) error {
 	return nil
 }
 
-// splitDecodeAttention rewrites every attention op of g that the split
-// kernel serves (head_dim a multiple of the 32 lanes of a warp, which its
-// template is written for, up to kernels.MaxSplitHeadDim) into the split
-// and combine pair; it returns the number of rewrites. Where the options
-// stream (streams) the split is attention_decode_stream where its ring
-// fits; where they fuse (GPU targets by default), the output gate that
+// splitDecodeAttention rewrites every attention op of g that a split
+// kernel serves into the split and combine pair; it returns the number of
+// rewrites. The split is attention_decode_mma where the options ask for
+// tensor cores (mma) and it serves the op (mmaParams: a bf16 cache, head_dim
+// a multiple of 16 up to 256); otherwise attention_decode_split where
+// head_dim is a multiple of the 32 lanes of a warp, which its template is
+// written for, up to kernels.MaxSplitHeadDim (else the op stays), or
+// attention_decode_stream where the options stream (streams) and its ring
+// fits. Where they fuse (GPU targets by default), the output gate that
 // follows the attention (attn_output_gate on its output, over the same rows
 // and heads) moves into the combine (attention_combine_gate).
 func splitDecodeAttention(g *ir.Graph, o *Options) int {
@@ -88,7 +119,7 @@ func splitDecodeAttention(g *ir.Graph, o *Options) int {
 			continue
 		}
 		p := op.Params
-		if op.Kind != ir.Attention || p.Int("head_dim")%32 != 0 || p.Int("head_dim") > kernels.MaxSplitHeadDim {
+		if op.Kind != ir.Attention {
 			ops = append(ops, op)
 			continue
 		}
@@ -98,7 +129,14 @@ func splitDecodeAttention(g *ir.Graph, o *Options) int {
 		sp.SetInt("split_align", splitAlign)
 		sp.SetInt("block_heads", int64(blockHeads))
 		kind, perSM := ir.AttentionDecodeSplit, splitBlocksPerSM
-		if o.streams() && kernels.DecodeStreamFits(sp) == nil {
+		mp, mma := mmaParams(sp, o.Target.Launch())
+		switch {
+		case mma && o.mma():
+			kind, perSM, sp, blockHeads = ir.AttentionDecodeMMA, mmaBlocksPerSM, mp, mp.Int("block_heads")
+		case p.Int("head_dim")%32 != 0 || p.Int("head_dim") > kernels.MaxSplitHeadDim:
+			ops = append(ops, op) // the CUDA-core kernels' lanes do not divide the head
+			continue
+		case o.streams() && kernels.DecodeStreamFits(sp) == nil:
 			kind, perSM = ir.AttentionDecodeStream, streamBlocksPerSM
 		}
 		splits := min(o.decodeSplits(heads/blockHeads, perSM), kernels.MaxSplits) // the target's count may exceed it
@@ -155,4 +193,22 @@ func gateAfter(g *ir.Graph, i int) *ir.Op {
 		return nil
 	}
 	return gate
+}
+
+// mmaParams are the parameters of attention_decode_mma for the split
+// parameters sp on a target of launch configuration c (its block heads,
+// warps and stages), and whether the kernel serves them.
+func mmaParams(sp ir.Params, c ir.LaunchConfig) (ir.Params, bool) {
+	warps, stages, ok := kernels.DecodeMMAGeometry(c, sp.Int("head_dim"))
+	if !ok {
+		return ir.Params{}, false
+	}
+	mp := sp.Clone()
+	mp.SetInt("block_heads", int64(kernels.MMABlockHeads(sp.Int("q_heads")/sp.Int("kv_heads"))))
+	mp.SetInt("warps", int64(warps))
+	mp.SetInt("stages", int64(stages))
+	if kernels.DecodeMMAFits(mp) != nil || kernels.DecodeMMASharedBytes(mp) > c.MaxSharedBytes {
+		return ir.Params{}, false
+	}
+	return mp, true
 }
