@@ -20,11 +20,20 @@ import (
 // planner's block heads and target t's warps and stages
 // (kernels.DecodeMMAGeometry).
 func mmaKernel(t plan.Target, hq, hkv, d, capacity, splits, align int) plan.Kernel {
+	return mmaFamilyKernel("attention_decode_mma", t, hq, hkv, d, capacity, splits, align)
+}
+
+// mmaGateKernel is the attention_decode_mma_gate kernel of the same shape.
+func mmaGateKernel(t plan.Target, hq, hkv, d, capacity, splits, align int) plan.Kernel {
+	return mmaFamilyKernel("attention_decode_mma_gate", t, hq, hkv, d, capacity, splits, align)
+}
+
+func mmaFamilyKernel(family string, t plan.Target, hq, hkv, d, capacity, splits, align int) plan.Kernel {
 	warps, stages, ok := kernels.DecodeMMAGeometry(t.Launch(), d)
 	if !ok {
 		panic(fmt.Sprintf("no attention_decode_mma geometry for head_dim %d on %s", d, t))
 	}
-	return kern("attention_decode_mma", map[string]float64{"q_heads": float64(hq), "kv_heads": float64(hkv),
+	return kern(family, map[string]float64{"q_heads": float64(hq), "kv_heads": float64(hkv),
 		"head_dim": float64(d), "scale": 1 / math.Sqrt(float64(d)), "capacity": float64(capacity), "width": float64(hkv * d),
 		"kv_bf16": 1, "splits": float64(splits), "split_align": float64(align), "block_heads": float64(kernels.MMABlockHeads(hq / hkv)),
 		"warps": float64(warps), "stages": float64(stages)})
@@ -36,6 +45,7 @@ func mmaKernel(t plan.Target, hq, hkv, d, capacity, splits, align int) plan.Kern
 // tens, so the running max moves often).
 type mmaCase struct {
 	name                    string
+	gate                    bool // attention_decode_mma_gate
 	hq, hkv, d, ctx, rows   int
 	capacity, splits, align int
 	sharp                   bool
@@ -48,36 +58,53 @@ type mmaCase struct {
 // rows, the capacity's last position; the tiny fixtures' heads (4, 2, 32:
 // two heads of a KV head padded to the product's 8 columns) at the same
 // edges; a group of 3 (6, 2, 64), one head per KV head of 128 dims, a group
-// of 16 over one KV head (two blocks of 8), head dims 16 and 48 (an odd
-// number of 16-byte chunks), sharp scores at the real and the tiny heads.
+// of 16 over one KV head (two blocks of 8), head dim 16 (two 16-byte
+// chunks a row), sharp scores at the real and the tiny heads.
 var mmaCases = []mmaCase{
-	{"dmma_ctx1", 16, 2, 256, 1, 1, 300, 66, 32, false},
-	{"dmma_ctx2", 16, 2, 256, 2, 1, 300, 66, 32, false},
-	{"dmma_ctx17", 16, 2, 256, 17, 1, 300, 66, 32, false},
-	{"dmma_ctx255", 16, 2, 256, 255, 1, 300, 66, 32, false},
-	{"dmma_ctx257", 16, 2, 256, 257, 1, 300, 66, 32, false},
-	{"dmma_boundary", 16, 2, 256, 66 * 32, 1, 2200, 66, 32, false},
-	{"dmma_boundary1", 16, 2, 256, 66*32 + 1, 1, 2200, 66, 32, false},
-	{"dmma_long", 16, 2, 256, 2100, 1, 2100, 3, 32, false},
-	{"dmma_rows", 16, 2, 256, 203, 3, 300, 5, 4, false},
-	{"dmma_full", 16, 2, 256, 300, 1, 300, 132, 1, false},
-	{"dmma_tiny_ctx1", 4, 2, 32, 1, 1, 96, 66, 32, false},
-	{"dmma_tiny_ctx2", 4, 2, 32, 2, 1, 96, 66, 32, false},
-	{"dmma_tiny_ctx17", 4, 2, 32, 17, 1, 300, 66, 32, false},
-	{"dmma_tiny_ctx255", 4, 2, 32, 255, 1, 300, 66, 32, false},
-	{"dmma_tiny_ctx257", 4, 2, 32, 257, 1, 300, 3, 1, false},
-	{"dmma_tiny_rows", 4, 2, 32, 95, 2, 96, 3, 1, false},
-	{"dmma_group3", 6, 2, 64, 42, 2, 80, 9, 1, false},
-	{"dmma_mha", 2, 2, 128, 64, 1, 64, 4, 8, false},
-	{"dmma_group16", 16, 1, 64, 130, 1, 200, 2, 16, false},
-	{"dmma_d16", 4, 1, 16, 77, 1, 100, 2, 1, false},
-	{"dmma_d48", 6, 3, 48, 90, 2, 100, 3, 1, false},
-	{"dmma_sharp", 16, 2, 256, 2100, 1, 2100, 3, 32, true},
-	{"dmma_sharp_tiny", 4, 2, 32, 1197, 2, 1200, 2, 1, true},
+	{"dmma_ctx1", false, 16, 2, 256, 1, 1, 300, 66, 32, false},
+	{"dmma_ctx2", false, 16, 2, 256, 2, 1, 300, 66, 32, false},
+	{"dmma_ctx17", false, 16, 2, 256, 17, 1, 300, 66, 32, false},
+	{"dmma_ctx255", false, 16, 2, 256, 255, 1, 300, 66, 32, false},
+	{"dmma_ctx257", false, 16, 2, 256, 257, 1, 300, 66, 32, false},
+	{"dmma_boundary", false, 16, 2, 256, 66 * 32, 1, 2200, 66, 32, false},
+	{"dmma_boundary1", false, 16, 2, 256, 66*32 + 1, 1, 2200, 66, 32, false},
+	{"dmma_long", false, 16, 2, 256, 2100, 1, 2100, 3, 32, false},
+	{"dmma_rows", false, 16, 2, 256, 203, 3, 300, 5, 4, false},
+	{"dmma_full", false, 16, 2, 256, 300, 1, 300, 132, 1, false},
+	{"dmma_tiny_ctx1", false, 4, 2, 32, 1, 1, 96, 66, 32, false},
+	{"dmma_tiny_ctx2", false, 4, 2, 32, 2, 1, 96, 66, 32, false},
+	{"dmma_tiny_ctx17", false, 4, 2, 32, 17, 1, 300, 66, 32, false},
+	{"dmma_tiny_ctx255", false, 4, 2, 32, 255, 1, 300, 66, 32, false},
+	{"dmma_tiny_ctx257", false, 4, 2, 32, 257, 1, 300, 3, 1, false},
+	{"dmma_tiny_rows", false, 4, 2, 32, 95, 2, 96, 3, 1, false},
+	{"dmma_group3", false, 6, 2, 64, 42, 2, 80, 9, 1, false},
+	{"dmma_mha", false, 2, 2, 128, 64, 1, 64, 4, 8, false},
+	{"dmma_group16", false, 16, 1, 64, 130, 1, 200, 2, 16, false},
+	{"dmma_d16", false, 4, 1, 16, 77, 1, 100, 2, 1, false},
+	{"dmma_sharp", false, 16, 2, 256, 2100, 1, 2100, 3, 32, true},
+	{"dmma_sharp_tiny", false, 4, 2, 32, 1197, 2, 1200, 2, 1, true},
+	// The combine folded in: 66 splits (8 mergers, one head each) at
+	// contexts 1 (65 neutral splits arrive too), 257 and past a split
+	// boundary; 3 splits (3 mergers, several heads each); several rows
+	// (their own counters); the tiny heads (2 mergers); two blocks per KV
+	// head (group 16); head dim 16; sharp scores.
+	{"dmmag_ctx1", true, 16, 2, 256, 1, 1, 300, 66, 32, false},
+	{"dmmag_ctx257", true, 16, 2, 256, 257, 1, 300, 66, 32, false},
+	{"dmmag_boundary1", true, 16, 2, 256, 66*32 + 1, 1, 2200, 66, 32, false},
+	{"dmmag_long", true, 16, 2, 256, 2100, 1, 2100, 3, 32, false},
+	{"dmmag_rows", true, 16, 2, 256, 203, 3, 300, 5, 4, false},
+	{"dmmag_tiny", true, 4, 2, 32, 70, 1, 96, 66, 32, false},
+	{"dmmag_tiny_rows", true, 4, 2, 32, 95, 2, 96, 3, 1, false},
+	{"dmmag_group16", true, 16, 1, 64, 130, 1, 200, 2, 16, false},
+	{"dmmag_d16", true, 4, 1, 16, 77, 1, 100, 2, 1, false},
+	{"dmmag_sharp", true, 16, 2, 256, 2100, 1, 2100, 3, 32, true},
 }
 
 func (c mmaCase) kernel(t plan.Target) plan.Kernel {
 	k := mmaKernel(t, c.hq, c.hkv, c.d, c.capacity, c.splits, c.align)
+	if c.gate {
+		k = mmaGateKernel(t, c.hq, c.hkv, c.d, c.capacity, c.splits, c.align)
+	}
 	if c.sharp {
 		k = sharp(k)
 	}
@@ -110,7 +137,11 @@ var mmaSpeeds = []mmaSpeed{
 	{"dmma_speed_8k_s132", "attention_decode_mma", 8192, 132, 200, 4},
 	{"dmma_speed_32k_s132", "attention_decode_mma", 32768, 132, 100, 2},
 	{"dmma_speed_128k_s132", "attention_decode_mma", 131072, 132, 40, 1},
-	{"dmma_speed_1k", "attention_decode_mma", 1024, 66, 200, 16},
+	{"dmma_speed_1k", "attention_decode_mma", 1024, 66, 200, 32},
+	{"dmmag_speed_8k", "attention_decode_mma_gate", 8192, 66, 200, 4},
+	{"dmmag_speed_32k", "attention_decode_mma_gate", 32768, 66, 100, 2},
+	{"dmmag_speed_128k", "attention_decode_mma_gate", 131072, 66, 40, 1},
+	{"dmmag_speed_1k", "attention_decode_mma_gate", 1024, 66, 200, 32},
 	{"dmma_split_speed_8k", "attention_decode_split", 8192, 132, 200, 4},
 	{"dmma_split_speed_32k", "attention_decode_split", 32768, 132, 100, 2},
 	{"dmma_split_speed_128k", "attention_decode_split", 131072, 132, 40, 1},
@@ -142,9 +173,13 @@ func TestWriteGPUCasesDecodeMMA(t *testing.T) {
 		kv := 2 * int64(sp.ctx) * hkv * d * 2
 		bytes := kv + hq*d*4 + int64(hq*active*kernels.PartialStride(d)*4)
 		var k plan.Kernel
-		if sp.family == "attention_decode_mma" {
+		switch sp.family {
+		case "attention_decode_mma":
 			k = mmaKernel(plan.SM90, hq, hkv, d, sp.ctx, sp.splits, 32)
-		} else {
+		case "attention_decode_mma_gate":
+			k = mmaGateKernel(plan.SM90, hq, hkv, d, sp.ctx, sp.splits, 32)
+			bytes += 3 * hq * d * 4 // the gates read, out written (the records stay in L2)
+		default:
 			k = splitKernel(hq, hkv, d, sp.ctx, sp.splits, 32, true)
 		}
 		note := fmt.Sprintf("%s of a %d-position context, bf16 KV, %d splits, %d copies of the operands (the caches repeat every %d positions)",

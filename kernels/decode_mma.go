@@ -71,15 +71,17 @@ func DecodeMMAGeometry(c ir.LaunchConfig, d int) (warps, stages int, ok bool) {
 }
 
 // DecodeMMAFits holds the shapes attention_decode_mma serves: a bf16 cache,
-// head_dim a multiple of 16 up to MMAHeadDimMax, block_heads up to
+// head_dim 16, 32 or a multiple of 64 up to MMAHeadDimMax, block_heads up to
 // MMABlockHeadsMax, 1 to 8 warps and 1 to 4 stages.
 func DecodeMMAFits(p ir.Params) error {
 	d := p.Int("head_dim")
 	switch {
 	case !p.Flag("kv_bf16"):
 		return fmt.Errorf("attention_decode_mma reads a bf16 KV cache; this one is f32")
-	case d%16 != 0 || d > MMAHeadDimMax:
-		return fmt.Errorf("head_dim %d is not a multiple of 16 up to %d (the tensor-core tiles)", d, MMAHeadDimMax)
+	case (d != 16 && d != 32 && d%64 != 0) || d > MMAHeadDimMax:
+		// mma.tmpl's swizzle permutes a row's 16-byte chunks within groups
+		// of up to 8: 2, 4 or a multiple of 8 chunks a row.
+		return fmt.Errorf("head_dim %d is not 16, 32 or a multiple of 64 up to %d (the tensor-core tiles)", d, MMAHeadDimMax)
 	case p.Int("block_heads") > MMABlockHeadsMax:
 		return fmt.Errorf("block_heads %d exceeds the %d columns of the product", p.Int("block_heads"), MMABlockHeadsMax)
 	case p.Int("warps") < 1 || p.Int("warps") > 8:
@@ -101,17 +103,74 @@ func attentionDecodeMMA() *ir.Family {
 		s.SharedBytes = DecodeMMASharedBytes(p)
 		return s
 	}
-	// The split's reference on the cache's values (a bf16 cache widened).
+	f.Reference = mmaReference
+	f.TemplateData = func(ir.Params) map[string]any { return map[string]any{"gate": false} }
+	return f
+}
+
+// mmaReference is the split's reference on the cache's values (a bf16
+// cache widened).
+func mmaReference(a *ir.Args) error {
+	pos := int(a.Slot(ir.ParamPos))
+	if pos < 0 || pos+a.N > a.Int("capacity") {
+		return fmt.Errorf("attention past the KV cache: %d + %d tokens exceed %d", pos, a.N, a.Int("capacity"))
+	}
+	kc, vc := cacheF32(a, "k_cache"), cacheF32(a, "v_cache")
+	AttentionDecodeSplit(a.F32("partial"), a.F32("q"), kc, vc, a.N, pos,
+		a.Int("q_heads"), a.Int("kv_heads"), a.Int("head_dim"), a.Real32("scale"), a.Int("splits"), a.Int("split_align"))
+	return nil
+}
+
+// DecodeMMAGateSharedBytes is the dynamic shared memory of an
+// attention_decode_mma_gate block: the split's, or the merge's weights of
+// every split, the warps' sums of a head and their reductions, whichever is
+// larger.
+func DecodeMMAGateSharedBytes(p ir.Params) int {
+	return max(DecodeMMASharedBytes(p), (p.Int("splits")+p.Int("warps")*p.Int("head_dim")+p.Int("warps"))*4)
+}
+
+// attentionDecodeMMAGate is attention_decode_mma followed by
+// attention_combine_gate in one launch (attention_decode_mma.tmpl with
+// gate): the partial records as the split's, then out as the combine's
+// with the output gate. arrivals holds two counters per (row, KV head's
+// block of heads), zero between launches.
+func attentionDecodeMMAGate() *ir.Family {
+	f := attentionDecodeMMA()
+	f.Kind = ir.AttentionDecodeMMAGate
+	f.Template = "attention_decode_mma.tmpl"
+	split := f.Operands
+	f.Operands = []ir.OperandSpec{
+		{Name: "out", DType: ir.F32, Access: ir.Write, Extent: ir.PerRow("q_heads", "head_dim")},
+		split[0], split[1],
+		{Name: "qg", DType: ir.F32, Access: ir.Read, Extent: func(p ir.Params, rows int64) int64 {
+			return rows * 2 * int64(p.Int("q_heads")*p.Int("head_dim"))
+		}},
+		split[2], split[3],
+		{Name: "arrivals", DType: ir.I32, Access: ir.ReadWrite, Extent: func(p ir.Params, rows int64) int64 {
+			return rows * 2 * int64(p.Int("q_heads")/p.Int("block_heads"))
+		}},
+	}
+	launch := f.Launch
+	f.Launch = func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
+		s := launch(p, rows, c)
+		s.SharedBytes = DecodeMMAGateSharedBytes(p)
+		return s
+	}
 	f.Reference = func(a *ir.Args) error {
-		pos := int(a.Slot(ir.ParamPos))
-		if pos < 0 || pos+a.N > a.Int("capacity") {
-			return fmt.Errorf("attention past the KV cache: %d + %d tokens exceed %d", pos, a.N, a.Int("capacity"))
+		for i, c := range a.I32("arrivals")[:2*a.N*(a.Int("q_heads")/a.Int("block_heads"))] {
+			if c != 0 {
+				return fmt.Errorf("attention_decode_mma_gate: arrival counter %d is %d, want 0 (a launch did not finish)", i, c)
+			}
 		}
-		kc, vc := cacheF32(a, "k_cache"), cacheF32(a, "v_cache")
-		AttentionDecodeSplit(a.F32("partial"), a.F32("q"), kc, vc, a.N, pos,
-			a.Int("q_heads"), a.Int("kv_heads"), a.Int("head_dim"), a.Real32("scale"), a.Int("splits"), a.Int("split_align"))
+		if err := mmaReference(a); err != nil {
+			return err
+		}
+		out := a.F32("out")
+		AttentionCombine(out, a.F32("partial"), a.N, a.Int("q_heads"), a.Int("head_dim"), a.Int("splits"))
+		AttnOutputGate(out, a.F32("qg"), a.N, a.Int("q_heads"), a.Int("head_dim"))
 		return nil
 	}
+	f.TemplateData = func(ir.Params) map[string]any { return map[string]any{"gate": true} }
 	return f
 }
 

@@ -257,6 +257,7 @@ func families() []*ir.Family {
 		attentionCombine(),
 		attentionDecodeStream(),
 		attentionDecodeMMA(),
+		attentionDecodeMMAGate(),
 		attentionCombineGate(),
 		qkNormRoPEAppend(),
 		attentionPrefill(),
