@@ -39,9 +39,11 @@ func frozen(t *testing.T, target plan.Target) *plan.Plan {
 // (planner.Options.DecodeStream), the cpu with the split pair and its
 // plain combine (DecodeSplits), gfx1151 without the tile pass (Tiling
 // off: the families the tensor-core ones replace, matmul_add among them),
-// and gfx1151 without fusion, whose decode streams the unfused MoE block
+// gfx1151 without fusion, whose decode streams the unfused MoE block
 // (moe_gate_up_gemv, moe_down_gemv: the GPU plans fuse it, the cpu plan
-// does not stream).
+// does not stream), and both GPU targets with the tensor-core decode
+// attention's combine folded in (DecodeMMAFused: attention_decode_mma_gate,
+// on gfx1151 through WMMA).
 func optionPlans(t *testing.T) []*plan.Plan {
 	t.Helper()
 	m := planner.FromConfig(arch.RealName, arch.Real())
@@ -51,7 +53,10 @@ func optionPlans(t *testing.T) []*plan.Plan {
 		// the tensor-core families and the prefill flash attention of a bf16
 		// cache, behind --tiling on and --prefill-attention (off by default)
 		{Target: plan.SM90, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16},
-		{Target: plan.GFX1151, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16}} {
+		{Target: plan.GFX1151, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16},
+		// the tensor-core decode attention with the combine folded in (sm_90),
+		// and its WMMA path (gfx1151: off by default there)
+		{Target: plan.SM90, DecodeMMA: planner.DecodeMMAFused}, {Target: plan.GFX1151, DecodeMMA: planner.DecodeMMAFused}} {
 		o.Buckets, o.ContextTokens = []int{1024}, 4096
 		p, err := planner.Plan(m, o)
 		if err != nil {

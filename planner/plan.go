@@ -50,7 +50,9 @@ type Options struct {
 	// (attention_decode_mma) where its kernel serves the attention (a bf16
 	// KV cache, head_dim a multiple of 16 up to 256): DecodeMMADefault (on
 	// sm_90, off elsewhere), DecodeMMAOn (every GPU target: gfx1151 through
-	// WMMA) or DecodeMMAOff (the CUDA-core split).
+	// WMMA), DecodeMMAFused (on, with the combine and the output gate in the
+	// same launch: attention_decode_mma_gate) or DecodeMMAOff (the CUDA-core
+	// split).
 	DecodeMMA DecodeMMA
 	// GDNColumnTile is the column tile of the decode step's
 	// gdn_decode_split (the fuse pass's GDN rule): 0 picks the target's (on
@@ -158,11 +160,11 @@ func (o *Options) check() error {
 	if o.PrefillAttention != PrefillDefault && o.PrefillAttention != PrefillFlash && o.PrefillAttention != PrefillFlashBF16 && o.PrefillAttention != PrefillEager {
 		errs = append(errs, fmt.Errorf("prefill attention %q: want %q, %q, %q or empty (the target's default)", o.PrefillAttention, PrefillFlash, PrefillFlashBF16, PrefillEager))
 	}
-	if o.DecodeMMA != DecodeMMADefault && o.DecodeMMA != DecodeMMAOn && o.DecodeMMA != DecodeMMAOff {
-		errs = append(errs, fmt.Errorf("decode mma %q: want %q, %q or empty (the target's default)", o.DecodeMMA, DecodeMMAOn, DecodeMMAOff))
+	if o.DecodeMMA != DecodeMMADefault && o.DecodeMMA != DecodeMMAOn && o.DecodeMMA != DecodeMMAOff && o.DecodeMMA != DecodeMMAFused {
+		errs = append(errs, fmt.Errorf("decode mma %q: want %q, %q, %q or empty (the target's default)", o.DecodeMMA, DecodeMMAOn, DecodeMMAFused, DecodeMMAOff))
 	}
-	if o.DecodeMMA == DecodeMMAOn && o.DecodeStream {
-		errs = append(errs, errors.New("decode mma on and decode stream both choose the decode attention's split kernel: ask for one"))
+	if (o.DecodeMMA == DecodeMMAOn || o.DecodeMMA == DecodeMMAFused) && o.DecodeStream {
+		errs = append(errs, fmt.Errorf("decode mma %s and decode stream both choose the decode attention's split kernel: ask for one", o.DecodeMMA))
 	}
 	if o.DecodeSplits < -1 || o.DecodeSplits > kernels.MaxSplits {
 		errs = append(errs, fmt.Errorf("decode splits %d: want -1 (attention), 0 (the target's) or 1 to %d", o.DecodeSplits, kernels.MaxSplits))

@@ -46,6 +46,10 @@ const (
 	DecodeMMADefault DecodeMMA = ""
 	DecodeMMAOn      DecodeMMA = "on"  // every GPU target where the kernel serves the attention
 	DecodeMMAOff     DecodeMMA = "off" // never: attention_decode_split (or _stream)
+	// DecodeMMAFused is DecodeMMAOn with the combine and the output gate
+	// folded into the split's launch (attention_decode_mma_gate) where the
+	// plan fuses.
+	DecodeMMAFused DecodeMMA = "fused"
 )
 
 // mma reports whether the decode attention's split runs as
@@ -56,7 +60,7 @@ func (o *Options) mma() bool {
 		return false
 	}
 	d, err := o.Target.Dialect()
-	return o.DecodeMMA == DecodeMMAOn || (o.DecodeMMA == DecodeMMADefault && !o.DecodeStream && err == nil && d == plan.CUDA)
+	return o.DecodeMMA == DecodeMMAOn || o.DecodeMMA == DecodeMMAFused || (o.DecodeMMA == DecodeMMADefault && !o.DecodeStream && err == nil && d == plan.CUDA)
 }
 
 // streams reports whether the decode attention runs as
@@ -158,10 +162,21 @@ func splitDecodeAttention(g *ir.Graph, o *Options) int {
 		cp.SetInt("splits", int64(splits))
 		combine := &ir.Op{Kind: ir.AttentionCombine, Layer: op.Layer, Rows: op.Rows, Params: cp,
 			Operands: []ir.Operand{op.Operands[0], part}}
-		if gate := gateAfter(g, i); o.fuses() && gate != nil {
+		gate := gateAfter(g, i)
+		if o.fuses() && gate != nil {
 			combine.Kind = ir.AttentionCombineGate
 			combine.Operands = append(combine.Operands, gate.Operands[1])
 			skip[gate] = true
+		}
+		if kind == ir.AttentionDecodeMMA && o.DecodeMMA == DecodeMMAFused && combine.Kind == ir.AttentionCombineGate {
+			// One launch: the combine and the gate in the split's last blocks,
+			// the layer's arrival counters a state tensor (zero between launches).
+			arrivals := g.AddTensor(ir.Tensor{Name: fmt.Sprintf("state.%d.attn_arrivals", op.Layer), Role: ir.State, DType: ir.I32,
+				Shape: []int64{int64(g.Tokens), int64(2 * heads / blockHeads)}})
+			ops = append(ops, &ir.Op{Kind: ir.AttentionDecodeMMAGate, Layer: op.Layer, Rows: op.Rows, Params: sp,
+				Operands: []ir.Operand{op.Operands[0], part, op.Operands[1], gate.Operands[1], op.Operands[2], op.Operands[3], {Tensor: arrivals.ID}}})
+			n++
+			continue
 		}
 		ops = append(ops,
 			&ir.Op{Kind: kind, Layer: op.Layer, Rows: op.Rows, Params: sp,

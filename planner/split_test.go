@@ -147,11 +147,52 @@ func TestDecodeMMAOption(t *testing.T) {
 	}{
 		{Options{DecodeMMA: "sideways"}, `decode mma "sideways"`},
 		{Options{DecodeMMA: DecodeMMAOn, DecodeStream: true}, "decode mma on and decode stream"},
+		{Options{DecodeMMA: DecodeMMAFused, DecodeStream: true}, "decode mma fused and decode stream"},
 	} {
 		c.o.Target, c.o.Buckets, c.o.ContextTokens = plan.SM90, []int{4}, 64
 		_, err := Plan(m, c.o)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: error %v, want one containing %q", c.o, err, c.want)
+		}
+	}
+}
+
+// TestSplitKVFused: with DecodeMMAFused the decode step's every attention
+// and its output gate become one attention_decode_mma_gate (out, the
+// records, q, the gates, the caches, the layer's own arrival counters: a
+// state tensor of two counters per KV head's block), with no combine left.
+func TestSplitKVFused(t *testing.T) {
+	m := FromConfig("real", arch.Real())
+	gs, err := Graphs(m, Options{Target: plan.SM90, Buckets: []int{4}, ContextTokens: 64, DecodeMMA: DecodeMMAFused}, "split_kv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gs {
+		if g.Name != "decode" {
+			continue
+		}
+		var layers []string
+		for _, op := range g.Ops {
+			switch op.Kind {
+			case ir.AttentionCombineGate, ir.AttentionCombine, ir.AttnOutputGate, ir.Attention, ir.AttentionDecodeMMA:
+				t.Errorf("%s left at decode", op.Kind)
+			case ir.AttentionDecodeMMAGate:
+				var names []string
+				for _, o := range op.Operands {
+					names = append(names, g.Tensors[o.Tensor].Name)
+				}
+				arr := g.Tensors[op.Operands[6].Tensor]
+				if arr.Role != ir.State || arr.DType != ir.I32 || !cmp.Equal(arr.Shape, []int64{1, 4}) {
+					t.Errorf("arrivals %+v", arr)
+				}
+				layers = append(layers, names[6])
+				if diff := cmp.Diff([]string{"attn_o", "attn_partial", "attn_q"}, names[:3]); diff != "" {
+					t.Errorf("operands (-want +got):\n%s", diff)
+				}
+			}
+		}
+		if len(layers) != 10 || layers[0] == layers[1] {
+			t.Errorf("fused layers' counters %v, want 10 distinct", layers)
 		}
 	}
 }

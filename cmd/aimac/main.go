@@ -129,7 +129,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 	c.Flags().StringVar(&tiling, "tiling", "", "the tile pass `MODE` (prefill on the tensor-core families): on, off, or empty for the default (off on every target for now: see docs/prefill-gemm.md)")
 	cliflag.IntRange(c.Flags(), &decodeSplits, "decode-splits", 0, -1, 1024, "`N` splits of the decode step's split-KV attention: 0 for the target's (GPU: from its multiprocessors; cpu: none), -1 to keep attention, 1 to 1024 on any target")
 	c.Flags().BoolVar(&decodeStream, "decode-stream", false, "run the decode attention's split as attention_decode_stream (a cp.async ring) on sm_90")
-	c.Flags().StringVar(&decodeMMA, "decode-mma", "", "the decode attention's split on tensor cores (attention_decode_mma, bf16 KV) `MODE`: on (every GPU target), off (the CUDA-core split), or empty for the default (on for sm_90, off for gfx1151)")
+	c.Flags().StringVar(&decodeMMA, "decode-mma", "", "the decode attention's split on tensor cores (attention_decode_mma, bf16 KV) `MODE`: on (every GPU target), fused (on, with the combine and the output gate in the same launch), off (the CUDA-core split), or empty for the default (on for sm_90, off for gfx1151)")
 	cliflag.IntRange(c.Flags(), &gdnColTile, "gdn-col-tile", 0, -1, 1<<16, "`N` state columns a block of the decode step's gdn_decode_split: 0 for the target's (GPU: a block per multiprocessor or more), -1 to keep gdn_decode_step (a block per key head), N to ask for N on any target")
 	c.Flags().StringVar(&prefillAttn, "prefill-attention", "", "the prefill steps' attention `FAMILY`: flash (attention_prefill, tensor cores, operands split to keep f32 precision where the target affords it), flash-bf16 (the same with plain bf16 operands: faster, less exact), eager (attention + attn_output_gate), or empty for the target's default (flash on GPU targets with an f32 KV cache, eager elsewhere)")
 	c.Flags().StringVar(&out, "out", "-", "output `FILE` (- for stdout)")
@@ -137,7 +137,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 	_ = c.RegisterFlagCompletionFunc("kv-dtype", cobra.FixedCompletions([]string{"f32", "bf16"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = c.RegisterFlagCompletionFunc("fusion", cobra.FixedCompletions([]string{"on", "off"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = c.RegisterFlagCompletionFunc("tiling", cobra.FixedCompletions([]string{"on", "off"}, cobra.ShellCompDirectiveNoFileComp))
-	_ = c.RegisterFlagCompletionFunc("decode-mma", cobra.FixedCompletions([]string{"on", "off"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = c.RegisterFlagCompletionFunc("decode-mma", cobra.FixedCompletions([]string{"on", "fused", "off"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = c.RegisterFlagCompletionFunc("prefill-attention", cobra.FixedCompletions([]string{"flash", "flash-bf16", "eager"}, cobra.ShellCompDirectiveNoFileComp))
 	return c
 }
