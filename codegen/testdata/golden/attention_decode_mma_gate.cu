@@ -316,7 +316,7 @@ DEVICE unsigned int load_acquire(const int* p) {
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
-DEVICE void pause() { asm volatile("nanosleep.u32 64;" ::: "memory"); }
+DEVICE void spin_pause() { asm volatile("nanosleep.u32 64;" ::: "memory"); }
 // Records of other blocks, from L2 (past this multiprocessor's L1).
 DEVICE f32x4 load_l2x4(const float* p) {
   f32x4 v;
@@ -351,7 +351,7 @@ DEVICE void merge(unsigned char* smem, int& rank, float* out, const float* parti
     const int v = (int)arrive(cnt);
     rank = v - (SPLITS - MERGERS);
     if (rank >= 0) {
-      for (int spin = 0; (int)load_acquire(cnt) < SPLITS && spin < (1 << 24); ++spin) pause();
+      for (int spin = 0; (int)load_acquire(cnt) < SPLITS && spin < (1 << 24); ++spin) spin_pause();
     }
   }
   block_sync();

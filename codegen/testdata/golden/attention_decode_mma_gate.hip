@@ -226,7 +226,7 @@ DEVICE void warp_sync() {
 }
 DEVICE unsigned int arrive(int* p) { return __atomic_fetch_add((unsigned int*)p, 1u, __ATOMIC_ACQ_REL); }
 DEVICE unsigned int load_acquire(const int* p) { return __atomic_load_n((const unsigned int*)p, __ATOMIC_ACQUIRE); }
-DEVICE void pause() { __builtin_amdgcn_s_sleep(2); }
+DEVICE void spin_pause() { __builtin_amdgcn_s_sleep(2); }
 DEVICE f32x4 load_l2x4(const float* p) { return *(const f32x4*)p; }
 DEVICE float load_l2(const float* p) { return *p; }
 // load_tile copies the K and V rows of positions p0..p0+TK−1 of KV head kvh into a ring stage
@@ -258,7 +258,7 @@ DEVICE void merge(unsigned char* smem, int& rank, float* out, const float* parti
     const int v = (int)arrive(cnt);
     rank = v - (SPLITS - MERGERS);
     if (rank >= 0) {
-      for (int spin = 0; (int)load_acquire(cnt) < SPLITS && spin < (1 << 24); ++spin) pause();
+      for (int spin = 0; (int)load_acquire(cnt) < SPLITS && spin < (1 << 24); ++spin) spin_pause();
     }
   }
   block_sync();
