@@ -305,6 +305,7 @@ DEVICE void load_tile(bf16* st, const bf16* kc, const bf16* vc, int p0, int hi, 
   copy_commit();
 }
 KERNEL void attention_decode_mma_74936859(float* partial, const float* q, const bf16* k_cache, const bf16* v_cache, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int pos = params[0];
   extern SHARED __attribute__((aligned(16))) unsigned char smem[];

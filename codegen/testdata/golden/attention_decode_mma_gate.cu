@@ -420,6 +420,7 @@ DEVICE void merge(unsigned char* smem, int& rank, float* out, const float* parti
   }
 }
 KERNEL void attention_decode_mma_gate_6fa804e5(float* out, float* partial, const float* q, const float* qg, const bf16* k_cache, const bf16* v_cache, int* arrivals, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
   const int pos = params[0];
   extern SHARED __attribute__((aligned(16))) unsigned char smem[];
