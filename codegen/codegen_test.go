@@ -41,9 +41,10 @@ func frozen(t *testing.T, target plan.Target) *plan.Plan {
 // off: the families the tensor-core ones replace, matmul_add among them),
 // gfx1151 without fusion, whose decode streams the unfused MoE block
 // (moe_gate_up_gemv, moe_down_gemv: the GPU plans fuse it, the cpu plan
-// does not stream), and both GPU targets with the tensor-core decode
-// attention's combine folded in (DecodeMMAFused: attention_decode_mma_gate,
-// on gfx1151 through WMMA).
+// does not stream), sm_90 with the tensor-core decode attention
+// (DecodeMMAOn: attention_decode_mma, off by default), and both GPU targets
+// with its combine folded in (DecodeMMAFused: attention_decode_mma_gate, on
+// gfx1151 through WMMA).
 func optionPlans(t *testing.T) []*plan.Plan {
 	t.Helper()
 	m := planner.FromConfig(arch.RealName, arch.Real())
@@ -56,7 +57,8 @@ func optionPlans(t *testing.T) []*plan.Plan {
 		{Target: plan.GFX1151, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16},
 		// the tensor-core decode attention with the combine folded in (sm_90),
 		// and its WMMA path (gfx1151: off by default there)
-		{Target: plan.SM90, DecodeMMA: planner.DecodeMMAFused}, {Target: plan.GFX1151, DecodeMMA: planner.DecodeMMAFused}} {
+		{Target: plan.SM90, DecodeMMA: planner.DecodeMMAOn}, {Target: plan.SM90, DecodeMMA: planner.DecodeMMAFused},
+		{Target: plan.GFX1151, DecodeMMA: planner.DecodeMMAFused}} {
 		o.Buckets, o.ContextTokens = []int{1024}, 4096
 		p, err := planner.Plan(m, o)
 		if err != nil {
@@ -328,5 +330,17 @@ func TestPlanAlignment(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestTemplateDataShadow: a parameter named like a value codegen sets for
+// every template (here the target's pipeline stages) is refused rather than
+// silently replaced by the target's value.
+func TestTemplateDataShadow(t *testing.T) {
+	f := &ir.Family{Kind: "shadow", Params: ir.Ints("stages")}
+	k := plan.Kernel{Name: "k", Family: "shadow", Params: ir.Params{Ints: map[string]int64{"stages": 3}}}
+	_, err := templateData(CUDA, plan.SM90.Launch(), k, f)
+	if err == nil || !strings.Contains(err.Error(), `parameter "stages" shadows`) {
+		t.Errorf("error %v, want the shadowed parameter named", err)
 	}
 }

@@ -36,7 +36,7 @@ func mmaFamilyKernel(family string, t plan.Target, hq, hkv, d, capacity, splits,
 	return kern(family, map[string]float64{"q_heads": float64(hq), "kv_heads": float64(hkv),
 		"head_dim": float64(d), "scale": 1 / math.Sqrt(float64(d)), "capacity": float64(capacity), "width": float64(hkv * d),
 		"kv_bf16": 1, "splits": float64(splits), "split_align": float64(align), "block_heads": float64(kernels.MMABlockHeads(hq / hkv)),
-		"warps": float64(warps), "stages": float64(stages)})
+		"warps": float64(warps), "ring_stages": float64(stages)})
 }
 
 // mmaCase is one correctness case of attention_decode_mma: heads, a

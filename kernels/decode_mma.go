@@ -47,7 +47,7 @@ func MMABlockHeads(group int) int {
 // gfx1151 path's WMMA operand; the warps' m and l at the merge).
 func DecodeMMASharedBytes(p ir.Params) int {
 	d := p.Int("head_dim")
-	return (p.Int("warps")*p.Int("stages")*2*MMATile*d + 2*16*d) * 2
+	return (p.Int("warps")*p.Int("ring_stages")*2*MMATile*d + 2*16*d) * 2
 }
 
 // mmaStagesMax bounds a warp's ring: three tiles in flight cover the
@@ -86,15 +86,15 @@ func DecodeMMAFits(p ir.Params) error {
 		return fmt.Errorf("block_heads %d exceeds the %d columns of the product", p.Int("block_heads"), MMABlockHeadsMax)
 	case p.Int("warps") < 1 || p.Int("warps") > 8:
 		return fmt.Errorf("warps %d: want 1 to 8", p.Int("warps"))
-	case p.Int("stages") < 1 || p.Int("stages") > 4:
-		return fmt.Errorf("stages %d: want 1 to 4", p.Int("stages"))
+	case p.Int("ring_stages") < 1 || p.Int("ring_stages") > 4:
+		return fmt.Errorf("ring_stages %d: want 1 to 4", p.Int("ring_stages"))
 	}
 	return nil
 }
 
 func attentionDecodeMMA() *ir.Family {
 	f := splitFamily(ir.AttentionDecodeMMA, DecodeMMAFits)
-	f.Params = cat(f.Params, ir.Ints("warps", "stages"))
+	f.Params = cat(f.Params, ir.Ints("warps", "ring_stages"))
 	// One block of warps warps per (split, KV head's block of query heads,
 	// row), the rings in dynamic shared memory.
 	f.Launch = func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {

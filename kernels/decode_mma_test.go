@@ -51,7 +51,7 @@ func TestDecodeMMAGeometry(t *testing.T) {
 	p := ir.Params{}
 	p.SetInt("head_dim", 256)
 	p.SetInt("warps", 4)
-	p.SetInt("stages", 3)
+	p.SetInt("ring_stages", 3)
 	if got := DecodeMMASharedBytes(p); got != 208<<10 {
 		t.Errorf("shared bytes %d, want %d", got, 208<<10)
 	}
@@ -65,7 +65,7 @@ func TestDecodeMMAFits(t *testing.T) {
 		p.SetInt("head_dim", int64(d))
 		p.SetInt("block_heads", int64(heads))
 		p.SetInt("warps", int64(warps))
-		p.SetInt("stages", int64(stages))
+		p.SetInt("ring_stages", int64(stages))
 		p.SetFlag("kv_bf16", bf)
 		return p
 	}
@@ -83,7 +83,7 @@ func TestDecodeMMAFits(t *testing.T) {
 		{params(512, 8, 4, 3, true), "head_dim 512"},
 		{params(256, 16, 4, 3, true), "block_heads 16"},
 		{params(256, 8, 9, 3, true), "warps 9"},
-		{params(256, 8, 4, 0, true), "stages 0"},
+		{params(256, 8, 4, 0, true), "ring_stages 0"},
 	} {
 		err := DecodeMMAFits(c.p)
 		if (err == nil) != (c.want == "") || (err != nil && !strings.Contains(err.Error(), c.want)) {

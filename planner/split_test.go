@@ -55,8 +55,10 @@ func TestSplitKV(t *testing.T) {
 		warps, stages  int // attention_decode_mma's
 	}
 	for _, w := range []want{
-		{plan.SM90, "", false, "", 66, ir.AttentionDecodeMMA, ir.AttentionCombineGate, 4, 3},
+		{plan.SM90, "", false, "", 132, ir.AttentionDecodeSplit, ir.AttentionCombineGate, 0, 0},
+		{plan.SM90, "", false, DecodeMMAOn, 66, ir.AttentionDecodeMMA, ir.AttentionCombineGate, 4, 3},
 		{plan.SM90, "", false, DecodeMMAOff, 132, ir.AttentionDecodeSplit, ir.AttentionCombineGate, 0, 0},
+		{plan.SM90, ir.F32, false, DecodeMMAOn, 132, ir.AttentionDecodeSplit, ir.AttentionCombineGate, 0, 0},
 		{plan.SM90, ir.F32, false, "", 132, ir.AttentionDecodeSplit, ir.AttentionCombineGate, 0, 0},
 		{plan.SM90, "", true, "", 66, ir.AttentionDecodeStream, ir.AttentionCombineGate, 0, 0},
 		{plan.GFX1151, "", false, "", 40, ir.AttentionDecodeSplit, ir.AttentionCombineGate, 0, 0},
@@ -92,7 +94,7 @@ func TestSplitKV(t *testing.T) {
 				if p.Int("splits") != int(splits) || p.Int("block_heads") != 8 || p.Int("split_align") != splitAlign {
 					t.Errorf("%s: split params %s", target, p)
 				}
-				if w.split == ir.AttentionDecodeMMA && (p.Int("warps") != w.warps || p.Int("stages") != w.stages) {
+				if w.split == ir.AttentionDecodeMMA && (p.Int("warps") != w.warps || p.Int("ring_stages") != w.stages) {
 					t.Errorf("%s: attention_decode_mma params %s, want %d warps, %d stages", target, p, w.warps, w.stages)
 				}
 				next := dec.Ops[i+1]
