@@ -207,12 +207,15 @@ func templateData(d Dialect, c ir.LaunchConfig, k plan.Kernel, f *ir.Family) (ma
 	for name, v := range k.Params.Flags {
 		data[name] = v
 	}
-	data["name"] = k.Name
-	data["dialect"] = string(d)
-	data["threads"] = c.Threads
-	data["warp"] = c.Warp
-	data["stages"] = c.Stages
-	data["args"] = signatureArgs(f, f.AnyFloatIsBF16(k.Params))
+	// The names codegen itself sets: a parameter of the same name would be
+	// overwritten silently (the template would see the target's value).
+	for name, v := range map[string]any{"name": k.Name, "dialect": string(d), "threads": c.Threads, "warp": c.Warp,
+		"stages": c.Stages, "args": signatureArgs(f, f.AnyFloatIsBF16(k.Params))} {
+		if _, dup := data[name]; dup {
+			return nil, fmt.Errorf("codegen: kernel %s: parameter %q shadows what codegen sets for the template", k.Name, name)
+		}
+		data[name] = v
+	}
 	var reads []string
 	for _, s := range f.Slots {
 		if !s.Valid() {

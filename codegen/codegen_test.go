@@ -42,8 +42,11 @@ func frozen(t *testing.T, target plan.Target) *plan.Plan {
 // gfx1151 without fusion, whose decode streams the unfused MoE block
 // (moe_gate_up_gemv, moe_down_gemv: the GPU plans fuse it, the cpu plan
 // does not stream), sm_90 with gdn_decode_peer (GDNPeer: measured
-// slower than gdn_decode_split, which the frozen plans keep), and both GPU
-// targets with the router folded into the MoE block (MoERouter).
+// slower than gdn_decode_split, which the frozen plans keep), both GPU
+// targets with the router folded into the MoE block (MoERouter), sm_90
+// with the tensor-core decode attention (DecodeMMAOn: attention_decode_mma,
+// off by default), and both GPU targets with its combine folded in
+// (DecodeMMAFused: attention_decode_mma_gate, on gfx1151 through WMMA).
 func optionPlans(t *testing.T) []*plan.Plan {
 	t.Helper()
 	m := planner.FromConfig(arch.RealName, arch.Real())
@@ -56,7 +59,12 @@ func optionPlans(t *testing.T) []*plan.Plan {
 		{Target: plan.GFX1151, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16},
 		{Target: plan.SM90, GDNPeer: true},
 		// the router folded into the MoE block behind a grid barrier (--moe-router)
-		{Target: plan.SM90, MoERouter: true}, {Target: plan.GFX1151, MoERouter: true}} {
+		{Target: plan.SM90, MoERouter: true}, {Target: plan.GFX1151, MoERouter: true},
+
+		// the tensor-core decode attention with the combine folded in (sm_90),
+		// and its WMMA path (gfx1151: off by default there)
+		{Target: plan.SM90, DecodeMMA: planner.DecodeMMAOn}, {Target: plan.SM90, DecodeMMA: planner.DecodeMMAFused},
+		{Target: plan.GFX1151, DecodeMMA: planner.DecodeMMAFused}} {
 		o.Buckets, o.ContextTokens = []int{1024}, 4096
 		p, err := planner.Plan(m, o)
 		if err != nil {
@@ -328,5 +336,17 @@ func TestPlanAlignment(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestTemplateDataShadow: a parameter named like a value codegen sets for
+// every template (here the target's pipeline stages) is refused rather than
+// silently replaced by the target's value.
+func TestTemplateDataShadow(t *testing.T) {
+	f := &ir.Family{Kind: "shadow", Params: ir.Ints("stages")}
+	k := plan.Kernel{Name: "k", Family: "shadow", Params: ir.Params{Ints: map[string]int64{"stages": 3}}}
+	_, err := templateData(CUDA, plan.SM90.Launch(), k, f)
+	if err == nil || !strings.Contains(err.Error(), `parameter "stages" shadows`) {
+		t.Errorf("error %v, want the shadowed parameter named", err)
 	}
 }

@@ -282,7 +282,7 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 			beta[j] = float32(rng.Float64())
 			g[j] = float32(-rng.Float64() * 0.3)
 		}
-	case ir.Attention, ir.KVAppend, ir.AttentionDecodeSplit, ir.AttentionDecodeStream, ir.QKNormRoPEAppend, ir.AttentionPrefill:
+	case ir.Attention, ir.KVAppend, ir.AttentionDecodeSplit, ir.AttentionDecodeStream, ir.AttentionDecodeMMA, ir.AttentionDecodeMMAGate, ir.QKNormRoPEAppend, ir.AttentionPrefill:
 		names := []string{"k_cache", "v_cache"}
 		if ir.Kind(c.k.Family) == ir.AttentionPrefill {
 			// What the tensor cores take as one bf16 term is a bf16 value, so the

@@ -66,6 +66,12 @@ const (
 	// the output gate applied (SPEC §2.3 step 6).
 	AttentionDecodeStream Kind = "attention_decode_stream"
 	AttentionCombineGate  Kind = "attention_combine_gate"
+	// The same split on tensor cores (q·kᵀ and p·v as bf16 matrix products,
+	// q and p as two bf16 terms each) over a bf16 KV cache.
+	AttentionDecodeMMA Kind = "attention_decode_mma"
+	// attention_decode_mma with attention_combine_gate folded into the
+	// launch: the last blocks of a KV head to arrive merge the splits.
+	AttentionDecodeMMAGate Kind = "attention_decode_mma_gate"
 )
 
 // Prefill kinds: made by the planner's flash pass from the prefill step's

@@ -256,6 +256,8 @@ func families() []*ir.Family {
 		attentionDecodeSplit(),
 		attentionCombine(),
 		attentionDecodeStream(),
+		attentionDecodeMMA(),
+		attentionDecodeMMAGate(),
 		attentionCombineGate(),
 		qkNormRoPEAppend(),
 		attentionPrefill(),

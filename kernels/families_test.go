@@ -47,6 +47,10 @@ var examples = map[ir.Kind]ir.Params{
 	ir.AttentionCombine: {Ints: map[string]int64{"q_heads": 2, "head_dim": 8, "splits": 3}},
 	ir.AttentionDecodeStream: {Ints: map[string]int64{"q_heads": 2, "kv_heads": 1, "head_dim": 32, "capacity": 6, "width": 32, "splits": 3, "split_align": 1, "block_heads": 2},
 		Reals: map[string]float64{"scale": 0.35}, Flags: map[string]bool{"kv_bf16": false}},
+	ir.AttentionDecodeMMA: {Ints: map[string]int64{"q_heads": 2, "kv_heads": 1, "head_dim": 16, "capacity": 6, "width": 16, "splits": 3, "split_align": 1, "block_heads": 2, "warps": 2, "ring_stages": 1},
+		Reals: map[string]float64{"scale": 0.35}, Flags: map[string]bool{"kv_bf16": true}},
+	ir.AttentionDecodeMMAGate: {Ints: map[string]int64{"q_heads": 2, "kv_heads": 1, "head_dim": 16, "capacity": 6, "width": 16, "splits": 3, "split_align": 1, "block_heads": 2, "warps": 2, "ring_stages": 1},
+		Reals: map[string]float64{"scale": 0.35}, Flags: map[string]bool{"kv_bf16": true}},
 	ir.AttentionCombineGate: {Ints: map[string]int64{"q_heads": 2, "head_dim": 8, "splits": 3}},
 	ir.QKNormRoPEAppend: {Ints: map[string]int64{"q_heads": 2, "kv_heads": 1, "head_dim": 8, "rot_dim": 4, "capacity": 6, "width": 8},
 		Reals: map[string]float64{"eps": 1e-6, "theta": 1e4}, Flags: map[string]bool{"one_plus": true, "kv_bf16": false}},
@@ -161,6 +165,7 @@ func bind(f *ir.Family, p ir.Params, rows int, block *[ir.ParamSlots]int32) *ir.
 	}
 	for i, o := range f.Operands {
 		switch {
+		case o.Name == "arrivals": // arrival counters are zero between launches
 		case o.DType == ir.I32 && o.Name == "slots":
 			for j := range a.I32(o.Name) {
 				a.I32(o.Name)[j] = 5 // gdn_decode_peer's: tags equal within a key head, as every launch leaves them

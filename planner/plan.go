@@ -52,6 +52,14 @@ type Options struct {
 	// Off by default: on the H200 the fused launch measured 21.8 µs against
 	// 14.4 + 5.3 µs for the two it replaces (one token, from HBM).
 	MoERouter bool
+	// DecodeMMA says whether the split runs on tensor cores
+	// (attention_decode_mma) where its kernel serves the attention (a bf16
+	// KV cache, head_dim 16, 32 or a multiple of 64 up to 256):
+	// DecodeMMADefault (off for now: docs/decode-attention.md), DecodeMMAOn (every GPU target: gfx1151 through
+	// WMMA), DecodeMMAFused (on, with the combine and the output gate in the
+	// same launch: attention_decode_mma_gate) or DecodeMMAOff (the CUDA-core
+	// split).
+	DecodeMMA DecodeMMA
 	// GDNColumnTile is the column tile of the decode step's
 	// gdn_decode_split or gdn_decode_peer (the fuse pass's GDN rule): 0
 	// picks the target's (on a GPU, gdn_decode_split's widest tile that
@@ -166,6 +174,12 @@ func (o *Options) check() error {
 	}
 	if o.PrefillAttention != PrefillDefault && o.PrefillAttention != PrefillFlash && o.PrefillAttention != PrefillFlashBF16 && o.PrefillAttention != PrefillEager {
 		errs = append(errs, fmt.Errorf("prefill attention %q: want %q, %q, %q or empty (the target's default)", o.PrefillAttention, PrefillFlash, PrefillFlashBF16, PrefillEager))
+	}
+	if o.DecodeMMA != DecodeMMADefault && o.DecodeMMA != DecodeMMAOn && o.DecodeMMA != DecodeMMAOff && o.DecodeMMA != DecodeMMAFused {
+		errs = append(errs, fmt.Errorf("decode mma %q: want %q, %q, %q or empty (the target's default)", o.DecodeMMA, DecodeMMAOn, DecodeMMAFused, DecodeMMAOff))
+	}
+	if (o.DecodeMMA == DecodeMMAOn || o.DecodeMMA == DecodeMMAFused) && o.DecodeStream {
+		errs = append(errs, fmt.Errorf("decode mma %s and decode stream both choose the decode attention's split kernel: ask for one", o.DecodeMMA))
 	}
 	if o.DecodeSplits < -1 || o.DecodeSplits > kernels.MaxSplits {
 		errs = append(errs, fmt.Errorf("decode splits %d: want -1 (attention), 0 (the target's) or 1 to %d", o.DecodeSplits, kernels.MaxSplits))

@@ -31,6 +31,36 @@ const splitAlign = 32
 // block per SM, so the splits fill the GPU in one wave.
 const streamBlocksPerSM = 1
 
+// mmaBlocksPerSM is the same for attention_decode_mma: its rings (208
+// KiB of shared memory at the real model's heads on sm_90) allow one block
+// per SM, so the splits fill the GPU in one wave.
+const mmaBlocksPerSM = 1
+
+// DecodeMMA says whether the decode attention's split runs on tensor cores.
+type DecodeMMA string
+
+const (
+	// DecodeMMADefault is off on every target for now: the tensor-core
+	// split has not yet passed its cases on the device (the one check so
+	// far faulted on a template parameter shadowed by the target's pipeline
+	// stages, since fixed), and on gfx1151 its WMMA path has no asynchronous
+	// copies to stream the cache with (docs/decode-attention.md).
+	DecodeMMADefault DecodeMMA = ""
+	DecodeMMAOn      DecodeMMA = "on"  // every GPU target where the kernel serves the attention
+	DecodeMMAOff     DecodeMMA = "off" // never: attention_decode_split (or _stream)
+	// DecodeMMAFused is DecodeMMAOn with the combine and the output gate
+	// folded into the split's launch (attention_decode_mma_gate) where the
+	// plan fuses.
+	DecodeMMAFused DecodeMMA = "fused"
+)
+
+// mma reports whether the decode attention's split runs as
+// attention_decode_mma where the kernel fits: asked for (DecodeMMAOn,
+// DecodeMMAFused) on a GPU target.
+func (o *Options) mma() bool {
+	return o.Target.GPU() && (o.DecodeMMA == DecodeMMAOn || o.DecodeMMA == DecodeMMAFused)
+}
+
 // streams reports whether the decode attention runs as
 // attention_decode_stream: when the options ask for it (DecodeStream) and
 // the target's dialect has asynchronous copies (cp.async, CUDA). Elsewhere
@@ -71,12 +101,15 @@ func splitPass(c *compilation) error {
 	return nil
 }
 
-// splitDecodeAttention rewrites every attention op of g that the split
-// kernel serves (head_dim a multiple of the 32 lanes of a warp, which its
-// template is written for, up to kernels.MaxSplitHeadDim) into the split
-// and combine pair; it returns the number of rewrites. Where the options
-// stream (streams) the split is attention_decode_stream where its ring
-// fits; where they fuse (GPU targets by default), the output gate that
+// splitDecodeAttention rewrites every attention op of g that a split
+// kernel serves into the split and combine pair; it returns the number of
+// rewrites. The split is attention_decode_mma where the options ask for
+// tensor cores (mma) and it serves the op (mmaParams: a bf16 cache, head_dim
+// a multiple of 16 up to 256); otherwise attention_decode_split where
+// head_dim is a multiple of the 32 lanes of a warp, which its template is
+// written for, up to kernels.MaxSplitHeadDim (else the op stays), or
+// attention_decode_stream where the options stream (streams) and its ring
+// fits. Where they fuse (GPU targets by default), the output gate that
 // follows the attention (attn_output_gate on its output, over the same rows
 // and heads) moves into the combine (attention_combine_gate).
 func splitDecodeAttention(g *ir.Graph, o *Options) int {
@@ -88,7 +121,7 @@ func splitDecodeAttention(g *ir.Graph, o *Options) int {
 			continue
 		}
 		p := op.Params
-		if op.Kind != ir.Attention || p.Int("head_dim")%32 != 0 || p.Int("head_dim") > kernels.MaxSplitHeadDim {
+		if op.Kind != ir.Attention {
 			ops = append(ops, op)
 			continue
 		}
@@ -98,7 +131,14 @@ func splitDecodeAttention(g *ir.Graph, o *Options) int {
 		sp.SetInt("split_align", splitAlign)
 		sp.SetInt("block_heads", int64(blockHeads))
 		kind, perSM := ir.AttentionDecodeSplit, splitBlocksPerSM
-		if o.streams() && kernels.DecodeStreamFits(sp) == nil {
+		mp, mma := mmaParams(sp, o.Target.Launch())
+		switch {
+		case mma && o.mma():
+			kind, perSM, sp, blockHeads = ir.AttentionDecodeMMA, mmaBlocksPerSM, mp, mp.Int("block_heads")
+		case p.Int("head_dim")%32 != 0 || p.Int("head_dim") > kernels.MaxSplitHeadDim:
+			ops = append(ops, op) // the CUDA-core kernels' lanes do not divide the head
+			continue
+		case o.streams() && kernels.DecodeStreamFits(sp) == nil:
 			kind, perSM = ir.AttentionDecodeStream, streamBlocksPerSM
 		}
 		splits := min(o.decodeSplits(heads/blockHeads, perSM), kernels.MaxSplits) // the target's count may exceed it
@@ -120,10 +160,21 @@ func splitDecodeAttention(g *ir.Graph, o *Options) int {
 		cp.SetInt("splits", int64(splits))
 		combine := &ir.Op{Kind: ir.AttentionCombine, Layer: op.Layer, Rows: op.Rows, Params: cp,
 			Operands: []ir.Operand{op.Operands[0], part}}
-		if gate := gateAfter(g, i); o.fuses() && gate != nil {
+		gate := gateAfter(g, i)
+		if o.fuses() && gate != nil {
 			combine.Kind = ir.AttentionCombineGate
 			combine.Operands = append(combine.Operands, gate.Operands[1])
 			skip[gate] = true
+		}
+		if kind == ir.AttentionDecodeMMA && o.DecodeMMA == DecodeMMAFused && combine.Kind == ir.AttentionCombineGate {
+			// One launch: the combine and the gate in the split's last blocks,
+			// the layer's arrival counters a state tensor (zero between launches).
+			arrivals := g.AddTensor(ir.Tensor{Name: fmt.Sprintf("state.%d.attn_arrivals", op.Layer), Role: ir.State, DType: ir.I32,
+				Shape: []int64{int64(g.Tokens), int64(2 * heads / blockHeads)}})
+			ops = append(ops, &ir.Op{Kind: ir.AttentionDecodeMMAGate, Layer: op.Layer, Rows: op.Rows, Params: sp,
+				Operands: []ir.Operand{op.Operands[0], part, op.Operands[1], gate.Operands[1], op.Operands[2], op.Operands[3], {Tensor: arrivals.ID}}})
+			n++
+			continue
 		}
 		ops = append(ops,
 			&ir.Op{Kind: kind, Layer: op.Layer, Rows: op.Rows, Params: sp,
@@ -155,4 +206,22 @@ func gateAfter(g *ir.Graph, i int) *ir.Op {
 		return nil
 	}
 	return gate
+}
+
+// mmaParams are the parameters of attention_decode_mma for the split
+// parameters sp on a target of launch configuration c (its block heads,
+// warps and stages), and whether the kernel serves them.
+func mmaParams(sp ir.Params, c ir.LaunchConfig) (ir.Params, bool) {
+	warps, stages, ok := kernels.DecodeMMAGeometry(c, sp.Int("head_dim"))
+	if !ok {
+		return ir.Params{}, false
+	}
+	mp := sp.Clone()
+	mp.SetInt("block_heads", int64(kernels.MMABlockHeads(sp.Int("q_heads")/sp.Int("kv_heads"))))
+	mp.SetInt("warps", int64(warps))
+	mp.SetInt("ring_stages", int64(stages))
+	if kernels.DecodeMMAFits(mp) != nil || kernels.DecodeMMASharedBytes(mp) > c.MaxSharedBytes {
+		return ir.Params{}, false
+	}
+	return mp, true
 }

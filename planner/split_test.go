@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -46,18 +47,26 @@ func TestSplitKV(t *testing.T) {
 	layers := 10 // full-attention layers of the real model
 	type want struct {
 		target         plan.Target
+		kv             ir.DType
 		stream         bool
+		mma            DecodeMMA
 		splits         int64
 		split, combine ir.Kind
+		warps, stages  int // attention_decode_mma's
 	}
 	for _, w := range []want{
-		{plan.SM90, false, 132, ir.AttentionDecodeSplit, ir.AttentionCombineGate},
-		{plan.SM90, true, 66, ir.AttentionDecodeStream, ir.AttentionCombineGate},
-		{plan.GFX1151, false, 40, ir.AttentionDecodeSplit, ir.AttentionCombineGate},
-		{plan.GFX1151, true, 40, ir.AttentionDecodeSplit, ir.AttentionCombineGate},
+		{plan.SM90, "", false, "", 132, ir.AttentionDecodeSplit, ir.AttentionCombineGate, 0, 0},
+		{plan.SM90, "", false, DecodeMMAOn, 66, ir.AttentionDecodeMMA, ir.AttentionCombineGate, 4, 3},
+		{plan.SM90, "", false, DecodeMMAOff, 132, ir.AttentionDecodeSplit, ir.AttentionCombineGate, 0, 0},
+		{plan.SM90, ir.F32, false, DecodeMMAOn, 132, ir.AttentionDecodeSplit, ir.AttentionCombineGate, 0, 0},
+		{plan.SM90, ir.F32, false, "", 132, ir.AttentionDecodeSplit, ir.AttentionCombineGate, 0, 0},
+		{plan.SM90, "", true, "", 66, ir.AttentionDecodeStream, ir.AttentionCombineGate, 0, 0},
+		{plan.GFX1151, "", false, "", 40, ir.AttentionDecodeSplit, ir.AttentionCombineGate, 0, 0},
+		{plan.GFX1151, "", true, "", 40, ir.AttentionDecodeSplit, ir.AttentionCombineGate, 0, 0},
+		{plan.GFX1151, "", false, DecodeMMAOn, 20, ir.AttentionDecodeMMA, ir.AttentionCombineGate, 2, 1},
 	} {
 		target, splits := w.target, w.splits
-		gs := graphs(Options{Target: target, DecodeStream: w.stream})
+		gs := graphs(Options{Target: target, KVDType: w.kv, DecodeStream: w.stream, DecodeMMA: w.mma})
 		dec := gs["decode"]
 		if n := count(dec, ir.Attention); n != 0 {
 			t.Errorf("%s: %d attention ops left at decode", target, n)
@@ -84,6 +93,9 @@ func TestSplitKV(t *testing.T) {
 				p := op.Params
 				if p.Int("splits") != int(splits) || p.Int("block_heads") != 8 || p.Int("split_align") != splitAlign {
 					t.Errorf("%s: split params %s", target, p)
+				}
+				if w.split == ir.AttentionDecodeMMA && (p.Int("warps") != w.warps || p.Int("ring_stages") != w.stages) {
+					t.Errorf("%s: attention_decode_mma params %s, want %d warps, %d stages", target, p, w.warps, w.stages)
 				}
 				next := dec.Ops[i+1]
 				if next.Kind != w.combine || next.Operands[1] != op.Operands[0] ||
@@ -123,6 +135,66 @@ func TestSplitKVKeepsUnservedHeads(t *testing.T) {
 			if op.Kind == ir.AttentionDecodeSplit || op.Kind == ir.AttentionCombine || op.Kind == ir.AttentionDecodeStream || op.Kind == ir.AttentionCombineGate {
 				t.Fatalf("%s: %s for head_dim 8", g.Name, op.Kind)
 			}
+		}
+	}
+}
+
+// TestDecodeMMAOption: an unknown mode is refused by name, and asking for
+// the tensor-core split and the streamed split at once is refused.
+func TestDecodeMMAOption(t *testing.T) {
+	m := FromConfig("real", arch.Real())
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{DecodeMMA: "sideways"}, `decode mma "sideways"`},
+		{Options{DecodeMMA: DecodeMMAOn, DecodeStream: true}, "decode mma on and decode stream"},
+		{Options{DecodeMMA: DecodeMMAFused, DecodeStream: true}, "decode mma fused and decode stream"},
+	} {
+		c.o.Target, c.o.Buckets, c.o.ContextTokens = plan.SM90, []int{4}, 64
+		_, err := Plan(m, c.o)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want one containing %q", c.o, err, c.want)
+		}
+	}
+}
+
+// TestSplitKVFused: with DecodeMMAFused the decode step's every attention
+// and its output gate become one attention_decode_mma_gate (out, the
+// records, q, the gates, the caches, the layer's own arrival counters: a
+// state tensor of two counters per KV head's block), with no combine left.
+func TestSplitKVFused(t *testing.T) {
+	m := FromConfig("real", arch.Real())
+	gs, err := Graphs(m, Options{Target: plan.SM90, Buckets: []int{4}, ContextTokens: 64, DecodeMMA: DecodeMMAFused}, "split_kv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gs {
+		if g.Name != "decode" {
+			continue
+		}
+		var layers []string
+		for _, op := range g.Ops {
+			switch op.Kind {
+			case ir.AttentionCombineGate, ir.AttentionCombine, ir.AttnOutputGate, ir.Attention, ir.AttentionDecodeMMA:
+				t.Errorf("%s left at decode", op.Kind)
+			case ir.AttentionDecodeMMAGate:
+				var names []string
+				for _, o := range op.Operands {
+					names = append(names, g.Tensors[o.Tensor].Name)
+				}
+				arr := g.Tensors[op.Operands[6].Tensor]
+				if arr.Role != ir.State || arr.DType != ir.I32 || !cmp.Equal(arr.Shape, []int64{1, 4}) {
+					t.Errorf("arrivals %+v", arr)
+				}
+				layers = append(layers, names[6])
+				if diff := cmp.Diff([]string{"attn_o", "attn_partial", "attn_q"}, names[:3]); diff != "" {
+					t.Errorf("operands (-want +got):\n%s", diff)
+				}
+			}
+		}
+		if len(layers) != 10 || layers[0] == layers[1] {
+			t.Errorf("fused layers' counters %v, want 10 distinct", layers)
 		}
 	}
 }

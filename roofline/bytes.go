@@ -100,7 +100,7 @@ func ofKind(p *plan.Plan, kind plan.PhaseKind, context int) (*Step, error) {
 //     most the whole tensor (batch 1 reads k experts);
 //   - the embedding table: the rows of the step's tokens, not the table;
 //   - the KV cache read by attention (attention, attention_decode_split,
-//     attention_decode_stream):
+//     attention_decode_stream, attention_decode_mma):
 //     context rows of its capacity rows; kv_append (and
 //     qk_norm_rope_append, which contains it) writes the step's rows and
 //     reads none;

@@ -123,6 +123,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"plan", "--tiling", "maybe"}, `tiling "maybe": want "on", "off"`},
 		{[]string{"plan", "--prefill-attention", "fast"}, `prefill attention "fast": want "flash", "flash-bf16", "eager"`},
 		{[]string{"plan", "--decode-splits", "5000"}, `invalid argument "5000" for "--decode-splits" flag: want -1 to 1024`},
+		{[]string{"plan", "--decode-mma", "maybe"}, `decode mma "maybe": want "on", "fused", "off"`},
+		{[]string{"plan", "--target", "sm_90", "--decode-mma", "on", "--decode-stream"}, "decode mma on and decode stream"},
 		{[]string{"plan", "--gdn-col-tile", "-2"}, `invalid argument "-2" for "--gdn-col-tile" flag: want -1 to 65536`},
 		{[]string{"ir", "--target", "tpu"}, `target "tpu" is not one of`},
 	}
