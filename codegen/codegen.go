@@ -212,6 +212,12 @@ func templateData(d Dialect, c ir.LaunchConfig, k plan.Kernel, f *ir.Family) (ma
 	data["threads"] = c.Threads
 	data["warp"] = c.Warp
 	data["stages"] = c.Stages
+	// The launch's dynamic shared memory (the family's launch rule; rows do
+	// not change it): a tile whose buffers depend on the budget reads them
+	// back from it, so the rule lives in one place.
+	if f.Launch != nil {
+		data["shared_bytes"] = f.Launch(k.Params, 1, c).SharedBytes
+	}
 	data["args"] = signatureArgs(f, f.AnyFloatIsBF16(k.Params))
 	var reads []string
 	for _, s := range f.Slots {

@@ -46,10 +46,10 @@ func written(o ir.OperandSpec) ir.OperandSpec { o.Access = ir.Write; return o }
 // are moe_gate_up followed by moe_down on bf16 operands; no atomics touch
 // the results, so every run gives the same bits.
 func moeGroupFamilies() []*ir.Family {
-	moeParams := ir.Ints("experts", "hidden", "inter", "k")
+	moeParams := cat(ir.Ints("experts", "hidden", "inter", "k"), ir.Flags("split_a"))
 	tileGrid := func(cols string, per int) func(ir.Params, int, ir.LaunchConfig) ir.LaunchShape {
 		return func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
-			return gemmShared(c.Blocks(ir.Ceil(p.Int(cols), per), MoETiles(max(rows, 1), p.Int("k"), p.Int("experts")), 1), c)
+			return gemmShared(c.Blocks(ir.Ceil(p.Int(cols), per), MoETiles(max(rows, 1), p.Int("k"), p.Int("experts")), 1), p, c)
 		}
 	}
 	return []*ir.Family{
@@ -89,7 +89,7 @@ func moeGroupFamilies() []*ir.Family {
 			Launch: tileGrid("inter", GEMMTileCols/2),
 			Reference: func(a *ir.Args) error {
 				return MoEGateUpGroup(a.F32("act"), a.F32("x"), a.I32("order"), a.I32("tiles"), a.BF16("gate_up"),
-					a.N, a.Int("hidden"), a.Int("inter"), a.Int("k"), a.Int("experts"))
+					a.N, a.Int("hidden"), a.Int("inter"), a.Int("k"), a.Int("experts"), a.Flag("split_a"))
 			},
 		},
 		{
@@ -106,7 +106,7 @@ func moeGroupFamilies() []*ir.Family {
 			Launch: tileGrid("hidden", GEMMTileCols),
 			Reference: func(a *ir.Args) error {
 				return MoEDownGroup(a.F32("ys"), a.F32("act"), a.I32("order"), a.I32("tiles"), a.F32("weights"), a.BF16("down"),
-					a.N, a.Int("hidden"), a.Int("inter"), a.Int("k"), a.Int("experts"))
+					a.N, a.Int("hidden"), a.Int("inter"), a.Int("k"), a.Int("experts"), a.Flag("split_a"))
 			},
 		},
 		{
@@ -189,17 +189,18 @@ func sortedGroups(order, tiles []int32, n, k, experts int, each func(e int, pair
 	return nil
 }
 
-// MoEGateUpGroup is MoEGateUp over sorted pairs on x rounded to bf16:
-// act[p] = silu(gate_e·x[t]) ⊙ up_e·x[t] for every pair p = t·k + s of a
-// tile of expert e. Rows of pairs left out (ids outside the experts) are
-// not written.
-func MoEGateUpGroup(act, x []float32, order, tiles []int32, gateUp []uint16, n, hidden, inter, k, experts int) error {
+// MoEGateUpGroup is MoEGateUp over sorted pairs on x as the tensor cores
+// take it (StageA: one bf16 term, or hi + lo when split): act[p] =
+// silu(gate_e·x[t]) ⊙ up_e·x[t] for every pair p = t·k + s of a tile of
+// expert e. Rows of pairs left out (ids outside the experts) are not
+// written.
+func MoEGateUpGroup(act, x []float32, order, tiles []int32, gateUp []uint16, n, hidden, inter, k, experts int, split bool) error {
 	return sortedGroups(order, tiles, n, k, experts, func(e int, pairs []int) {
 		xs := make([]float32, len(pairs)*hidden)
 		for i, p := range pairs {
 			copy(xs[i*hidden:][:hidden], x[(p/k)*hidden:][:hidden])
 		}
-		xs = RoundBF16(xs)
+		xs = StageA(xs, split)
 		h := make([]float32, len(pairs)*2*inter)
 		matmulTile(h, xs, gateUp[e*2*inter*hidden:][:2*inter*hidden], 0, len(pairs), 0, 2*inter, hidden, 2*inter)
 		for i, p := range pairs {
@@ -209,16 +210,16 @@ func MoEGateUpGroup(act, x []float32, order, tiles []int32, gateUp []uint16, n, 
 	})
 }
 
-// MoEDownGroup is MoEDown's products over sorted pairs on act rounded to
-// bf16, each scaled by its routing weight: ys[p] = weights[p] · down_e ·
-// act[p]. Rows of pairs left out are not written.
-func MoEDownGroup(ys, act []float32, order, tiles []int32, weights []float32, down []uint16, n, hidden, inter, k, experts int) error {
+// MoEDownGroup is MoEDown's products over sorted pairs on act as the
+// tensor cores take it (StageA), each scaled by its routing weight: ys[p] =
+// weights[p] · down_e · act[p]. Rows of pairs left out are not written.
+func MoEDownGroup(ys, act []float32, order, tiles []int32, weights []float32, down []uint16, n, hidden, inter, k, experts int, split bool) error {
 	return sortedGroups(order, tiles, n, k, experts, func(e int, pairs []int) {
 		as := make([]float32, len(pairs)*inter)
 		for i, p := range pairs {
 			copy(as[i*inter:][:inter], act[p*inter:][:inter])
 		}
-		as = RoundBF16(as)
+		as = StageA(as, split)
 		out := make([]float32, len(pairs)*hidden)
 		matmulTile(out, as, down[e*hidden*inter:][:hidden*inter], 0, len(pairs), 0, hidden, inter, hidden)
 		for i, p := range pairs {
