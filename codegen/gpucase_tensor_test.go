@@ -194,8 +194,9 @@ func gemmCase(name string, kk plan.Kernel, rows, check int, seed uint64) tensorC
 	return c
 }
 
-// moeCases are the four launches of one grouped MoE (moe_sort, the grouped
-// gate_up, the grouped down, moe_slot_sum) on one routing: each case's
+// moeCases are the five launches of one grouped MoE (moe_count, moe_sort,
+// the grouped gate_up, the grouped down, moe_slot_sum) on one routing: each
+// case's
 // inputs are the previous launches' reference outputs. pool < experts
 // routes to the first pool experts only (whose weights are the stored part);
 // split stages the activations as hi + lo (the planner's choice); grid puts
@@ -205,6 +206,7 @@ func moeCases(prefix string, experts, hidden, inter, k, rows, pool int, odd, spl
 	f := filler{rand.New(rand.NewPCG(seed, 17))}
 	mp := map[string]float64{"experts": float64(experts), "hidden": float64(hidden), "inter": float64(inter), "k": float64(k), "split_a": flagValue(split)}
 	sortK := kern("moe_sort", map[string]float64{"experts": float64(experts), "k": float64(k)})
+	countK := kern("moe_count", map[string]float64{"experts": float64(experts), "k": float64(k)})
 	guK, dnK := kern("moe_gate_up_group", mp), kern("moe_down_group", mp)
 	sumK := kern("moe_slot_sum", map[string]float64{"experts": float64(experts), "hidden": float64(hidden), "k": float64(k)})
 	phys := rows + 2
@@ -212,6 +214,8 @@ func moeCases(prefix string, experts, hidden, inter, k, rows, pool int, odd, spl
 	ids, weights := f.routing(phys, k, pool, odd)
 	order, tilesB := aligned(4*tiles*kernels.GEMMTileRows), aligned(4*(1+tiles))
 	kernels.MoESort(i32View(order), i32View(tilesB), i32View(ids), rows, k, experts)
+	counts := poisonI32(int64(kernels.MoESortBlocks(phys, k) * experts))
+	kernels.MoECount(i32View(counts), i32View(ids), rows, k, experts)
 	pairs := int64(phys * k)
 	x := f.f32(int64(phys * hidden))
 	onGrid := func(b []byte) {
@@ -244,7 +248,9 @@ func moeCases(prefix string, experts, hidden, inter, k, rows, pool int, odd, spl
 	}
 	// act rows of pairs whose slot is left out stay poisoned on both sides.
 	return []tensorCase{
-		{name: prefix + "_sort", k: sortK, rows: rows, mem: map[string][]byte{"order": aligned(int64(len(order))), "tiles": aligned(int64(len(tilesB))), "ids": ids}},
+		{name: prefix + "_count", k: countK, rows: rows, mem: map[string][]byte{"counts": poisonI32(int64(len(counts)) / 4), "ids": ids}},
+		{name: prefix + "_sort", k: sortK, rows: rows,
+			mem: map[string][]byte{"order": poisonI32(int64(len(order)) / 4), "tiles": poisonI32(int64(len(tilesB)) / 4), "ids": ids, "counts": counts}},
 		{name: prefix + "_gate_up", k: guK, rows: rows, stored: stored,
 			mem: map[string][]byte{"act": f.poison(pairs * int64(inter)), "x": x, "order": order, "tiles": tilesB, "gate_up": gateUp}},
 		{name: prefix + "_down", k: dnK, rows: rows, stored: stored,
@@ -273,8 +279,12 @@ func tensorCorrectness() []tensorCase {
 	out = append(out, moeCases("moe_wide", 16, 2048, 512, 8, 65, 16, true, true, false, 406)...)
 	// One bf16 term: the grouped GEMMs only (the sort and the sum do not
 	// depend on it).
-	out = append(out, moeCases("moe_plain_t65", 16, 64, 32, 4, 65, 16, true, false, false, 407)[1:3]...)
-	out = append(out, moeCases("moe_plain_wide", 16, 2048, 512, 8, 65, 16, false, false, false, 408)[1:3]...)
+	out = append(out, moeCases("moe_plain_t65", 16, 64, 32, 4, 65, 16, true, false, false, 407)[2:4]...)
+	out = append(out, moeCases("moe_plain_wide", 16, 2048, 512, 8, 65, 16, false, false, false, 408)[2:4]...)
+	// Several chunks of moe_count and moe_sort: 1000 tokens × top-8 over 256
+	// experts (4 blocks, the last one partial), and 2048 pairs exactly.
+	out = append(out, moeCases("moe_chunks", 256, 64, 32, 8, 1000, 256, true, true, false, 409)[:2]...)
+	out = append(out, moeCases("moe_chunk_edge", 16, 64, 32, 8, 256, 16, false, true, false, 410)[:2]...)
 	return out
 }
 
@@ -327,15 +337,16 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 	const H, I, top = 2048, 512, 8
 	moe := moeCasesChecked("speed_moe", E, H, I, top, T, pool, check, 504)
 	pairs := int64(T * top)
-	moe[0].timeReps, moe[0].note = 20, "moe_sort of 65536 pairs"
-	moe[1].timeReps, moe[1].flops = 20, 2*pairs*2*I*H
-	moe[1].bytes = int64(T)*H*4 + int64(pool)*2*I*H*2 + pairs*I*4
-	moe[1].note = "grouped gate_up, 64 experts used (256 MB), 1024 pairs each, x split"
-	moe[2].timeReps, moe[2].flops = 20, 2*pairs*H*I
-	moe[2].bytes = pairs*I*4 + int64(pool)*H*I*2 + pairs*H*4
-	moe[2].note = "grouped down, 64 experts used (128 MB), ys written per pair, act split"
-	moe[3].timeReps, moe[3].bytes = 20, pairs*H*4+int64(T)*H*4
-	moe[3].note = "sum over 8 slots per token"
+	moe[0].timeReps, moe[0].bytes, moe[0].note = 20, pairs*4, "moe_count of 65536 pairs: 32 blocks of 2048"
+	moe[1].timeReps, moe[1].bytes, moe[1].note = 20, pairs*4*2, "moe_sort of 65536 pairs: 32 blocks of 2048 (was one block: 262 µs)"
+	moe[2].timeReps, moe[2].flops = 20, 2*pairs*2*I*H
+	moe[2].bytes = int64(T)*H*4 + int64(pool)*2*I*H*2 + pairs*I*4
+	moe[2].note = "grouped gate_up, 64 experts used (256 MB), 1024 pairs each, x split"
+	moe[3].timeReps, moe[3].flops = 20, 2*pairs*H*I
+	moe[3].bytes = pairs*I*4 + int64(pool)*H*I*2 + pairs*H*4
+	moe[3].note = "grouped down, 64 experts used (128 MB), ys written per pair, act split"
+	moe[4].timeReps, moe[4].bytes = 20, pairs*H*4+int64(T)*H*4
+	moe[4].note = "sum over 8 slots per token"
 	cases = append(cases, moe...)
 	for _, c := range cases {
 		writeTensorCase(t, filepath.Join(out, c.name), c)
@@ -350,8 +361,8 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 	for _, c := range cases[:3] {
 		writeSibling(t, out, c.name+"_plain", plain(c.k), T, c.name, 20, "one bf16 term (1 product), on "+c.name+"'s files")
 	}
-	writeSibling(t, out, "speed_moe_gate_up_plain", plain(moe[1].k), T, moe[1].name, 20, "one bf16 term, on speed_moe_gate_up's files")
-	writeSibling(t, out, "speed_moe_down_plain", plain(moe[2].k), T, moe[2].name, 20, "one bf16 term, on speed_moe_down's files")
+	writeSibling(t, out, "speed_moe_gate_up_plain", plain(moe[2].k), T, moe[2].name, 20, "one bf16 term, on speed_moe_gate_up's files")
+	writeSibling(t, out, "speed_moe_down_plain", plain(moe[3].k), T, moe[3].name, 20, "one bf16 term, on speed_moe_down's files")
 	writeSibling(t, out, "speed_matmul_8192", kern("matmul", map[string]float64{"k": 2048, "n": 8192}), T, "speed_gemm_8192", 1,
 		"the family gemm replaces, on its files")
 }
@@ -404,9 +415,11 @@ func moeCasesChecked(prefix string, experts, hidden, inter, k, rows, pool, check
 	ids, weights := f.routing(phys, k, pool, false)
 	// The first check tokens keep the routing the small references used.
 	copy(ids, cs[0].mem["ids"][:4*check*k])
-	copy(weights, cs[2].mem["weights"][:4*check*k])
+	copy(weights, cs[3].mem["weights"][:4*check*k])
 	order, tilesB := aligned(4*tiles*kernels.GEMMTileRows), aligned(4*(1+tiles))
 	kernels.MoESort(i32View(order), i32View(tilesB), i32View(ids), rows, k, experts)
+	counts := poisonI32(int64(kernels.MoESortBlocks(phys, k) * experts))
+	kernels.MoECount(i32View(counts), i32View(ids), rows, k, experts)
 	pairs := int64(phys * k)
 	grow := func(small []byte, n int64, fill func(int64) []byte) []byte {
 		b := fill(n)
@@ -419,8 +432,8 @@ func moeCasesChecked(prefix string, experts, hidden, inter, k, rows, pool, check
 		return b
 	}
 	// On the bf16 grid, as the small cases' (the one-term variants share the files).
-	x := grow(cs[1].mem["x"][:4*check*hidden], int64(phys*hidden), grid)
-	act := grow(cs[2].mem["act"][:4*check*k*inter], pairs*int64(inter), grid)
+	x := grow(cs[2].mem["x"][:4*check*hidden], int64(phys*hidden), grid)
+	act := grow(cs[3].mem["act"][:4*check*k*inter], pairs*int64(inter), grid)
 	want := func(name string, per int) map[string]int64 { return map[string]int64{name: int64(check * k * per)} }
 	// The small references' wants are the first rows of the full runs'.
 	small := map[int]func(a *ir.Args) error{}
@@ -444,16 +457,27 @@ func moeCasesChecked(prefix string, experts, hidden, inter, k, rows, pool, check
 		}
 	}
 	return []tensorCase{
-		{name: prefix + "_sort", k: cs[0].k, rows: rows, mem: map[string][]byte{"order": aligned(int64(len(order))), "tiles": aligned(int64(len(tilesB))), "ids": ids}},
-		{name: prefix + "_gate_up", k: cs[1].k, rows: rows, stored: cs[1].stored, want: want("act", inter), ref: small[1],
-			mem: map[string][]byte{"act": f.poison(pairs * int64(inter)), "x": x, "order": order, "tiles": tilesB, "gate_up": cs[1].mem["gate_up"]}},
-		{name: prefix + "_down", k: cs[2].k, rows: rows, stored: cs[2].stored, want: want("ys", hidden), ref: small[2],
-			mem: map[string][]byte{"ys": f.poison(pairs * int64(hidden)), "act": act, "order": order, "tiles": tilesB, "weights": weights, "down": cs[2].mem["down"]}},
+		{name: prefix + "_count", k: cs[0].k, rows: rows, mem: map[string][]byte{"counts": poisonI32(int64(len(counts)) / 4), "ids": ids}},
+		{name: prefix + "_sort", k: cs[1].k, rows: rows,
+			mem: map[string][]byte{"order": poisonI32(int64(len(order)) / 4), "tiles": poisonI32(int64(len(tilesB)) / 4), "ids": ids, "counts": counts}},
+		{name: prefix + "_gate_up", k: cs[2].k, rows: rows, stored: cs[2].stored, want: want("act", inter), ref: small[2],
+			mem: map[string][]byte{"act": f.poison(pairs * int64(inter)), "x": x, "order": order, "tiles": tilesB, "gate_up": cs[2].mem["gate_up"]}},
+		{name: prefix + "_down", k: cs[3].k, rows: rows, stored: cs[3].stored, want: want("ys", hidden), ref: small[3],
+			mem: map[string][]byte{"ys": f.poison(pairs * int64(hidden)), "act": act, "order": order, "tiles": tilesB, "weights": weights, "down": cs[3].mem["down"]}},
 		// Past the checked tokens the slots' rows are zeros: the sum's time
 		// does not depend on their values.
-		{name: prefix + "_slot_sum", k: cs[3].k, rows: rows, mem: map[string][]byte{"y": f.poison(int64(phys * hidden)), "ys": grow(cs[3].mem["ys"][:4*check*k*hidden], pairs*int64(hidden), aligned4), "ids": ids},
-			want: map[string]int64{"y": int64(check * hidden)}, stored: map[string]int64{"ys": int64(check * k * hidden)}, ref: small[3]},
+		{name: prefix + "_slot_sum", k: cs[4].k, rows: rows, mem: map[string][]byte{"y": f.poison(int64(phys * hidden)), "ys": grow(cs[4].mem["ys"][:4*check*k*hidden], pairs*int64(hidden), aligned4), "ids": ids},
+			want: map[string]int64{"y": int64(check * hidden)}, stored: map[string]int64{"ys": int64(check * k * hidden)}, ref: small[4]},
 	}
+}
+
+// poisonI32 is n int32 of 0x07070707, what no sort writes.
+func poisonI32(n int64) []byte {
+	b := aligned(4 * n)
+	for i := range b {
+		b[i] = 7
+	}
+	return b
 }
 
 // aligned4 is n zero floats.

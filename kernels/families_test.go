@@ -24,6 +24,7 @@ var examples = map[ir.Kind]ir.Params{
 	ir.GEMM:                {Ints: map[string]int64{"k": 20, "n": 3}, Flags: map[string]bool{"split_a": true}},
 	ir.GEMMAdd:             {Ints: map[string]int64{"k": 8, "n": 5}, Flags: map[string]bool{"split_a": false}},
 	ir.MoESort:             {Ints: map[string]int64{"experts": 4, "k": 2}},
+	ir.MoECount:            {Ints: map[string]int64{"experts": 4, "k": 2}},
 	ir.MoEGateUpGroup:      {Ints: map[string]int64{"experts": 4, "hidden": 8, "inter": 4, "k": 2}, Flags: map[string]bool{"split_a": true}},
 	ir.MoEDownGroup:        {Ints: map[string]int64{"experts": 4, "hidden": 8, "inter": 4, "k": 2}, Flags: map[string]bool{"split_a": true}},
 	ir.MoESlotSum:          {Ints: map[string]int64{"experts": 4, "hidden": 8, "k": 2}},

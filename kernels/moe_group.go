@@ -7,9 +7,17 @@ import (
 )
 
 // MoESortMaxExperts bounds the experts of a moe_sort: its block keeps a
-// count, a tile base, two running ranks and two bit words per warp for each
-// in static shared memory (40 KiB at 512).
+// tile base, an offset, a running rank and a bit word per warp for each in
+// static shared memory (36 KiB at 512).
 const MoESortMaxExperts = 512
+
+// MoESortChunk is the (token, slot) pairs of one block of moe_count and
+// moe_sort: 8 warps of 256 (8 rounds of 32 lanes each).
+const MoESortChunk = 2048
+
+// MoESortBlocks is the blocks of moe_count and moe_sort for rows tokens of
+// k slots: one per chunk of pairs, at least one.
+func MoESortBlocks(rows, k int) int { return max(1, ir.Ceil(rows*k, MoESortChunk)) }
 
 // MoETiles is the most row tiles the (token, slot) pairs of rows tokens
 // routed to k of experts experts fill when each expert's pairs are padded
@@ -34,6 +42,11 @@ var (
 	tilesOperand = ir.OperandSpec{Name: "tiles", DType: ir.I32, Access: ir.Read, Extent: func(p ir.Params, rows int64) int64 {
 		return 1 + moeTiles(p, rows)
 	}}
+	// counts[b][e]: the pairs of chunk b (MoESortChunk pairs) routed to e.
+	countsOperand = ir.OperandSpec{Name: "counts", DType: ir.I32, Access: ir.Read, Extent: func(p ir.Params, rows int64) int64 {
+		return int64(MoESortBlocks(int(rows), p.Int("k")) * p.Int("experts"))
+	}}
+	idsOperand = ir.OperandSpec{Name: "ids", DType: ir.I32, Access: ir.Read, Extent: ir.PerRow("k")}
 )
 
 func written(o ir.OperandSpec) ir.OperandSpec { o.Access = ir.Write; return o }
@@ -54,25 +67,37 @@ func moeGroupFamilies() []*ir.Family {
 	}
 	return []*ir.Family{
 		{
-			Kind:     ir.MoESort,
-			Operands: []ir.OperandSpec{written(orderOperand), written(tilesOperand), {Name: "ids", DType: ir.I32, Access: ir.Read, Extent: ir.PerRow("k")}},
+			Kind:     ir.MoECount,
+			Operands: []ir.OperandSpec{written(countsOperand), idsOperand},
 			Params:   ir.Ints("experts", "k"),
-			Check: func(p ir.Params) error {
-				if err := topK(p); err != nil {
-					return err
-				}
-				if p.Int("experts") > MoESortMaxExperts {
-					return fmt.Errorf("experts %d: moe_sort holds at most %d", p.Int("experts"), MoESortMaxExperts)
-				}
+			Check:    moeSortCheck,
+			// A block per chunk of pairs: their counts in shared memory.
+			Launch: func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
+				return c.Blocks(MoESortBlocks(rows, p.Int("k")), 1, 1)
+			},
+			Reference: func(a *ir.Args) error {
+				MoECount(a.I32("counts"), a.I32("ids"), a.N, a.Int("k"), a.Int("experts"))
 				return nil
 			},
-			// One block: the ranks are counted in order, round after round.
-			Launch: func(_ ir.Params, _ int, c ir.LaunchConfig) ir.LaunchShape { return c.Blocks(1, 1, 1) },
+			TemplateData: func(ir.Params) map[string]any { return map[string]any{"chunk": MoESortChunk} },
+		},
+		{
+			Kind:     ir.MoESort,
+			Operands: []ir.OperandSpec{written(orderOperand), written(tilesOperand), idsOperand, countsOperand},
+			Params:   ir.Ints("experts", "k"),
+			Check:    moeSortCheck,
+			// A block per chunk of pairs: each scans the chunks' counts for its
+			// offsets and ranks its own chunk's pairs.
+			Launch: func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
+				return c.Blocks(MoESortBlocks(rows, p.Int("k")), 1, 1)
+			},
 			Reference: func(a *ir.Args) error {
 				MoESort(a.I32("order"), a.I32("tiles"), a.I32("ids"), a.N, a.Int("k"), a.Int("experts"))
 				return nil
 			},
-			TemplateData: func(ir.Params) map[string]any { return map[string]any{"tile_rows": GEMMTileRows} },
+			TemplateData: func(ir.Params) map[string]any {
+				return map[string]any{"tile_rows": GEMMTileRows, "chunk": MoESortChunk}
+			},
 		},
 		{
 			Kind: ir.MoEGateUpGroup,
@@ -124,6 +149,32 @@ func moeGroupFamilies() []*ir.Family {
 				return nil
 			},
 		},
+	}
+}
+
+// moeSortCheck holds moe_count and moe_sort to their shared memory.
+func moeSortCheck(p ir.Params) error {
+	if err := topK(p); err != nil {
+		return err
+	}
+	if p.Int("experts") > MoESortMaxExperts {
+		return fmt.Errorf("experts %d: moe_sort holds at most %d", p.Int("experts"), MoESortMaxExperts)
+	}
+	return nil
+}
+
+// MoECount is moe_sort's first pass: counts[b·experts + e] is the number of
+// pairs among b·MoESortChunk .. (b+1)·MoESortChunk − 1 of the n·k routed to
+// expert e (ids outside the experts left out), for the chunks that hold a
+// pair.
+func MoECount(counts, ids []int32, n, k, experts int) {
+	pairs := n * k
+	used := ir.Ceil(pairs, MoESortChunk)
+	clear(counts[:used*experts])
+	for i, e := range ids[:pairs] {
+		if e >= 0 && int(e) < experts {
+			counts[(i/MoESortChunk)*experts+int(e)]++
+		}
 	}
 }
 

@@ -34,6 +34,39 @@ func TestMoESort(t *testing.T) {
 	}
 }
 
+// TestMoECount: each chunk of MoESortChunk pairs counted per expert, ids
+// outside the experts left out, chunks past the pairs untouched.
+func TestMoECount(t *testing.T) {
+	const chunk = kernels.MoESortChunk
+	n, k, experts := (2*chunk+5)/3, 3, 4 // 2 chunks and 5 pairs: 3 chunks
+	ids := make([]int32, n*k)
+	want := make([]int32, 4*experts)
+	for i := range ids {
+		ids[i] = int32(i%5) - 1 // −1, 0, 1, 2, 3
+		if e := ids[i]; e >= 0 {
+			want[(i/chunk)*experts+int(e)]++
+		}
+	}
+	want[3*experts] = 99 // a fourth chunk: no pairs
+	counts := make([]int32, 4*experts)
+	for i := range counts {
+		counts[i] = 99
+	}
+	kernels.MoECount(counts, ids, n, k, experts)
+	for i := 3*experts + 1; i < len(want); i++ {
+		want[i] = 99
+	}
+	if diff := cmp.Diff(want, counts); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+	if got := kernels.MoESortBlocks(n, k); got != 3 {
+		t.Errorf("MoESortBlocks(%d, %d) = %d, want 3", n, k, got)
+	}
+	if got := kernels.MoESortBlocks(0, k); got != 1 {
+		t.Errorf("MoESortBlocks(0, %d) = %d, want 1", k, got)
+	}
+}
+
 // TestMoETilesBound: however the pairs fall, the tiles in use stay within
 // MoETiles (the grid and the buffers the planner sizes).
 func TestMoETilesBound(t *testing.T) {

@@ -12,20 +12,20 @@ import (
 type Tiling string
 
 const (
-	// TileDefault is off on every target for now: activations rounded to
-	// one bf16 term move the HF fixture's logits past the gates (on the H200
-	// and on the CPU running the tiled references alike), so the
-	// tensor-core families stay behind --tiling on until their A operand
-	// can be split (docs/prefill-gemm.md).
+	// TileDefault is on for GPU targets (their prefill's projections and
+	// routed experts on the tensor cores, the activations split into two
+	// bf16 terms: splitActivations) and off on the cpu, whose plan keeps
+	// the old families as the oracle.
 	TileDefault Tiling = ""
 	TileOn      Tiling = "on"  // on for every target (the tiled families' references run on the CPU)
 	TileOff     Tiling = "off" // never: prefill keeps matmul and the per-slot MoE kernels
 )
 
-// tilePass runs tileMany over the prefill graphs of a GPU target, and the
-// logits pass of many rows (teacher forcing: the LM head over every row).
+// tilePass runs tileMany over the prefill graphs of a GPU target (of any
+// target with TileOn), and the logits pass of many rows (teacher forcing:
+// the LM head over every row).
 func tilePass(c *compilation) error {
-	if c.o.Tiling != TileOn {
+	if c.o.Tiling == TileOff || (c.o.Tiling == TileDefault && !c.o.Target.GPU()) {
 		return nil
 	}
 	for i, g := range c.graphs {
@@ -42,7 +42,8 @@ func tilePass(c *compilation) error {
 // tileMany replaces the projections of a prefill graph of more than one
 // row by the tensor-core families (docs/prefill-gemm.md): matmul by gemm,
 // matmul_add by gemm_add, and each routed-expert pair moe_gate_up →
-// moe_down by moe_sort, moe_gate_up_group, moe_down_group, moe_slot_sum.
+// moe_down by moe_count, moe_sort, moe_gate_up_group, moe_down_group,
+// moe_slot_sum.
 // Their tiles take any K, N and row count (partial tiles are zero-filled
 // and not stored, blocks past the logical rows return at once), so no shape
 // keeps the old family; a one-row graph is the streaming pass's.
@@ -73,10 +74,11 @@ func tileMany(g *ir.Graph) error {
 }
 
 // groupExperts rewrites every moe_gate_up whose act output only the next
-// moe_down of its layer reads into the grouped chain: the pairs sorted
-// once (moe_sort, before the gate_up), the grouped gate_up into the same
-// act, the grouped down into per-pair rows ys, and their slot sum into the
-// down's output. order, tiles and ys are activations shared by the layers.
+// moe_down of its layer reads into the grouped chain: the pairs counted
+// and sorted once (moe_count and moe_sort, before the gate_up), the grouped
+// gate_up into the same act, the grouped down into per-pair rows ys, and
+// their slot sum into the down's output. counts, order, tiles and ys are
+// activations shared by the layers.
 // It returns the number of rewrites.
 func groupExperts(g *ir.Graph) int {
 	u := indexUses(g)
@@ -107,13 +109,15 @@ func groupExperts(g *ir.Graph) int {
 			continue // more experts than moe_sort's block holds: keep the per-slot kernels
 		}
 		tiles := int64(kernels.MoETiles(g.Tokens, p.Int("k"), p.Int("experts")))
+		counts := tileTensor(g, "moe_counts", ir.I32, int64(kernels.MoESortBlocks(g.Tokens, p.Int("k"))), int64(p.Int("experts")))
 		order := tileTensor(g, "moe_order", ir.I32, tiles*kernels.GEMMTileRows)
 		tileList := tileTensor(g, "moe_tiles", ir.I32, 1+tiles)
 		ys := tileTensor(g, "moe_ys", ir.F32, int64(g.Tokens), int64(p.Int("k")*p.Int("hidden")))
 		ids := gu.Operands[2]
 		rows := gu.Rows
 		replace[i] = []*ir.Op{
-			{Kind: ir.MoESort, Layer: gu.Layer, Rows: rows, Params: sortP, Operands: []ir.Operand{of(order), of(tileList), ids}},
+			{Kind: ir.MoECount, Layer: gu.Layer, Rows: rows, Params: sortP.Clone(), Operands: []ir.Operand{of(counts), ids}},
+			{Kind: ir.MoESort, Layer: gu.Layer, Rows: rows, Params: sortP, Operands: []ir.Operand{of(order), of(tileList), ids, of(counts)}},
 			{Kind: ir.MoEGateUpGroup, Layer: gu.Layer, Rows: rows, Params: p,
 				Operands: []ir.Operand{act, gu.Operands[1], of(order), of(tileList), gu.Operands[3]}},
 		}

@@ -25,19 +25,23 @@ func tiledGraphs(t *testing.T, target plan.Target, tiling Tiling, buckets []int)
 	return out
 }
 
-// TestTilePass: with the pass on (--tiling on; the default is off) every
-// projection of a GPU prefill of several rows is a gemm or gemm_add and
-// every layer's routed experts the grouped chain; the decode step, a
-// one-row prefill, the cpu target and Tiling off keep the old families.
+// TestTilePass: with the pass on (the GPU targets' default) every
+// projection of a GPU prefill of several rows is a gemm or gemm_add with
+// its activations split and every layer's routed experts the grouped
+// chain; the decode step, a one-row prefill, the cpu target and Tiling off
+// keep the old families.
 func TestTilePass(t *testing.T) {
 	const layers = 4
 	for _, target := range plan.GPUTargets() {
 		untiled := tiledGraphs(t, target, TileOff, []int{1, 4})
-		tiled := tiledGraphs(t, target, TileOn, []int{1, 4})
+		tiled := tiledGraphs(t, target, TileDefault, []int{1, 4})
+		if diff := cmp.Diff(kindCounts(tiledGraphs(t, target, TileOn, []int{1, 4})["prefill_4"]), kindCounts(tiled["prefill_4"])); diff != "" {
+			t.Errorf("%s: tiling on differs from the default (-on +default):\n%s", target, diff)
+		}
 		before, after := kindCounts(untiled["prefill_4"]), kindCounts(tiled["prefill_4"])
 		want := map[ir.Kind]int{
 			ir.GEMM: before[ir.MatMul], ir.GEMMAdd: before[ir.MatMulAdd],
-			ir.MoESort: layers, ir.MoEGateUpGroup: layers, ir.MoEDownGroup: layers, ir.MoESlotSum: layers,
+			ir.MoECount: layers, ir.MoESort: layers, ir.MoEGateUpGroup: layers, ir.MoEDownGroup: layers, ir.MoESlotSum: layers,
 		}
 		got := map[ir.Kind]int{}
 		for k := range want {
@@ -57,14 +61,23 @@ func TestTilePass(t *testing.T) {
 				t.Errorf("%s %s changed (-off +on):\n%s", target, name, diff)
 			}
 		}
-		// The sort runs before its layer's gate_up, the slot sum right after
-		// the grouped down.
+		// The count and the sort run before their layer's gate_up, the slot
+		// sum right after the grouped down; every tensor-core op splits.
 		ops := tiled["prefill_4"].Ops
 		for i, op := range ops {
 			switch op.Kind {
+			case ir.GEMM, ir.GEMMAdd, ir.MoEDownGroup:
+				if !op.Params.Flag("split_a") {
+					t.Errorf("%s: op %d %s takes its activations as one bf16 term", target, i, op.Kind)
+				}
+			}
+			switch op.Kind {
 			case ir.MoEGateUpGroup:
-				if i == 0 || ops[i-1].Kind != ir.MoESort || ops[i-1].Layer != op.Layer {
-					t.Errorf("%s: op %d moe_gate_up_group not preceded by its layer's moe_sort", target, i)
+				if i < 2 || ops[i-1].Kind != ir.MoESort || ops[i-1].Layer != op.Layer || ops[i-2].Kind != ir.MoECount || ops[i-2].Layer != op.Layer {
+					t.Errorf("%s: op %d moe_gate_up_group not preceded by its layer's moe_count and moe_sort", target, i)
+				}
+				if !op.Params.Flag("split_a") {
+					t.Errorf("%s: op %d %s takes its activations as one bf16 term", target, i, op.Kind)
 				}
 			case ir.MoEDownGroup:
 				if i+1 == len(ops) || ops[i+1].Kind != ir.MoESlotSum {
