@@ -15,8 +15,19 @@ import (
 // gemmKern is a tensor-core GEMM case kernel of the shape K → N, its
 // activations as two bf16 terms when split (the planner's choice) or one.
 func gemmKern(family string, k, n float64, split bool) plan.Kernel {
-	return kern(family, map[string]float64{"k": k, "n": n, "split_a": flagValue(split)})
+	return kern(family, map[string]float64{"k": k, "n": n, "split_a": flagValue(split), "tile_n": kernels.GEMMTileCols})
 }
+
+// gemmKernWide is gemmKern with the 256-column tile (sm_90 only: its
+// shared memory is past gfx1151's LDS).
+func gemmKernWide(family string, k, n float64) plan.Kernel {
+	kk := gemmKern(family, k, n, true)
+	kk.Params.SetInt("tile_n", kernels.GEMMTileColsWide)
+	return kk
+}
+
+// wideTile says whether a case takes the 256-column tile.
+func wideTile(k plan.Kernel) bool { return k.Params.Int("tile_n") == kernels.GEMMTileColsWide }
 
 // flagValue is a case parameter's value for a flag.
 func flagValue(v bool) float64 {
@@ -52,6 +63,10 @@ var gemmCases = []gpuCase{
 	{"gemm_plain_t65", gemmKern("gemm", 2048, 264, false), 65, 0},
 	{"gemm_plain_kodd", gemmKern("gemm", 20, 7, false), 65, 0},
 	{"gemm_add_plain_t65", gemmKern("gemm_add", 4096, 2048, false), 65, 0},
+	// The 256-column tile (sm_90): a partial column tile, K % 8 ≠ 0, several row tiles.
+	{"gemm_wide_t65", gemmKernWide("gemm", 2048, 264), 65, 0},
+	{"gemm_wide_kodd", gemmKernWide("gemm", 1001, 300), 129, 0},
+	{"gemm_add_wide_t257", gemmKernWide("gemm_add", 4096, 2048), 257, 0},
 }
 
 // TestCompileGEMMCases compiles every tensor-core case kernel for gfx1151
@@ -62,6 +77,9 @@ func TestCompileGEMMCases(t *testing.T) {
 	render := func(tg plan.Target) []hipcc.Source {
 		var srcs []hipcc.Source
 		for _, gc := range allTensorCases() {
+			if tg == plan.GFX1151 && wideTile(gc.k) {
+				continue // sm_90's tile only
+			}
 			k := gc.k
 			k.Name = gc.name
 			s, err := Render(tg, k)

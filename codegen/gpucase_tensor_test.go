@@ -358,8 +358,14 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 		k.Params.SetFlag("split_a", false)
 		return k
 	}
+	wide := func(k plan.Kernel) plan.Kernel {
+		k.Params = k.Params.Clone()
+		k.Params.SetInt("tile_n", kernels.GEMMTileColsWide)
+		return k
+	}
 	for _, c := range cases[:3] {
 		writeSibling(t, out, c.name+"_plain", plain(c.k), T, c.name, 20, "one bf16 term (1 product), on "+c.name+"'s files")
+		writeSibling(t, out, c.name+"_wide", wide(c.k), T, c.name, 20, "the 128 × 256 tile, split, on "+c.name+"'s files")
 	}
 	writeSibling(t, out, "speed_moe_gate_up_plain", plain(moe[2].k), T, moe[2].name, 20, "one bf16 term, on speed_moe_gate_up's files")
 	writeSibling(t, out, "speed_moe_down_plain", plain(moe[3].k), T, moe[3].name, 20, "one bf16 term, on speed_moe_down's files")

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"unsafe"
 
 	"github.com/aimaproject/aimac/bf16"
@@ -8,11 +9,23 @@ import (
 )
 
 // The block tile of the tensor-core families (gemm_tile.tmpl): rows of A and
-// weight rows per block.
+// weight rows per block. gemm and gemm_add may take GEMMTileColsWide weight
+// rows instead (tile_n: 8 warps of 64 × 64, half the A staging per product,
+// 160 KiB of shared memory split: sm_90 only).
 const (
-	GEMMTileRows = 128
-	GEMMTileCols = 128
+	GEMMTileRows     = 128
+	GEMMTileCols     = 128
+	GEMMTileColsWide = 256
 )
+
+// gemmTileCols is the weight rows of a block: tile_n where the family has
+// it, else GEMMTileCols.
+func gemmTileCols(p ir.Params) int {
+	if n := p.Int("tile_n"); n > 0 {
+		return n
+	}
+	return GEMMTileCols
+}
 
 // gemmFamilies are the tensor-core variants of the projections for many
 // rows (docs/prefill-gemm.md): operands and parameters of the family they
@@ -26,19 +39,19 @@ func gemmFamilies() []*ir.Family {
 // gemmLaunch is one block per BM × BN tile of the output; blocks past the
 // logical rows return at once.
 func gemmLaunch(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
-	return gemmShared(c.Blocks(ir.Ceil(p.Int("n"), GEMMTileCols), max(1, ir.Ceil(rows, GEMMTileRows)), 1), p, c)
+	return gemmShared(c.Blocks(ir.Ceil(p.Int("n"), gemmTileCols(p)), max(1, ir.Ceil(rows, GEMMTileRows)), 1), p, c)
 }
 
 // GEMMSharedBytes is the dynamic shared memory of a gemm tile with the
 // configuration's pipeline stages (gemm_tile.tmpl): per stage an f32 A
-// k-tile (128 × 32) and a bf16 W k-tile (128 × 32), then the bf16 A tiles —
+// k-tile (128 × 32) and a bf16 W k-tile (tile_n × 32), then the bf16 A tiles —
 // one term, or hi and lo with split_a — double-buffered where the
 // configuration's shared memory holds two, else once (gfx1151's 64 KiB with
 // split_a: one more barrier a k-tile). The template reads its A buffers
 // back from this figure.
 func GEMMSharedBytes(p ir.Params, c ir.LaunchConfig) int {
 	const k = 32
-	stages := max(c.Stages, 2) * (GEMMTileRows*k*4 + GEMMTileCols*k*2)
+	stages := max(c.Stages, 2) * (GEMMTileRows*k*4 + gemmTileCols(p)*k*2)
 	terms := 1
 	if p.Flag("split_a") {
 		terms = 2
@@ -68,8 +81,14 @@ func gemmFamily(kind, of ir.Kind) *ir.Family {
 	return &ir.Family{
 		Kind:     kind,
 		Operands: operandsOf(of),
-		Params:   cat(ir.Ints("k", "n"), ir.Flags("split_a")),
-		Launch:   gemmLaunch,
+		Params:   cat(ir.Ints("k", "n", "tile_n"), ir.Flags("split_a")),
+		Check: func(p ir.Params) error {
+			if n := p.Int("tile_n"); n != GEMMTileCols && n != GEMMTileColsWide {
+				return fmt.Errorf("tile_n %d: the tile takes %d or %d weight rows", n, GEMMTileCols, GEMMTileColsWide)
+			}
+			return nil
+		},
+		Launch: gemmLaunch,
 		// The reference is the family's it replaces on x as the tensor cores
 		// take it (one bf16 term, or hi + lo with split_a): what is left
 		// between the two is the order of the fp32 sums.
@@ -78,8 +97,10 @@ func gemmFamily(kind, of ir.Kind) *ir.Family {
 			staged := StageA(x[:a.N*a.Int("k")], a.Flag("split_a"))
 			return Families[of].Reference(withOperand(a, "x", f32Bytes(staged)))
 		},
-		Template:     "gemm.tmpl",
-		TemplateData: func(ir.Params) map[string]any { return map[string]any{"accumulate": kind == ir.GEMMAdd} },
+		Template: "gemm.tmpl",
+		TemplateData: func(p ir.Params) map[string]any {
+			return map[string]any{"accumulate": kind == ir.GEMMAdd, "tile_cols": gemmTileCols(p)}
+		},
 	}
 }
 

@@ -111,7 +111,8 @@ func moeGroupFamilies() []*ir.Family {
 			Check:  topK,
 			// (half tiles of gate and up rows, row tiles): a block's 128 weight
 			// rows are 64 gate rows and the 64 up rows of the same outputs.
-			Launch: tileGrid("inter", GEMMTileCols/2),
+			Launch:       tileGrid("inter", GEMMTileCols/2),
+			TemplateData: func(ir.Params) map[string]any { return map[string]any{"tile_cols": GEMMTileCols} },
 			Reference: func(a *ir.Args) error {
 				return MoEGateUpGroup(a.F32("act"), a.F32("x"), a.I32("order"), a.I32("tiles"), a.BF16("gate_up"),
 					a.N, a.Int("hidden"), a.Int("inter"), a.Int("k"), a.Int("experts"), a.Flag("split_a"))
@@ -126,9 +127,10 @@ func moeGroupFamilies() []*ir.Family {
 				{Name: "weights", DType: ir.F32, Access: ir.Read, Extent: ir.PerRow("k")},
 				operandsOf(ir.MoEDown)[4],
 			},
-			Params: moeParams,
-			Check:  topK,
-			Launch: tileGrid("hidden", GEMMTileCols),
+			Params:       moeParams,
+			Check:        topK,
+			Launch:       tileGrid("hidden", GEMMTileCols),
+			TemplateData: func(ir.Params) map[string]any { return map[string]any{"tile_cols": GEMMTileCols} },
 			Reference: func(a *ir.Args) error {
 				return MoEDownGroup(a.F32("ys"), a.F32("act"), a.I32("order"), a.I32("tiles"), a.F32("weights"), a.BF16("down"),
 					a.N, a.Int("hidden"), a.Int("inter"), a.Int("k"), a.Int("experts"), a.Flag("split_a"))

@@ -193,6 +193,7 @@ func TestGEMMReference(t *testing.T) {
 		var p ir.Params
 		p.SetInt("k", k)
 		p.SetInt("n", n)
+		p.SetInt("tile_n", kernels.GEMMTileCols)
 		p.SetFlag("split_a", c.split)
 		var block [ir.ParamSlots]int32
 		a := &ir.Args{Family: f, Params: p, N: rows, Block: &block, Mem: [][]byte{f32Bytes(y), f32Bytes(slices.Clone(x)), u16Bytes(w)}}

@@ -65,6 +65,7 @@ func tileMany(g *ir.Graph) error {
 		}
 		op.Params = op.Params.Clone()
 		op.Params.SetFlag("split_a", splitActivations)
+		op.Params.SetInt("tile_n", kernels.GEMMTileCols)
 	}
 	groupExperts(g)
 	if err := g.Verify(kernels.Families); err != nil {

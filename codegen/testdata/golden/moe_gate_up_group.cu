@@ -267,7 +267,8 @@ constexpr int BM = 128, BN = 128, BK = 32, BKC = BK / 8;
 constexpr int STAGES = 4;
 constexpr bool SPLIT = true;
 constexpr int ATERMS = SPLIT ? 2 : 1;
-constexpr int WM = 64, WN = 32, MT = WM / 16, NT = WN / 16;
+constexpr int WM = 64, WN = BN / 4, MT = WM / 16, NT = WN / 16;
+constexpr int WROWS = BN / 64;  // the weight rows a thread copies per k-tile
 constexpr int A_TILE = BM * BK, W_TILE = BN * BK;  // bf16 elements
 constexpr int A32_TILE = BM * BK;                   // f32 elements
 constexpr int STAGE_BYTES = STAGES * (A32_TILE * 4 + W_TILE * 2);
@@ -318,14 +319,14 @@ DEVICE void gemm_convert_a(bf16* sa, const float* s32) {
     }
   }
 }
-// W: thread TID_X copies chunk TID_X%4 of rows TID_X/4 + 64i (i < 2); rows that are not
+// W: thread TID_X copies chunk TID_X%4 of rows TID_X/4 + 64i (i < WROWS); rows that are not
 // 16-byte aligned (K % 8 ≠ 0) go one element at a time.
 template <int K>
-DEVICE void gemm_load_w(bf16* sw, const bf16* const (&wrow)[2], int kt, const bf16* safe) {
+DEVICE void gemm_load_w(bf16* sw, const bf16* const (&wrow)[WROWS], int kt, const bf16* safe) {
   const int ch = TID_X % 4;
   const int c = kt * BK + ch * 8;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < WROWS; ++i) {
     bf16* dst = tile_at<BKC>(sw, TID_X / 4 + 64 * i, ch);
     if constexpr (K % 8 == 0) {
       const bool ok = wrow[i] != nullptr && c < K;
@@ -363,7 +364,7 @@ DEVICE void gemm_compute(mma_c (&acc)[MT][NT], const bf16* sa, const bf16* sw) {
 // refilled only after the barrier that follows its last read; a single A buffer is
 // rewritten only after the barrier that follows the last k-tile's products.
 template <int K>
-DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[4], const bf16* const (&wrow)[2],
+DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[4], const bf16* const (&wrow)[WROWS],
                           const float* asafe, const bf16* wsafe, u32x4* smem) {
   constexpr int KT = (K + BK - 1) / BK;
   float* s32 = (float*)smem;
@@ -425,21 +426,21 @@ KERNEL void moe_gate_up_group_b32ae3d6(float* act, const float* x, const int* or
   const int* rows = order + (long long)tile * BM;
   const int j0 = BID_X * (BN / 2);
   const float* arow[4];
-  const bf16* wrow[2];
+  const bf16* wrow[WROWS];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int p = rows[TID_X / 8 + 32 * i];
     arow[i] = p >= 0 ? x + (long long)(p / TOPK) * HIDDEN : nullptr;
   }
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < WROWS; ++i) {
     const int r = TID_X / 4 + 64 * i;
     const int j = j0 + (r / 32) * 16 + r % 16;
     wrow[i] = j < INTER ? gate_up + ((long long)e * 2 * INTER + ((r / 16) % 2) * INTER + j) * HIDDEN : nullptr;
   }
   mma_c acc[MT][NT];
   gemm_mainloop<HIDDEN>(acc, arow, wrow, x, gate_up, smem);
-  static_assert(NT == 2, "a warp's atoms are one gate and one up");
+  static_assert(NT == 2 && WROWS == 2, "a warp's atoms are one gate and one up");
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
