@@ -32,7 +32,7 @@ func tilePass(c *compilation) error {
 		if k := c.steps[i].Kind; k != plan.Prefill && k != plan.Logits {
 			continue
 		}
-		if err := tileMany(g); err != nil {
+		if err := tileMany(g, gemmTileCols(c.o.Target)); err != nil {
 			return err
 		}
 	}
@@ -47,7 +47,7 @@ func tilePass(c *compilation) error {
 // Their tiles take any K, N and row count (partial tiles are zero-filled
 // and not stored, blocks past the logical rows return at once), so no shape
 // keeps the old family; a one-row graph is the streaming pass's.
-func tileMany(g *ir.Graph) error {
+func tileMany(g *ir.Graph, cols int) error {
 	if g.Tokens <= 1 {
 		return nil
 	}
@@ -65,7 +65,7 @@ func tileMany(g *ir.Graph) error {
 		}
 		op.Params = op.Params.Clone()
 		op.Params.SetFlag("split_a", splitActivations)
-		op.Params.SetInt("tile_n", kernels.GEMMTileCols)
+		op.Params.SetInt("tile_n", int64(cols))
 	}
 	groupExperts(g)
 	if err := g.Verify(kernels.Families); err != nil {
@@ -150,6 +150,27 @@ func tileTensor(g *ir.Graph, name string, dt ir.DType, shape ...int64) *ir.Tenso
 		return t
 	}
 	return g.AddTensor(ir.Tensor{Name: name, Role: ir.Activation, DType: dt, Shape: shape})
+}
+
+// tileCols is the gemm tile's weight rows per target: 128 until the wide
+// tile (256, sm_90's shared memory only) is measured faster.
+var tileCols = map[plan.Target]int{plan.SM90: kernels.GEMMTileCols, plan.GFX1151: kernels.GEMMTileCols}
+
+// gemmTileCols is the target's tile, or the narrow one where the wide tile's
+// shared memory does not fit the target (the cpu plan's references do not
+// depend on it).
+func gemmTileCols(t plan.Target) int {
+	n, ok := tileCols[t]
+	if !ok {
+		return kernels.GEMMTileCols
+	}
+	var p ir.Params
+	p.SetInt("tile_n", int64(n))
+	p.SetFlag("split_a", splitActivations)
+	if t.GPU() && kernels.GEMMSharedBytes(p, t.Launch()) > t.Launch().MaxSharedBytes {
+		return kernels.GEMMTileCols
+	}
+	return n
 }
 
 // splitActivations: every tiled projection takes its activations as two

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
 )
 
@@ -98,5 +99,24 @@ func TestTilingOption(t *testing.T) {
 	_, err := Plan(m, Options{Target: plan.SM90, Buckets: []int{4}, ContextTokens: 64, Tiling: "sideways"})
 	if err == nil || !strings.Contains(err.Error(), `tiling "sideways"`) {
 		t.Errorf("err = %v, want the tiling named", err)
+	}
+}
+
+// TestTileColsFit: the wide tile is taken only where its shared memory
+// fits the target (sm_90, not gfx1151's 64 KiB), and the plans' ops carry
+// the target's tile.
+func TestTileColsFit(t *testing.T) {
+	saved := tileCols
+	defer func() { tileCols = saved }()
+	tileCols = map[plan.Target]int{plan.SM90: kernels.GEMMTileColsWide, plan.GFX1151: kernels.GEMMTileColsWide}
+	got := map[plan.Target]int{plan.SM90: gemmTileCols(plan.SM90), plan.GFX1151: gemmTileCols(plan.GFX1151), plan.CPU: gemmTileCols(plan.CPU)}
+	want := map[plan.Target]int{plan.SM90: kernels.GEMMTileColsWide, plan.GFX1151: kernels.GEMMTileCols, plan.CPU: kernels.GEMMTileCols}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tile columns (-want +got):\n%s", diff)
+	}
+	for _, op := range tiledGraphs(t, plan.SM90, TileDefault, []int{4})["prefill_4"].Ops {
+		if op.Kind == ir.GEMM && op.Params.Int("tile_n") != kernels.GEMMTileColsWide {
+			t.Errorf("sm_90 gemm with tile_n %d", op.Params.Int("tile_n"))
+		}
 	}
 }
