@@ -65,7 +65,13 @@ func tileMany(g *ir.Graph, cols int) error {
 		}
 		op.Params = op.Params.Clone()
 		op.Params.SetFlag("split_a", splitActivations)
-		op.Params.SetInt("tile_n", int64(cols))
+		// A projection one narrow tile covers (the GDN's b and a, the shared
+		// expert's gate) would only pad a wide one.
+		n := cols
+		if op.Params.Int("n") <= kernels.GEMMTileCols {
+			n = kernels.GEMMTileCols
+		}
+		op.Params.SetInt("tile_n", int64(n))
 	}
 	groupExperts(g)
 	if err := g.Verify(kernels.Families); err != nil {
@@ -152,9 +158,11 @@ func tileTensor(g *ir.Graph, name string, dt ir.DType, shape ...int64) *ir.Tenso
 	return g.AddTensor(ir.Tensor{Name: name, Role: ir.Activation, DType: dt, Shape: shape})
 }
 
-// tileCols is the gemm tile's weight rows per target: 128 until the wide
-// tile (256, sm_90's shared memory only) is measured faster.
-var tileCols = map[plan.Target]int{plan.SM90: kernels.GEMMTileCols, plan.GFX1151: kernels.GEMMTileCols}
+// tileCols is the gemm tile's weight rows per target. sm_90 takes the wide
+// tile: split, it measured 1.27× the 128-column tile's rate on the H200
+// (8192 × 2048 → 8192: 1.91 ms against 2.43; docs/prefill-gemm.md);
+// gfx1151's 64 KiB hold only the narrow one.
+var tileCols = map[plan.Target]int{plan.SM90: kernels.GEMMTileColsWide, plan.GFX1151: kernels.GEMMTileCols}
 
 // gemmTileCols is the target's tile, or the narrow one where the wide tile's
 // shared memory does not fit the target (the cpu plan's references do not

@@ -115,8 +115,12 @@ func TestTileColsFit(t *testing.T) {
 		t.Errorf("tile columns (-want +got):\n%s", diff)
 	}
 	for _, op := range tiledGraphs(t, plan.SM90, TileDefault, []int{4})["prefill_4"].Ops {
-		if op.Kind == ir.GEMM && op.Params.Int("tile_n") != kernels.GEMMTileColsWide {
-			t.Errorf("sm_90 gemm with tile_n %d", op.Params.Int("tile_n"))
+		want := kernels.GEMMTileColsWide
+		if op.Params.Int("n") <= kernels.GEMMTileCols {
+			want = kernels.GEMMTileCols
+		}
+		if op.Kind == ir.GEMM && op.Params.Int("tile_n") != want {
+			t.Errorf("sm_90 gemm of %d columns with tile_n %d, want %d", op.Params.Int("n"), op.Params.Int("tile_n"), want)
 		}
 	}
 }
