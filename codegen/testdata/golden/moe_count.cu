@@ -5,7 +5,7 @@
 #define __device__ __attribute__((device))
 #define __shared__ __attribute__((shared))
 #define __constant__ __attribute__((constant))
-#define __launch_bounds__(n) __attribute__((launch_bounds(n)))
+#define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
 #endif
 #define KERNEL extern "C" __global__ __launch_bounds__(256)
 #define DEVICE static __device__ inline __attribute__((always_inline, unused))
@@ -42,6 +42,39 @@ DEVICE void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" :::
 #define PDL_WAIT() pdl_wait()
 #define PDL_TRIGGER() pdl_trigger()
 #define PDL_ENTRY() (pdl_wait(), pdl_trigger())
+DEVICE int sreg_nctaid_x() { int r; asm("mov.u32 %0, %%nctaid.x;" : "=r"(r)); return r; }
+DEVICE int sreg_nctaid_y() { int r; asm("mov.u32 %0, %%nctaid.y;" : "=r"(r)); return r; }
+#define GDIM_X sreg_nctaid_x()
+#define GDIM_Y sreg_nctaid_y()
+// Grid barrier (see codegen/prelude.go), as cooperative groups spell it:
+// the block's writes ordered by the barrier, thread 0's gpu-scope release
+// add, its acquire polls, the block released by a second barrier.
+DEVICE unsigned int grid_arrive(int* count, bool leader) {
+  block_sync();
+  unsigned int old = 0;
+  if (TID_X == 0) {
+    const unsigned int blocks = (unsigned int)GDIM_X * (unsigned int)GDIM_Y;
+    asm volatile("atom.release.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(count), "r"(leader ? 0x80000000u - (blocks - 1u) : 1u) : "memory");
+  }
+  return old;
+}
+DEVICE void grid_wait(int* count, unsigned int ticket) {
+  if (TID_X == 0) {
+    unsigned int spins = 0, cur;
+    for (;;) {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(cur) : "l"(count) : "memory");
+      if (((cur ^ ticket) & 0x80000000u) != 0u) break;
+      if (++spins == (1u << 22)) asm volatile("trap;");
+    }
+  }
+  block_sync();
+}
+DEVICE void grid_barrier(int* count) { grid_wait(count, grid_arrive(count, BID_X == 0 && BID_Y == 0)); }
+DEVICE float grid_load(const float* p) {
+  float v;
+  asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
+  return v;
+}
 DEVICE double drint(double x) { double r; asm("cvt.rni.f64.f64 %0, %1;" : "=d"(r) : "d"(x)); return r; }
 DEVICE float frint(float x) { float r; asm("cvt.rni.f32.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 // expf: x = k·ln2 + r, |r| ≤ ln2/2, e^r by its Taylor series to r^8, 2^k in two steps.

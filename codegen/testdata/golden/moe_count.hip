@@ -34,6 +34,35 @@ DEVICE double drint(double x) { return __builtin_rint(x); }
 #define PDL_WAIT() ((void)0)
 #define PDL_TRIGGER() ((void)0)
 #define PDL_ENTRY() ((void)0)
+// The grid's blocks (the dispatch's work-items over the 1-D block's size: 1 in y).
+#define GDIM_X ((int)(__builtin_amdgcn_grid_size_x() / (unsigned int)BDIM_X))
+#define GDIM_Y ((int)__builtin_amdgcn_grid_size_y())
+// Grid barrier (see codegen/prelude.go): agent-scope release before the
+// arrival, acquire after the wait in every thread (it invalidates the CU's
+// caches, so plain loads see the other blocks' writes).
+DEVICE unsigned int grid_arrive(int* count, bool leader) {
+  block_sync();
+  unsigned int old = 0;
+  if (TID_X == 0) {
+    const unsigned int blocks = (unsigned int)GDIM_X * (unsigned int)GDIM_Y;
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "agent");
+    old = __atomic_fetch_add((unsigned int*)count, leader ? 0x80000000u - (blocks - 1u) : 1u, __ATOMIC_RELAXED);
+  }
+  return old;
+}
+DEVICE void grid_wait(int* count, unsigned int ticket) {
+  if (TID_X == 0) {
+    unsigned int spins = 0;
+    while (((__atomic_load_n((unsigned int*)count, __ATOMIC_RELAXED) ^ ticket) & 0x80000000u) == 0u) {
+      __builtin_amdgcn_s_sleep(1);
+      if (++spins == (1u << 22)) __builtin_trap();
+    }
+  }
+  block_sync();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "agent");
+}
+DEVICE void grid_barrier(int* count) { grid_wait(count, grid_arrive(count, BID_X == 0 && BID_Y == 0)); }
+DEVICE float grid_load(const float* p) { return *p; }
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };
 struct __attribute__((aligned(16))) f32x4 { float x, y, z, w; };
