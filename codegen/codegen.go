@@ -216,6 +216,15 @@ func templateData(d Dialect, c ir.LaunchConfig, k plan.Kernel, f *ir.Family) (ma
 		}
 		data[name] = v
 	}
+	// The launch's dynamic shared memory (the family's launch rule; rows do
+	// not change it): a tile whose buffers depend on the budget reads them
+	// back from it, so the rule lives in one place.
+	if f.Launch != nil {
+		if _, dup := data["shared_bytes"]; dup {
+			return nil, fmt.Errorf("codegen: kernel %s: parameter %q shadows what codegen sets for the template", k.Name, "shared_bytes")
+		}
+		data["shared_bytes"] = f.Launch(k.Params, 1, c).SharedBytes
+	}
 	var reads []string
 	for _, s := range f.Slots {
 		if !s.Valid() {

@@ -53,8 +53,8 @@ func optionPlans(t *testing.T) []*plan.Plan {
 	var out []*plan.Plan
 	for _, o := range []planner.Options{{Target: plan.SM90, DecodeStream: true}, {Target: plan.CPU, DecodeSplits: 66},
 		{Target: plan.GFX1151, Tiling: planner.TileOff}, {Target: plan.GFX1151, Fusion: planner.FuseOff},
-		// the tensor-core families and the prefill flash attention of a bf16
-		// cache, behind --tiling on and --prefill-attention (off by default)
+		// the prefill flash attention of a bf16 cache (--prefill-attention
+		// flash-bf16, off by default) beside the tensor-core families
 		{Target: plan.SM90, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16},
 		{Target: plan.GFX1151, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16},
 		{Target: plan.SM90, GDNPeer: true},

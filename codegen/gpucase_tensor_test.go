@@ -174,9 +174,9 @@ func (f filler) routing(rows, k, pool int, odd bool) (ids, weights []byte) {
 
 // gemmCase is a dense case: x and W random, y poisoned (gemm) or random
 // (gemm_add); with check < rows the reference covers the first check rows.
-func gemmCase(name, family string, k, n, rows, check int, seed uint64) tensorCase {
+func gemmCase(name string, kk plan.Kernel, rows, check int, seed uint64) tensorCase {
 	f := filler{rand.New(rand.NewPCG(seed, 11))}
-	kk := gemmKern(family, float64(k), float64(n))
+	family, k, n := kk.Family, kk.Params.Int("k"), kk.Params.Int("n")
 	phys := int64(rows + 2)
 	y := f.poison(phys * int64(n))
 	if family == "gemm_add" {
@@ -194,14 +194,19 @@ func gemmCase(name, family string, k, n, rows, check int, seed uint64) tensorCas
 	return c
 }
 
-// moeCases are the four launches of one grouped MoE (moe_sort, the grouped
-// gate_up, the grouped down, moe_slot_sum) on one routing: each case's
+// moeCases are the five launches of one grouped MoE (moe_count, moe_sort,
+// the grouped gate_up, the grouped down, moe_slot_sum) on one routing: each
+// case's
 // inputs are the previous launches' reference outputs. pool < experts
-// routes to the first pool experts only (whose weights are the stored part).
-func moeCases(prefix string, experts, hidden, inter, k, rows, pool int, odd bool, seed uint64) []tensorCase {
+// routes to the first pool experts only (whose weights are the stored part);
+// split stages the activations as hi + lo (the planner's choice); grid puts
+// x and act on the bf16 grid (lo zero: a one-term kernel on the same files
+// has the same reference).
+func moeCases(prefix string, experts, hidden, inter, k, rows, pool int, odd, split, grid bool, seed uint64) []tensorCase {
 	f := filler{rand.New(rand.NewPCG(seed, 17))}
-	mp := map[string]float64{"experts": float64(experts), "hidden": float64(hidden), "inter": float64(inter), "k": float64(k)}
+	mp := map[string]float64{"experts": float64(experts), "hidden": float64(hidden), "inter": float64(inter), "k": float64(k), "split_a": flagValue(split)}
 	sortK := kern("moe_sort", map[string]float64{"experts": float64(experts), "k": float64(k)})
+	countK := kern("moe_count", map[string]float64{"experts": float64(experts), "k": float64(k)})
 	guK, dnK := kern("moe_gate_up_group", mp), kern("moe_down_group", mp)
 	sumK := kern("moe_slot_sum", map[string]float64{"experts": float64(experts), "hidden": float64(hidden), "k": float64(k)})
 	phys := rows + 2
@@ -209,8 +214,16 @@ func moeCases(prefix string, experts, hidden, inter, k, rows, pool int, odd bool
 	ids, weights := f.routing(phys, k, pool, odd)
 	order, tilesB := aligned(4*tiles*kernels.GEMMTileRows), aligned(4*(1+tiles))
 	kernels.MoESort(i32View(order), i32View(tilesB), i32View(ids), rows, k, experts)
+	counts := poisonI32(int64(kernels.MoESortBlocks(phys, k) * experts))
+	kernels.MoECount(i32View(counts), i32View(ids), rows, k, experts)
 	pairs := int64(phys * k)
 	x := f.f32(int64(phys * hidden))
+	onGrid := func(b []byte) {
+		if grid {
+			copy(f32View(b), kernels.RoundBF16(f32View(b)))
+		}
+	}
+	onGrid(x)
 	// Only the pool's experts are random; the others are read by no pair.
 	pooled := func(per int64) []byte {
 		b := aligned(2 * int64(experts) * per)
@@ -220,11 +233,12 @@ func moeCases(prefix string, experts, hidden, inter, k, rows, pool int, odd bool
 	gateUp := pooled(2 * int64(inter) * int64(hidden))
 	down := pooled(int64(hidden) * int64(inter))
 	act := f.poison(pairs * int64(inter))
-	if err := kernels.MoEGateUpGroup(f32View(act), f32View(x), i32View(order), i32View(tilesB), bf16View(gateUp), rows, hidden, inter, k, experts); err != nil {
+	if err := kernels.MoEGateUpGroup(f32View(act), f32View(x), i32View(order), i32View(tilesB), bf16View(gateUp), rows, hidden, inter, k, experts, split); err != nil {
 		panic(err)
 	}
+	onGrid(act)
 	ys := f.poison(pairs * int64(hidden))
-	if err := kernels.MoEDownGroup(f32View(ys), f32View(act), i32View(order), i32View(tilesB), f32View(weights), bf16View(down), rows, hidden, inter, k, experts); err != nil {
+	if err := kernels.MoEDownGroup(f32View(ys), f32View(act), i32View(order), i32View(tilesB), f32View(weights), bf16View(down), rows, hidden, inter, k, experts, split); err != nil {
 		panic(err)
 	}
 	clone := func(b []byte) []byte { c := aligned(int64(len(b))); copy(c, b); return c }
@@ -234,7 +248,9 @@ func moeCases(prefix string, experts, hidden, inter, k, rows, pool int, odd bool
 	}
 	// act rows of pairs whose slot is left out stay poisoned on both sides.
 	return []tensorCase{
-		{name: prefix + "_sort", k: sortK, rows: rows, mem: map[string][]byte{"order": aligned(int64(len(order))), "tiles": aligned(int64(len(tilesB))), "ids": ids}},
+		{name: prefix + "_count", k: countK, rows: rows, mem: map[string][]byte{"counts": poisonI32(int64(len(counts)) / 4), "ids": ids}},
+		{name: prefix + "_sort", k: sortK, rows: rows,
+			mem: map[string][]byte{"order": poisonI32(int64(len(order)) / 4), "tiles": poisonI32(int64(len(tilesB)) / 4), "ids": ids, "counts": counts}},
 		{name: prefix + "_gate_up", k: guK, rows: rows, stored: stored,
 			mem: map[string][]byte{"act": f.poison(pairs * int64(inter)), "x": x, "order": order, "tiles": tilesB, "gate_up": gateUp}},
 		{name: prefix + "_down", k: dnK, rows: rows, stored: stored,
@@ -253,14 +269,22 @@ func moeCases(prefix string, experts, hidden, inter, k, rows, pool int, odd bool
 func tensorCorrectness() []tensorCase {
 	var out []tensorCase
 	for i, c := range gemmCases {
-		out = append(out, gemmCase(c.name, c.k.Family, c.k.Params.Int("k"), c.k.Params.Int("n"), c.n, c.n, uint64(300+i)))
+		out = append(out, gemmCase(c.name, c.k, c.n, c.n, uint64(300+i)))
 	}
-	out = append(out, moeCases("moe_tiny_t1", 16, 64, 32, 4, 1, 16, false, 401)...)
-	out = append(out, moeCases("moe_tiny_t63", 16, 64, 32, 4, 63, 16, true, 402)...)
-	out = append(out, moeCases("moe_tiny_t65", 16, 64, 32, 4, 65, 16, false, 403)...)
-	out = append(out, moeCases("moe_odd", 5, 20, 6, 3, 7, 5, true, 404)...)
-	out = append(out, moeCases("moe_tiles", 4, 256, 72, 2, 300, 4, false, 405)...)
-	out = append(out, moeCases("moe_wide", 16, 2048, 512, 8, 65, 16, true, 406)...)
+	out = append(out, moeCases("moe_tiny_t1", 16, 64, 32, 4, 1, 16, false, true, false, 401)...)
+	out = append(out, moeCases("moe_tiny_t63", 16, 64, 32, 4, 63, 16, true, true, false, 402)...)
+	out = append(out, moeCases("moe_tiny_t65", 16, 64, 32, 4, 65, 16, false, true, false, 403)...)
+	out = append(out, moeCases("moe_odd", 5, 20, 6, 3, 7, 5, true, true, false, 404)...)
+	out = append(out, moeCases("moe_tiles", 4, 256, 72, 2, 300, 4, false, true, false, 405)...)
+	out = append(out, moeCases("moe_wide", 16, 2048, 512, 8, 65, 16, true, true, false, 406)...)
+	// One bf16 term: the grouped GEMMs only (the sort and the sum do not
+	// depend on it).
+	out = append(out, moeCases("moe_plain_t65", 16, 64, 32, 4, 65, 16, true, false, false, 407)[2:4]...)
+	out = append(out, moeCases("moe_plain_wide", 16, 2048, 512, 8, 65, 16, false, false, false, 408)[2:4]...)
+	// Several chunks of moe_count and moe_sort: 1000 tokens × top-8 over 256
+	// experts (4 blocks, the last one partial), and 2048 pairs exactly.
+	out = append(out, moeCases("moe_chunks", 256, 64, 32, 8, 1000, 256, true, true, false, 409)[:2]...)
+	out = append(out, moeCases("moe_chunk_edge", 16, 64, 32, 8, 256, 16, false, true, false, 410)[:2]...)
 	return out
 }
 
@@ -281,10 +305,13 @@ func TestWriteGPUCasesTensor(t *testing.T) {
 // 4096 and 4096 → 2048 (with the residual add), the old matmul on the first
 // one's files, and the grouped MoE at top-8 (hidden 2048, inter 512) with
 // its tokens routed over 64 of the 256 experts (256 MB of gate_up weights,
-// past the L2; the rest are zeros). References cover the first rows (64
-// tokens) so that writing them stays cheap; every row is timed. Without
-// -gpucases the same cases are written at 256 tokens to a temporary
-// directory.
+// past the L2; the rest are zeros). Every one with the activations split
+// (the planner's), and the tensor-core ones again as one bf16 term on the
+// same files (what the split costs: twice the products): the activations
+// are on the bf16 grid there, so lo is zero and both take the same
+// reference. References cover the first rows (64 tokens) so that writing
+// them stays cheap; every row is timed. Without -gpucases the same cases
+// are written at 256 tokens to a temporary directory.
 func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 	out, T, E, pool := *gpuCases, 8192, 256, 64
 	if out == "" {
@@ -293,13 +320,13 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 	const check = 64
 	flops := func(k, n int) int64 { return 2 * int64(T) * int64(k) * int64(n) }
 	dense := func(name, family string, k, n int, seed uint64) tensorCase {
-		c := gemmCase(name, family, k, n, T, check, seed)
-		// x already on the bf16 grid: the old matmul timed on these files
-		// then agrees with the reference up to the order of the sums.
+		c := gemmCase(name, gemmKern(family, float64(k), float64(n), true), T, check, seed)
+		// x on the bf16 grid: the old matmul and the one-term gemm timed on
+		// these files agree with the reference up to the order of the sums.
 		copy(f32View(c.mem["x"]), kernels.RoundBF16(f32View(c.mem["x"])))
 		c.timeReps, c.flops = 20, flops(k, n)
 		c.bytes = int64(T)*int64(k)*4 + int64(k)*int64(n)*2 + int64(T)*int64(n)*4
-		c.note = fmt.Sprintf("%d×%d → %d: %.0f GFLOP; ≈ 790 TFLOP/s is the measured bf16 matrix rate", T, k, n, float64(c.flops)/1e9)
+		c.note = fmt.Sprintf("%d×%d → %d: %.0f GFLOP, x split (2 products); ≈ 790 TFLOP/s is the measured bf16 matrix rate", T, k, n, float64(c.flops)/1e9)
 		return c
 	}
 	cases := []tensorCase{
@@ -310,46 +337,73 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 	const H, I, top = 2048, 512, 8
 	moe := moeCasesChecked("speed_moe", E, H, I, top, T, pool, check, 504)
 	pairs := int64(T * top)
-	moe[0].timeReps, moe[0].note = 20, "moe_sort of 65536 pairs: one block"
-	moe[1].timeReps, moe[1].flops = 20, 2*pairs*2*I*H
-	moe[1].bytes = int64(T)*H*4 + int64(pool)*2*I*H*2 + pairs*I*4
-	moe[1].note = "grouped gate_up, 64 experts used (256 MB), 1024 pairs each"
-	moe[2].timeReps, moe[2].flops = 20, 2*pairs*H*I
-	moe[2].bytes = pairs*I*4 + int64(pool)*H*I*2 + pairs*H*4
-	moe[2].note = "grouped down, 64 experts used (128 MB), ys written per pair"
-	moe[3].timeReps, moe[3].bytes = 20, pairs*H*4+int64(T)*H*4
-	moe[3].note = "sum over 8 slots per token"
+	moe[0].timeReps, moe[0].bytes, moe[0].note = 20, pairs*4, "moe_count of 65536 pairs: 32 blocks of 2048"
+	moe[1].timeReps, moe[1].bytes, moe[1].note = 20, pairs*4*2, "moe_sort of 65536 pairs: 32 blocks of 2048 (was one block: 262 µs)"
+	moe[2].timeReps, moe[2].flops = 20, 2*pairs*2*I*H
+	moe[2].bytes = int64(T)*H*4 + int64(pool)*2*I*H*2 + pairs*I*4
+	moe[2].note = "grouped gate_up, 64 experts used (256 MB), 1024 pairs each, x split"
+	moe[3].timeReps, moe[3].flops = 20, 2*pairs*H*I
+	moe[3].bytes = pairs*I*4 + int64(pool)*H*I*2 + pairs*H*4
+	moe[3].note = "grouped down, 64 experts used (128 MB), ys written per pair, act split"
+	moe[4].timeReps, moe[4].bytes = 20, pairs*H*4+int64(T)*H*4
+	moe[4].note = "sum over 8 slots per token"
 	cases = append(cases, moe...)
 	for _, c := range cases {
 		writeTensorCase(t, filepath.Join(out, c.name), c)
 	}
-	// The old matmul on the first dense case's files: one launch is ≈ 45 ms.
-	old := kern("matmul", map[string]float64{"k": 2048, "n": 8192})
-	dir := filepath.Join(out, "speed_matmul_8192")
+	// On the same files: the one-term variants, and the old matmul (one
+	// launch is ≈ 45 ms).
+	plain := func(k plan.Kernel) plan.Kernel {
+		k.Params = k.Params.Clone()
+		k.Params.SetFlag("split_a", false)
+		return k
+	}
+	wide := func(k plan.Kernel) plan.Kernel {
+		k.Params = k.Params.Clone()
+		k.Params.SetInt("tile_n", kernels.GEMMTileColsWide)
+		return k
+	}
+	for _, c := range cases[:3] {
+		writeSibling(t, out, c.name+"_plain", plain(c.k), T, c.name, 20, "one bf16 term (1 product), on "+c.name+"'s files")
+		writeSibling(t, out, c.name+"_wide", wide(c.k), T, c.name, 20, "the 128 × 256 tile, split, on "+c.name+"'s files")
+	}
+	writeSibling(t, out, "speed_moe_gate_up_plain", plain(moe[2].k), T, moe[2].name, 20, "one bf16 term, on speed_moe_gate_up's files")
+	writeSibling(t, out, "speed_moe_down_plain", plain(moe[3].k), T, moe[3].name, 20, "one bf16 term, on speed_moe_down's files")
+	writeSibling(t, out, "speed_matmul_8192", kern("matmul", map[string]float64{"k": 2048, "n": 8192}), T, "speed_gemm_8192", 1,
+		"the family gemm replaces, on its files")
+}
+
+// writeSibling writes a speed case of kernel k that reads the input and
+// want files of case from (same operands, same reference): its meta.json
+// is from's with the kernel's launch, time_reps and note.
+func writeSibling(t *testing.T, out, name string, k plan.Kernel, rows int, from string, reps int, note string) {
+	t.Helper()
+	var meta tensorMeta
+	b, err := os.ReadFile(filepath.Join(out, from, "meta.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &meta); err != nil {
+		t.Fatal(err)
+	}
+	f := kernels.Families[ir.Kind(k.Family)]
+	if err := f.CheckParams(k.Params); err != nil {
+		t.Fatalf("case %s: %v", name, err)
+	}
+	s := f.Launch(k.Params, rows, plan.SM90.Launch())
+	meta.Kernel, meta.Grid, meta.Shared = k.Name, s.Grid[:], s.SharedBytes
+	meta.TimeReps, meta.Note, meta.InputsFrom = reps, note, from
+	src, err := Render(plan.SM90, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := json.MarshalIndent(meta, "", " ")
+	dir := filepath.Join(out, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	meta := streamMeta{caseMeta: caseMeta{Kernel: old.Name, Grid: caseGrid(old, T), Block: caseBlock(), N: T},
-		TimeReps: 1, Bytes: cases[0].bytes, InputsFrom: "speed_gemm_8192", Note: "the family gemm replaces, on its files"}
-	var first tensorMeta
-	b, err := os.ReadFile(filepath.Join(out, "speed_gemm_8192", "meta.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &first); err != nil {
-		t.Fatal(err)
-	}
-	meta.Args = first.Args
-	mb, _ := json.MarshalIndent(struct {
-		streamMeta
-		Flops int64 `json:"flops"`
-	}{meta, cases[0].flops}, "", " ")
-	src, err := Render(plan.SM90, old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, content := range map[string][]byte{"meta.json": mb, "kernel.cu": []byte(src.Code)} {
-		if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {
+	for file, content := range map[string][]byte{"meta.json": mb, "kernel.cu": []byte(src.Code)} {
+		if err := os.WriteFile(filepath.Join(dir, file), content, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -357,26 +411,35 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 
 // moeCasesChecked is moeCases at speed-case sizes: the device runs every
 // token, the references (sorted anew over the first check tokens, the same
-// rows' arithmetic) cover the pairs of the first check tokens.
+// rows' arithmetic) cover the pairs of the first check tokens. Split, with
+// the activations on the bf16 grid.
 func moeCasesChecked(prefix string, experts, hidden, inter, k, rows, pool, check int, seed uint64) []tensorCase {
-	cs := moeCases(prefix, experts, hidden, inter, k, check, pool, false, seed)
+	cs := moeCases(prefix, experts, hidden, inter, k, check, pool, false, true, true, seed)
 	f := filler{rand.New(rand.NewPCG(seed, 19))}
 	phys := rows + 2
 	tiles := int64(kernels.MoETiles(phys, k, experts))
 	ids, weights := f.routing(phys, k, pool, false)
 	// The first check tokens keep the routing the small references used.
 	copy(ids, cs[0].mem["ids"][:4*check*k])
-	copy(weights, cs[2].mem["weights"][:4*check*k])
+	copy(weights, cs[3].mem["weights"][:4*check*k])
 	order, tilesB := aligned(4*tiles*kernels.GEMMTileRows), aligned(4*(1+tiles))
 	kernels.MoESort(i32View(order), i32View(tilesB), i32View(ids), rows, k, experts)
+	counts := poisonI32(int64(kernels.MoESortBlocks(phys, k) * experts))
+	kernels.MoECount(i32View(counts), i32View(ids), rows, k, experts)
 	pairs := int64(phys * k)
 	grow := func(small []byte, n int64, fill func(int64) []byte) []byte {
 		b := fill(n)
 		copy(b, small)
 		return b
 	}
-	x := grow(cs[1].mem["x"][:4*check*hidden], int64(phys*hidden), f.f32)
-	act := grow(cs[2].mem["act"][:4*check*k*inter], pairs*int64(inter), f.f32)
+	grid := func(n int64) []byte {
+		b := f.f32(n)
+		copy(f32View(b), kernels.RoundBF16(f32View(b)))
+		return b
+	}
+	// On the bf16 grid, as the small cases' (the one-term variants share the files).
+	x := grow(cs[2].mem["x"][:4*check*hidden], int64(phys*hidden), grid)
+	act := grow(cs[3].mem["act"][:4*check*k*inter], pairs*int64(inter), grid)
 	want := func(name string, per int) map[string]int64 { return map[string]int64{name: int64(check * k * per)} }
 	// The small references' wants are the first rows of the full runs'.
 	small := map[int]func(a *ir.Args) error{}
@@ -400,16 +463,27 @@ func moeCasesChecked(prefix string, experts, hidden, inter, k, rows, pool, check
 		}
 	}
 	return []tensorCase{
-		{name: prefix + "_sort", k: cs[0].k, rows: rows, mem: map[string][]byte{"order": aligned(int64(len(order))), "tiles": aligned(int64(len(tilesB))), "ids": ids}},
-		{name: prefix + "_gate_up", k: cs[1].k, rows: rows, stored: cs[1].stored, want: want("act", inter), ref: small[1],
-			mem: map[string][]byte{"act": f.poison(pairs * int64(inter)), "x": x, "order": order, "tiles": tilesB, "gate_up": cs[1].mem["gate_up"]}},
-		{name: prefix + "_down", k: cs[2].k, rows: rows, stored: cs[2].stored, want: want("ys", hidden), ref: small[2],
-			mem: map[string][]byte{"ys": f.poison(pairs * int64(hidden)), "act": act, "order": order, "tiles": tilesB, "weights": weights, "down": cs[2].mem["down"]}},
+		{name: prefix + "_count", k: cs[0].k, rows: rows, mem: map[string][]byte{"counts": poisonI32(int64(len(counts)) / 4), "ids": ids}},
+		{name: prefix + "_sort", k: cs[1].k, rows: rows,
+			mem: map[string][]byte{"order": poisonI32(int64(len(order)) / 4), "tiles": poisonI32(int64(len(tilesB)) / 4), "ids": ids, "counts": counts}},
+		{name: prefix + "_gate_up", k: cs[2].k, rows: rows, stored: cs[2].stored, want: want("act", inter), ref: small[2],
+			mem: map[string][]byte{"act": f.poison(pairs * int64(inter)), "x": x, "order": order, "tiles": tilesB, "gate_up": cs[2].mem["gate_up"]}},
+		{name: prefix + "_down", k: cs[3].k, rows: rows, stored: cs[3].stored, want: want("ys", hidden), ref: small[3],
+			mem: map[string][]byte{"ys": f.poison(pairs * int64(hidden)), "act": act, "order": order, "tiles": tilesB, "weights": weights, "down": cs[3].mem["down"]}},
 		// Past the checked tokens the slots' rows are zeros: the sum's time
 		// does not depend on their values.
-		{name: prefix + "_slot_sum", k: cs[3].k, rows: rows, mem: map[string][]byte{"y": f.poison(int64(phys * hidden)), "ys": grow(cs[3].mem["ys"][:4*check*k*hidden], pairs*int64(hidden), aligned4), "ids": ids},
-			want: map[string]int64{"y": int64(check * hidden)}, stored: map[string]int64{"ys": int64(check * k * hidden)}, ref: small[3]},
+		{name: prefix + "_slot_sum", k: cs[4].k, rows: rows, mem: map[string][]byte{"y": f.poison(int64(phys * hidden)), "ys": grow(cs[4].mem["ys"][:4*check*k*hidden], pairs*int64(hidden), aligned4), "ids": ids},
+			want: map[string]int64{"y": int64(check * hidden)}, stored: map[string]int64{"ys": int64(check * k * hidden)}, ref: small[4]},
 	}
+}
+
+// poisonI32 is n int32 of 0x07070707, what no sort writes.
+func poisonI32(n int64) []byte {
+	b := aligned(4 * n)
+	for i := range b {
+		b[i] = 7
+	}
+	return b
 }
 
 // aligned4 is n zero floats.

@@ -97,12 +97,13 @@ const (
 // Tensor-core variants for many rows (prefill, docs/prefill-gemm.md): the
 // math of MatMul, MatMulAdd, MoEGateUp and MoEDown on bf16 operands with
 // fp32 accumulation, in block tiles; the kinds they replace stay their
-// oracle and the CPU's kernels. The routed experts become four launches:
-// the (token, slot) pairs sorted by expert, the grouped gate_up, the grouped
-// down and the deterministic sum over each token's slots.
+// oracle and the CPU's kernels. The routed experts become five launches:
+// the (token, slot) pairs counted and sorted by expert, the grouped gate_up,
+// the grouped down and the deterministic sum over each token's slots.
 const (
 	GEMM           Kind = "gemm"              // MatMul in 128×128 tiles on the tensor cores
 	GEMMAdd        Kind = "gemm_add"          // MatMulAdd in tiles: the residual add in the epilogue
+	MoECount       Kind = "moe_count"         // per-chunk expert counts of the (token, slot) pairs, for moe_sort
 	MoESort        Kind = "moe_sort"          // (token, slot) pairs grouped by expert, padded to the tile
 	MoEGateUpGroup Kind = "moe_gate_up_group" // MoEGateUp over the sorted pairs: silu(gate)·up epilogue
 	MoEDownGroup   Kind = "moe_down_group"    // MoEDown's products per pair, scaled by the routing weight

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"unsafe"
 
 	"github.com/aimaproject/aimac/bf16"
@@ -8,11 +9,23 @@ import (
 )
 
 // The block tile of the tensor-core families (gemm_tile.tmpl): rows of A and
-// weight rows per block.
+// weight rows per block. gemm and gemm_add may take GEMMTileColsWide weight
+// rows instead (tile_n: 8 warps of 64 × 64, half the A staging per product,
+// 160 KiB of shared memory split: sm_90 only).
 const (
-	GEMMTileRows = 128
-	GEMMTileCols = 128
+	GEMMTileRows     = 128
+	GEMMTileCols     = 128
+	GEMMTileColsWide = 256
 )
+
+// gemmTileCols is the weight rows of a block: tile_n where the family has
+// it, else GEMMTileCols.
+func gemmTileCols(p ir.Params) int {
+	if n := p.Int("tile_n"); n > 0 {
+		return n
+	}
+	return GEMMTileCols
+}
 
 // gemmFamilies are the tensor-core variants of the projections for many
 // rows (docs/prefill-gemm.md): operands and parameters of the family they
@@ -26,49 +39,101 @@ func gemmFamilies() []*ir.Family {
 // gemmLaunch is one block per BM × BN tile of the output; blocks past the
 // logical rows return at once.
 func gemmLaunch(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
-	return gemmShared(c.Blocks(ir.Ceil(p.Int("n"), GEMMTileCols), max(1, ir.Ceil(rows, GEMMTileRows)), 1), c)
+	return gemmShared(c.Blocks(ir.Ceil(p.Int("n"), gemmTileCols(p)), max(1, ir.Ceil(rows, GEMMTileRows)), 1), p, c)
 }
 
 // GEMMSharedBytes is the dynamic shared memory of a gemm tile with the
-// configuration's pipeline stages: per stage an f32 A k-tile (128 × 32) and a
-// bf16 W k-tile (128 × 32), and two bf16 A tiles (gemm_tile.tmpl).
-func GEMMSharedBytes(c ir.LaunchConfig) int {
+// configuration's pipeline stages (gemm_tile.tmpl): per stage an f32 A
+// k-tile (128 × 32) and a bf16 W k-tile (tile_n × 32), then the bf16 A tiles —
+// one term, or hi and lo with split_a — double-buffered where the
+// configuration's shared memory holds two, else once (gfx1151's 64 KiB with
+// split_a: one more barrier a k-tile). The template reads its A buffers
+// back from this figure.
+func GEMMSharedBytes(p ir.Params, c ir.LaunchConfig) int {
 	const k = 32
-	return max(c.Stages, 2)*(GEMMTileRows*k*4+GEMMTileCols*k*2) + 2*GEMMTileRows*k*2
+	stages := max(c.Stages, 2) * (GEMMTileRows*k*4 + gemmTileCols(p)*k*2)
+	terms := 1
+	if p.Flag("split_a") {
+		terms = 2
+	}
+	a := terms * GEMMTileRows * k * 2
+	if stages+2*a <= c.MaxSharedBytes {
+		return stages + 2*a
+	}
+	return stages + a
 }
 
-func gemmShared(s ir.LaunchShape, c ir.LaunchConfig) ir.LaunchShape {
-	s.SharedBytes = GEMMSharedBytes(c)
+func gemmShared(s ir.LaunchShape, p ir.Params, c ir.LaunchConfig) ir.LaunchShape {
+	s.SharedBytes = GEMMSharedBytes(p, c)
 	return s
+}
+
+// GEMMMMAs is the tensor-core products per multiply-add of the matrix
+// work: one, two with split_a (hi·W and lo·W).
+func GEMMMMAs(p ir.Params) int {
+	if p.Flag("split_a") {
+		return 2
+	}
+	return 1
 }
 
 func gemmFamily(kind, of ir.Kind) *ir.Family {
 	return &ir.Family{
 		Kind:     kind,
 		Operands: operandsOf(of),
-		Params:   ir.Ints("k", "n"),
-		Launch:   gemmLaunch,
-		// The reference is the family's it replaces on x rounded to bf16,
-		// the operand the tensor cores take: what is left between the two
-		// is the order of the fp32 sums.
+		Params:   cat(ir.Ints("k", "n", "tile_n"), ir.Flags("split_a")),
+		Check: func(p ir.Params) error {
+			if n := p.Int("tile_n"); n != GEMMTileCols && n != GEMMTileColsWide {
+				return fmt.Errorf("tile_n %d: the tile takes %d or %d weight rows", n, GEMMTileCols, GEMMTileColsWide)
+			}
+			return nil
+		},
+		Launch: gemmLaunch,
+		// The reference is the family's it replaces on x as the tensor cores
+		// take it (one bf16 term, or hi + lo with split_a): what is left
+		// between the two is the order of the fp32 sums.
 		Reference: func(a *ir.Args) error {
 			x := a.F32("x")
-			rounded := RoundBF16(x[:a.N*a.Int("k")])
-			return Families[of].Reference(withOperand(a, "x", f32Bytes(rounded)))
+			staged := StageA(x[:a.N*a.Int("k")], a.Flag("split_a"))
+			return Families[of].Reference(withOperand(a, "x", f32Bytes(staged)))
 		},
-		Template:     "gemm.tmpl",
-		TemplateData: func(ir.Params) map[string]any { return map[string]any{"accumulate": kind == ir.GEMMAdd} },
+		Template: "gemm.tmpl",
+		TemplateData: func(p ir.Params) map[string]any {
+			return map[string]any{"accumulate": kind == ir.GEMMAdd, "tile_cols": gemmTileCols(p)}
+		},
 	}
 }
 
 // RoundBF16 is x with every element rounded to bf16 (to nearest even), as
-// the tensor-core families stage their f32 activations.
+// the tensor-core families stage their f32 activations as one term.
 func RoundBF16(x []float32) []float32 {
 	out := make([]float32, len(x))
 	for i, v := range x {
 		out[i] = bf16.Round(v)
 	}
 	return out
+}
+
+// SplitBF16 is x as the tensor-core families stage it in two bf16 terms:
+// hi = bf16(v), lo = bf16(v − hi), and the element hi + lo (exact in f32:
+// lo's 8 bits start at least 8 below hi's), which is v to ≈ 2⁻¹⁷ of
+// itself. The kernels add hi·W and lo·W in one fp32 accumulator.
+func SplitBF16(x []float32) []float32 {
+	out := make([]float32, len(x))
+	for i, v := range x {
+		hi := bf16.Round(v)
+		out[i] = hi + bf16.Round(v-hi)
+	}
+	return out
+}
+
+// StageA is x as a tensor-core family's A operand takes it: SplitBF16 when
+// split, RoundBF16 otherwise.
+func StageA(x []float32, split bool) []float32 {
+	if split {
+		return SplitBF16(x)
+	}
+	return RoundBF16(x)
 }
 
 // f32Bytes views x as the bytes of an operand's memory.

@@ -7,9 +7,17 @@ import (
 )
 
 // MoESortMaxExperts bounds the experts of a moe_sort: its block keeps a
-// count, a tile base, two running ranks and two bit words per warp for each
-// in static shared memory (40 KiB at 512).
+// tile base, an offset, a running rank and a bit word per warp for each in
+// static shared memory (36 KiB at 512).
 const MoESortMaxExperts = 512
+
+// MoESortChunk is the (token, slot) pairs of one block of moe_count and
+// moe_sort: 8 warps of 256 (8 rounds of 32 lanes each).
+const MoESortChunk = 2048
+
+// MoESortBlocks is the blocks of moe_count and moe_sort for rows tokens of
+// k slots: one per chunk of pairs, at least one.
+func MoESortBlocks(rows, k int) int { return max(1, ir.Ceil(rows*k, MoESortChunk)) }
 
 // MoETiles is the most row tiles the (token, slot) pairs of rows tokens
 // routed to k of experts experts fill when each expert's pairs are padded
@@ -34,6 +42,11 @@ var (
 	tilesOperand = ir.OperandSpec{Name: "tiles", DType: ir.I32, Access: ir.Read, Extent: func(p ir.Params, rows int64) int64 {
 		return 1 + moeTiles(p, rows)
 	}}
+	// counts[b][e]: the pairs of chunk b (MoESortChunk pairs) routed to e.
+	countsOperand = ir.OperandSpec{Name: "counts", DType: ir.I32, Access: ir.Read, Extent: func(p ir.Params, rows int64) int64 {
+		return int64(MoESortBlocks(int(rows), p.Int("k")) * p.Int("experts"))
+	}}
+	idsOperand = ir.OperandSpec{Name: "ids", DType: ir.I32, Access: ir.Read, Extent: ir.PerRow("k")}
 )
 
 func written(o ir.OperandSpec) ir.OperandSpec { o.Access = ir.Write; return o }
@@ -46,33 +59,45 @@ func written(o ir.OperandSpec) ir.OperandSpec { o.Access = ir.Write; return o }
 // are moe_gate_up followed by moe_down on bf16 operands; no atomics touch
 // the results, so every run gives the same bits.
 func moeGroupFamilies() []*ir.Family {
-	moeParams := ir.Ints("experts", "hidden", "inter", "k")
+	moeParams := cat(ir.Ints("experts", "hidden", "inter", "k"), ir.Flags("split_a"))
 	tileGrid := func(cols string, per int) func(ir.Params, int, ir.LaunchConfig) ir.LaunchShape {
 		return func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
-			return gemmShared(c.Blocks(ir.Ceil(p.Int(cols), per), MoETiles(max(rows, 1), p.Int("k"), p.Int("experts")), 1), c)
+			return gemmShared(c.Blocks(ir.Ceil(p.Int(cols), per), MoETiles(max(rows, 1), p.Int("k"), p.Int("experts")), 1), p, c)
 		}
 	}
 	return []*ir.Family{
 		{
-			Kind:     ir.MoESort,
-			Operands: []ir.OperandSpec{written(orderOperand), written(tilesOperand), {Name: "ids", DType: ir.I32, Access: ir.Read, Extent: ir.PerRow("k")}},
+			Kind:     ir.MoECount,
+			Operands: []ir.OperandSpec{written(countsOperand), idsOperand},
 			Params:   ir.Ints("experts", "k"),
-			Check: func(p ir.Params) error {
-				if err := topK(p); err != nil {
-					return err
-				}
-				if p.Int("experts") > MoESortMaxExperts {
-					return fmt.Errorf("experts %d: moe_sort holds at most %d", p.Int("experts"), MoESortMaxExperts)
-				}
+			Check:    moeSortCheck,
+			// A block per chunk of pairs: their counts in shared memory.
+			Launch: func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
+				return c.Blocks(MoESortBlocks(rows, p.Int("k")), 1, 1)
+			},
+			Reference: func(a *ir.Args) error {
+				MoECount(a.I32("counts"), a.I32("ids"), a.N, a.Int("k"), a.Int("experts"))
 				return nil
 			},
-			// One block: the ranks are counted in order, round after round.
-			Launch: func(_ ir.Params, _ int, c ir.LaunchConfig) ir.LaunchShape { return c.Blocks(1, 1, 1) },
+			TemplateData: func(ir.Params) map[string]any { return map[string]any{"chunk": MoESortChunk} },
+		},
+		{
+			Kind:     ir.MoESort,
+			Operands: []ir.OperandSpec{written(orderOperand), written(tilesOperand), idsOperand, countsOperand},
+			Params:   ir.Ints("experts", "k"),
+			Check:    moeSortCheck,
+			// A block per chunk of pairs: each scans the chunks' counts for its
+			// offsets and ranks its own chunk's pairs.
+			Launch: func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
+				return c.Blocks(MoESortBlocks(rows, p.Int("k")), 1, 1)
+			},
 			Reference: func(a *ir.Args) error {
 				MoESort(a.I32("order"), a.I32("tiles"), a.I32("ids"), a.N, a.Int("k"), a.Int("experts"))
 				return nil
 			},
-			TemplateData: func(ir.Params) map[string]any { return map[string]any{"tile_rows": GEMMTileRows} },
+			TemplateData: func(ir.Params) map[string]any {
+				return map[string]any{"tile_rows": GEMMTileRows, "chunk": MoESortChunk}
+			},
 		},
 		{
 			Kind: ir.MoEGateUpGroup,
@@ -86,10 +111,11 @@ func moeGroupFamilies() []*ir.Family {
 			Check:  topK,
 			// (half tiles of gate and up rows, row tiles): a block's 128 weight
 			// rows are 64 gate rows and the 64 up rows of the same outputs.
-			Launch: tileGrid("inter", GEMMTileCols/2),
+			Launch:       tileGrid("inter", GEMMTileCols/2),
+			TemplateData: func(ir.Params) map[string]any { return map[string]any{"tile_cols": GEMMTileCols} },
 			Reference: func(a *ir.Args) error {
 				return MoEGateUpGroup(a.F32("act"), a.F32("x"), a.I32("order"), a.I32("tiles"), a.BF16("gate_up"),
-					a.N, a.Int("hidden"), a.Int("inter"), a.Int("k"), a.Int("experts"))
+					a.N, a.Int("hidden"), a.Int("inter"), a.Int("k"), a.Int("experts"), a.Flag("split_a"))
 			},
 		},
 		{
@@ -101,12 +127,13 @@ func moeGroupFamilies() []*ir.Family {
 				{Name: "weights", DType: ir.F32, Access: ir.Read, Extent: ir.PerRow("k")},
 				operandsOf(ir.MoEDown)[4],
 			},
-			Params: moeParams,
-			Check:  topK,
-			Launch: tileGrid("hidden", GEMMTileCols),
+			Params:       moeParams,
+			Check:        topK,
+			Launch:       tileGrid("hidden", GEMMTileCols),
+			TemplateData: func(ir.Params) map[string]any { return map[string]any{"tile_cols": GEMMTileCols} },
 			Reference: func(a *ir.Args) error {
 				return MoEDownGroup(a.F32("ys"), a.F32("act"), a.I32("order"), a.I32("tiles"), a.F32("weights"), a.BF16("down"),
-					a.N, a.Int("hidden"), a.Int("inter"), a.Int("k"), a.Int("experts"))
+					a.N, a.Int("hidden"), a.Int("inter"), a.Int("k"), a.Int("experts"), a.Flag("split_a"))
 			},
 		},
 		{
@@ -124,6 +151,32 @@ func moeGroupFamilies() []*ir.Family {
 				return nil
 			},
 		},
+	}
+}
+
+// moeSortCheck holds moe_count and moe_sort to their shared memory.
+func moeSortCheck(p ir.Params) error {
+	if err := topK(p); err != nil {
+		return err
+	}
+	if p.Int("experts") > MoESortMaxExperts {
+		return fmt.Errorf("experts %d: moe_sort holds at most %d", p.Int("experts"), MoESortMaxExperts)
+	}
+	return nil
+}
+
+// MoECount is moe_sort's first pass: counts[b·experts + e] is the number of
+// pairs among b·MoESortChunk .. (b+1)·MoESortChunk − 1 of the n·k routed to
+// expert e (ids outside the experts left out), for the chunks that hold a
+// pair.
+func MoECount(counts, ids []int32, n, k, experts int) {
+	pairs := n * k
+	used := ir.Ceil(pairs, MoESortChunk)
+	clear(counts[:used*experts])
+	for i, e := range ids[:pairs] {
+		if e >= 0 && int(e) < experts {
+			counts[(i/MoESortChunk)*experts+int(e)]++
+		}
 	}
 }
 
@@ -189,17 +242,18 @@ func sortedGroups(order, tiles []int32, n, k, experts int, each func(e int, pair
 	return nil
 }
 
-// MoEGateUpGroup is MoEGateUp over sorted pairs on x rounded to bf16:
-// act[p] = silu(gate_e·x[t]) ⊙ up_e·x[t] for every pair p = t·k + s of a
-// tile of expert e. Rows of pairs left out (ids outside the experts) are
-// not written.
-func MoEGateUpGroup(act, x []float32, order, tiles []int32, gateUp []uint16, n, hidden, inter, k, experts int) error {
+// MoEGateUpGroup is MoEGateUp over sorted pairs on x as the tensor cores
+// take it (StageA: one bf16 term, or hi + lo when split): act[p] =
+// silu(gate_e·x[t]) ⊙ up_e·x[t] for every pair p = t·k + s of a tile of
+// expert e. Rows of pairs left out (ids outside the experts) are not
+// written.
+func MoEGateUpGroup(act, x []float32, order, tiles []int32, gateUp []uint16, n, hidden, inter, k, experts int, split bool) error {
 	return sortedGroups(order, tiles, n, k, experts, func(e int, pairs []int) {
 		xs := make([]float32, len(pairs)*hidden)
 		for i, p := range pairs {
 			copy(xs[i*hidden:][:hidden], x[(p/k)*hidden:][:hidden])
 		}
-		xs = RoundBF16(xs)
+		xs = StageA(xs, split)
 		h := make([]float32, len(pairs)*2*inter)
 		matmulTile(h, xs, gateUp[e*2*inter*hidden:][:2*inter*hidden], 0, len(pairs), 0, 2*inter, hidden, 2*inter)
 		for i, p := range pairs {
@@ -209,16 +263,16 @@ func MoEGateUpGroup(act, x []float32, order, tiles []int32, gateUp []uint16, n, 
 	})
 }
 
-// MoEDownGroup is MoEDown's products over sorted pairs on act rounded to
-// bf16, each scaled by its routing weight: ys[p] = weights[p] · down_e ·
-// act[p]. Rows of pairs left out are not written.
-func MoEDownGroup(ys, act []float32, order, tiles []int32, weights []float32, down []uint16, n, hidden, inter, k, experts int) error {
+// MoEDownGroup is MoEDown's products over sorted pairs on act as the
+// tensor cores take it (StageA), each scaled by its routing weight: ys[p] =
+// weights[p] · down_e · act[p]. Rows of pairs left out are not written.
+func MoEDownGroup(ys, act []float32, order, tiles []int32, weights []float32, down []uint16, n, hidden, inter, k, experts int, split bool) error {
 	return sortedGroups(order, tiles, n, k, experts, func(e int, pairs []int) {
 		as := make([]float32, len(pairs)*inter)
 		for i, p := range pairs {
 			copy(as[i*inter:][:inter], act[p*inter:][:inter])
 		}
-		as = RoundBF16(as)
+		as = StageA(as, split)
 		out := make([]float32, len(pairs)*hidden)
 		matmulTile(out, as, down[e*hidden*inter:][:hidden*inter], 0, len(pairs), 0, hidden, inter, hidden)
 		for i, p := range pairs {

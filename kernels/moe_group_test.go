@@ -34,6 +34,39 @@ func TestMoESort(t *testing.T) {
 	}
 }
 
+// TestMoECount: each chunk of MoESortChunk pairs counted per expert, ids
+// outside the experts left out, chunks past the pairs untouched.
+func TestMoECount(t *testing.T) {
+	const chunk = kernels.MoESortChunk
+	n, k, experts := (2*chunk+5)/3, 3, 4 // 2 chunks and 5 pairs: 3 chunks
+	ids := make([]int32, n*k)
+	want := make([]int32, 4*experts)
+	for i := range ids {
+		ids[i] = int32(i%5) - 1 // −1, 0, 1, 2, 3
+		if e := ids[i]; e >= 0 {
+			want[(i/chunk)*experts+int(e)]++
+		}
+	}
+	want[3*experts] = 99 // a fourth chunk: no pairs
+	counts := make([]int32, 4*experts)
+	for i := range counts {
+		counts[i] = 99
+	}
+	kernels.MoECount(counts, ids, n, k, experts)
+	for i := 3*experts + 1; i < len(want); i++ {
+		want[i] = 99
+	}
+	if diff := cmp.Diff(want, counts); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+	if got := kernels.MoESortBlocks(n, k); got != 3 {
+		t.Errorf("MoESortBlocks(%d, %d) = %d, want 3", n, k, got)
+	}
+	if got := kernels.MoESortBlocks(0, k); got != 1 {
+		t.Errorf("MoESortBlocks(0, %d) = %d, want 1", k, got)
+	}
+}
+
 // TestMoETilesBound: however the pairs fall, the tiles in use stay within
 // MoETiles (the grid and the buffers the planner sizes).
 func TestMoETilesBound(t *testing.T) {
@@ -55,11 +88,17 @@ func TestMoETilesBound(t *testing.T) {
 }
 
 // TestMoEGroupedMatchesOracle: moe_sort, moe_gate_up_group, moe_down_group
-// and moe_slot_sum give what moe_gate_up and moe_down give on x and act
-// rounded to bf16 (the grouped kernels' operands). Both sides sum in fp32 in
-// possibly different orders (matmul's row paths): within 1e-5 of the
-// output's largest magnitude.
+// and moe_slot_sum give what moe_gate_up and moe_down give on x and act as
+// the grouped kernels stage them (one bf16 term, or hi + lo when split).
+// Both sides sum in fp32 in possibly different orders (matmul's row paths):
+// within 1e-5 of the output's largest magnitude.
 func TestMoEGroupedMatchesOracle(t *testing.T) {
+	for _, split := range []bool{false, true} {
+		testMoEGrouped(t, split)
+	}
+}
+
+func testMoEGrouped(t *testing.T, split bool) {
 	for _, c := range []struct{ n, experts, hidden, inter, k int }{{1, 16, 64, 32, 4}, {65, 16, 64, 32, 4}, {300, 4, 40, 12, 2}, {7, 5, 20, 6, 3}} {
 		rng := rand.New(rand.NewPCG(uint64(c.n), 3))
 		x := randVec(rng, c.n*c.hidden)
@@ -73,21 +112,21 @@ func TestMoEGroupedMatchesOracle(t *testing.T) {
 			}
 		}
 		ids[c.k-1] = -1
-		// The oracle on bf16 operands.
+		// The oracle on the staged operands.
 		act := make([]float32, c.n*c.k*c.inter)
-		kernels.MoEGateUp(act, kernels.RoundBF16(x), ids, gateUp, c.n, c.hidden, c.inter, c.k, c.experts)
+		kernels.MoEGateUp(act, kernels.StageA(x, split), ids, gateUp, c.n, c.hidden, c.inter, c.k, c.experts)
 		want := make([]float32, c.n*c.hidden)
-		kernels.MoEDown(want, kernels.RoundBF16(act), ids, weights, down, c.n, c.hidden, c.inter, c.k, c.experts)
+		kernels.MoEDown(want, kernels.StageA(act, split), ids, weights, down, c.n, c.hidden, c.inter, c.k, c.experts)
 		// The grouped chain.
 		tiles := make([]int32, 1+kernels.MoETiles(c.n, c.k, c.experts))
 		order := make([]int32, (len(tiles)-1)*kernels.GEMMTileRows)
 		kernels.MoESort(order, tiles, ids, c.n, c.k, c.experts)
 		gact := make([]float32, c.n*c.k*c.inter)
-		if err := kernels.MoEGateUpGroup(gact, x, order, tiles, gateUp, c.n, c.hidden, c.inter, c.k, c.experts); err != nil {
+		if err := kernels.MoEGateUpGroup(gact, x, order, tiles, gateUp, c.n, c.hidden, c.inter, c.k, c.experts, split); err != nil {
 			t.Fatal(err)
 		}
 		ys := make([]float32, c.n*c.k*c.hidden)
-		if err := kernels.MoEDownGroup(ys, gact, order, tiles, weights, down, c.n, c.hidden, c.inter, c.k, c.experts); err != nil {
+		if err := kernels.MoEDownGroup(ys, gact, order, tiles, weights, down, c.n, c.hidden, c.inter, c.k, c.experts, split); err != nil {
 			t.Fatal(err)
 		}
 		got := make([]float32, c.n*c.hidden)
@@ -98,7 +137,7 @@ func TestMoEGroupedMatchesOracle(t *testing.T) {
 			worst = max(worst, math.Abs(float64(got[i]-want[i])))
 		}
 		if worst > 1e-5*scale {
-			t.Errorf("%+v: max error %g against a largest output %g", c, worst, scale)
+			t.Errorf("%+v, split %t: max error %g against a largest output %g", c, split, worst, scale)
 		}
 	}
 }
@@ -110,12 +149,12 @@ func TestSortedGroupsRefuses(t *testing.T) {
 	gateUp := make([]uint16, 2*2*2*2)
 	tiles := []int32{5, 0}
 	order := make([]int32, kernels.GEMMTileRows)
-	if err := kernels.MoEGateUpGroup(act, x, order, tiles, gateUp, 1, 2, 2, 1, 2); err == nil {
+	if err := kernels.MoEGateUpGroup(act, x, order, tiles, gateUp, 1, 2, 2, 1, 2, false); err == nil {
 		t.Error("5 tiles for one pair: no error")
 	}
 	tiles = []int32{1, 0}
 	order[0] = 9
-	if err := kernels.MoEGateUpGroup(act, x, order, tiles, gateUp, 1, 2, 2, 1, 2); err == nil {
+	if err := kernels.MoEGateUpGroup(act, x, order, tiles, gateUp, 1, 2, 2, 1, 2, false); err == nil {
 		t.Error("pair 9 of 1: no error")
 	}
 }
@@ -136,20 +175,26 @@ func randBF16(rng *rand.Rand, n int) []uint16 {
 	return w
 }
 
-// TestGEMMReference: gemm's reference is x rounded to bf16 times W in fp32,
-// against the same product in float64 within 1e-5 relative to the row's
-// absolute sum; gemm_add adds it into y.
+// TestGEMMReference: gemm's reference is x rounded to bf16 (hi + lo with
+// split_a) times W in fp32, against the same product in float64 within 1e-5
+// relative to the row's absolute sum; gemm_add adds it into y.
 func TestGEMMReference(t *testing.T) {
 	const rows, k, n = 5, 37, 9
 	rng := rand.New(rand.NewPCG(4, 5))
 	x, w := randVec(rng, rows*k), randBF16(rng, n*k)
 	y0 := randVec(rng, rows*n)
-	for _, kind := range []ir.Kind{ir.GEMM, ir.GEMMAdd} {
+	for _, c := range []struct {
+		kind  ir.Kind
+		split bool
+	}{{ir.GEMM, false}, {ir.GEMMAdd, false}, {ir.GEMM, true}, {ir.GEMMAdd, true}} {
+		kind := c.kind
 		f := kernels.Families[kind]
 		y := slices.Clone(y0)
 		var p ir.Params
 		p.SetInt("k", k)
 		p.SetInt("n", n)
+		p.SetInt("tile_n", kernels.GEMMTileCols)
+		p.SetFlag("split_a", c.split)
 		var block [ir.ParamSlots]int32
 		a := &ir.Args{Family: f, Params: p, N: rows, Block: &block, Mem: [][]byte{f32Bytes(y), f32Bytes(slices.Clone(x)), u16Bytes(w)}}
 		if err := f.Reference(a); err != nil {
@@ -159,14 +204,18 @@ func TestGEMMReference(t *testing.T) {
 			for j := range n {
 				var s, mag float64
 				for i := range k {
-					v := float64(bf16.Round(x[r*k+i])) * float64(bf16.ToFloat32(w[j*k+i]))
+					a := bf16.Round(x[r*k+i])
+					if c.split {
+						a += bf16.Round(x[r*k+i] - a)
+					}
+					v := float64(a) * float64(bf16.ToFloat32(w[j*k+i]))
 					s, mag = s+v, mag+math.Abs(v)
 				}
 				if kind == ir.GEMMAdd {
 					s += float64(y0[r*n+j])
 				}
 				if d := math.Abs(float64(y[r*n+j]) - s); d > 1e-5*(mag+1) {
-					t.Errorf("%s [%d][%d]: got %g, want %g", kind, r, j, y[r*n+j], s)
+					t.Errorf("%s split %t [%d][%d]: got %g, want %g", kind, c.split, r, j, y[r*n+j], s)
 				}
 			}
 		}
@@ -174,3 +223,34 @@ func TestGEMMReference(t *testing.T) {
 }
 
 func u16Bytes(v []uint16) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 2*len(v)) }
+
+// TestSplitBF16: hi + lo carries x to 2⁻¹⁶ of itself (bf16 alone: 2⁻⁸),
+// hi is bf16(x) and lo is bf16(x − hi), so that the kernels' two products
+// add up to the reference's one.
+func TestSplitBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 7))
+	x := randVec(rng, 4096)
+	x = append(x, 0, 1, -1, 1e-30, 3.0000002, -65504.5, float32(math.Inf(1)))
+	split, round := kernels.SplitBF16(x), kernels.RoundBF16(x)
+	for i, v := range x {
+		hi := bf16.Round(v)
+		if want := hi + bf16.Round(v-hi); split[i] != want && !math.IsInf(float64(v), 0) {
+			t.Errorf("SplitBF16(%g) = %g, want hi + lo = %g", v, split[i], want)
+		}
+		if math.IsInf(float64(v), 0) {
+			continue
+		}
+		if d := math.Abs(float64(split[i] - v)); d > math.Abs(float64(v))/(1<<16) {
+			t.Errorf("SplitBF16(%g) = %g: off by %g", v, split[i], d)
+		}
+		if round[i] != hi {
+			t.Errorf("RoundBF16(%g) = %g, want %g", v, round[i], hi)
+		}
+	}
+	if got := kernels.StageA(x[:3], false); !slices.Equal(got, round[:3]) {
+		t.Errorf("StageA one term = %v, want %v", got, round[:3])
+	}
+	if got := kernels.StageA(x[:3], true); !slices.Equal(got, split[:3]) {
+		t.Errorf("StageA split = %v, want %v", got, split[:3])
+	}
+}

@@ -12,27 +12,27 @@ import (
 type Tiling string
 
 const (
-	// TileDefault is off on every target for now: activations rounded to
-	// one bf16 term move the HF fixture's logits past the gates (on the H200
-	// and on the CPU running the tiled references alike), so the
-	// tensor-core families stay behind --tiling on until their A operand
-	// can be split (docs/prefill-gemm.md).
+	// TileDefault is on for GPU targets (their prefill's projections and
+	// routed experts on the tensor cores, the activations split into two
+	// bf16 terms: splitActivations) and off on the cpu, whose plan keeps
+	// the old families as the oracle.
 	TileDefault Tiling = ""
 	TileOn      Tiling = "on"  // on for every target (the tiled families' references run on the CPU)
 	TileOff     Tiling = "off" // never: prefill keeps matmul and the per-slot MoE kernels
 )
 
-// tilePass runs tileMany over the prefill graphs of a GPU target, and the
-// logits pass of many rows (teacher forcing: the LM head over every row).
+// tilePass runs tileMany over the prefill graphs of a GPU target (of any
+// target with TileOn), and the logits pass of many rows (teacher forcing:
+// the LM head over every row).
 func tilePass(c *compilation) error {
-	if c.o.Tiling != TileOn {
+	if c.o.Tiling == TileOff || (c.o.Tiling == TileDefault && !c.o.Target.GPU()) {
 		return nil
 	}
 	for i, g := range c.graphs {
 		if k := c.steps[i].Kind; k != plan.Prefill && k != plan.Logits {
 			continue
 		}
-		if err := tileMany(g); err != nil {
+		if err := tileMany(g, gemmTileCols(c.o.Target)); err != nil {
 			return err
 		}
 	}
@@ -42,11 +42,12 @@ func tilePass(c *compilation) error {
 // tileMany replaces the projections of a prefill graph of more than one
 // row by the tensor-core families (docs/prefill-gemm.md): matmul by gemm,
 // matmul_add by gemm_add, and each routed-expert pair moe_gate_up →
-// moe_down by moe_sort, moe_gate_up_group, moe_down_group, moe_slot_sum.
+// moe_down by moe_count, moe_sort, moe_gate_up_group, moe_down_group,
+// moe_slot_sum.
 // Their tiles take any K, N and row count (partial tiles are zero-filled
 // and not stored, blocks past the logical rows return at once), so no shape
 // keeps the old family; a one-row graph is the streaming pass's.
-func tileMany(g *ir.Graph) error {
+func tileMany(g *ir.Graph, cols int) error {
 	if g.Tokens <= 1 {
 		return nil
 	}
@@ -59,7 +60,18 @@ func tileMany(g *ir.Graph) error {
 			op.Kind = ir.GEMM
 		case ir.MatMulAdd:
 			op.Kind = ir.GEMMAdd
+		default:
+			continue
 		}
+		op.Params = op.Params.Clone()
+		op.Params.SetFlag("split_a", splitActivations)
+		// A projection one narrow tile covers (the GDN's b and a, the shared
+		// expert's gate) would only pad a wide one.
+		n := cols
+		if op.Params.Int("n") <= kernels.GEMMTileCols {
+			n = kernels.GEMMTileCols
+		}
+		op.Params.SetInt("tile_n", int64(n))
 	}
 	groupExperts(g)
 	if err := g.Verify(kernels.Families); err != nil {
@@ -69,10 +81,11 @@ func tileMany(g *ir.Graph) error {
 }
 
 // groupExperts rewrites every moe_gate_up whose act output only the next
-// moe_down of its layer reads into the grouped chain: the pairs sorted
-// once (moe_sort, before the gate_up), the grouped gate_up into the same
-// act, the grouped down into per-pair rows ys, and their slot sum into the
-// down's output. order, tiles and ys are activations shared by the layers.
+// moe_down of its layer reads into the grouped chain: the pairs counted
+// and sorted once (moe_count and moe_sort, before the gate_up), the grouped
+// gate_up into the same act, the grouped down into per-pair rows ys, and
+// their slot sum into the down's output. counts, order, tiles and ys are
+// activations shared by the layers.
 // It returns the number of rewrites.
 func groupExperts(g *ir.Graph) int {
 	u := indexUses(g)
@@ -93,25 +106,30 @@ func groupExperts(g *ir.Graph) int {
 			dn.Operands[1] != act || dn.Operands[2] != gu.Operands[2] || !u.deadAfter(act.Tensor, j) {
 			continue
 		}
-		p := gu.Params
+		p := gu.Params.Clone()
+		p.SetFlag("split_a", splitActivations)
+		dp := dn.Params.Clone()
+		dp.SetFlag("split_a", splitActivations)
 		sortP := ir.Params{Ints: map[string]int64{"experts": int64(p.Int("experts")), "k": int64(p.Int("k"))}}
 		sumP := ir.Params{Ints: map[string]int64{"experts": int64(p.Int("experts")), "hidden": int64(p.Int("hidden")), "k": int64(p.Int("k"))}}
 		if kernels.Families[ir.MoESort].CheckParams(sortP) != nil {
 			continue // more experts than moe_sort's block holds: keep the per-slot kernels
 		}
 		tiles := int64(kernels.MoETiles(g.Tokens, p.Int("k"), p.Int("experts")))
+		counts := tileTensor(g, "moe_counts", ir.I32, int64(kernels.MoESortBlocks(g.Tokens, p.Int("k"))), int64(p.Int("experts")))
 		order := tileTensor(g, "moe_order", ir.I32, tiles*kernels.GEMMTileRows)
 		tileList := tileTensor(g, "moe_tiles", ir.I32, 1+tiles)
 		ys := tileTensor(g, "moe_ys", ir.F32, int64(g.Tokens), int64(p.Int("k")*p.Int("hidden")))
 		ids := gu.Operands[2]
 		rows := gu.Rows
 		replace[i] = []*ir.Op{
-			{Kind: ir.MoESort, Layer: gu.Layer, Rows: rows, Params: sortP, Operands: []ir.Operand{of(order), of(tileList), ids}},
-			{Kind: ir.MoEGateUpGroup, Layer: gu.Layer, Rows: rows, Params: p.Clone(),
+			{Kind: ir.MoECount, Layer: gu.Layer, Rows: rows, Params: sortP.Clone(), Operands: []ir.Operand{of(counts), ids}},
+			{Kind: ir.MoESort, Layer: gu.Layer, Rows: rows, Params: sortP, Operands: []ir.Operand{of(order), of(tileList), ids, of(counts)}},
+			{Kind: ir.MoEGateUpGroup, Layer: gu.Layer, Rows: rows, Params: p,
 				Operands: []ir.Operand{act, gu.Operands[1], of(order), of(tileList), gu.Operands[3]}},
 		}
 		replace[j] = []*ir.Op{
-			{Kind: ir.MoEDownGroup, Layer: dn.Layer, Rows: rows, Params: dn.Params.Clone(),
+			{Kind: ir.MoEDownGroup, Layer: dn.Layer, Rows: rows, Params: dp,
 				Operands: []ir.Operand{of(ys), act, of(order), of(tileList), dn.Operands[3], dn.Operands[4]}},
 			{Kind: ir.MoESlotSum, Layer: dn.Layer, Rows: rows, Params: sumP, Operands: []ir.Operand{dn.Operands[0], of(ys), ids}},
 		}
@@ -139,3 +157,35 @@ func tileTensor(g *ir.Graph, name string, dt ir.DType, shape ...int64) *ir.Tenso
 	}
 	return g.AddTensor(ir.Tensor{Name: name, Role: ir.Activation, DType: dt, Shape: shape})
 }
+
+// tileCols is the gemm tile's weight rows per target. sm_90 takes the wide
+// tile: split, it measured 1.27× the 128-column tile's rate on the H200
+// (8192 × 2048 → 8192: 1.91 ms against 2.43; docs/prefill-gemm.md);
+// gfx1151's 64 KiB hold only the narrow one.
+var tileCols = map[plan.Target]int{plan.SM90: kernels.GEMMTileColsWide, plan.GFX1151: kernels.GEMMTileCols}
+
+// gemmTileCols is the target's tile, or the narrow one where the wide tile's
+// shared memory does not fit the target (the cpu plan's references do not
+// depend on it).
+func gemmTileCols(t plan.Target) int {
+	n, ok := tileCols[t]
+	if !ok {
+		return kernels.GEMMTileCols
+	}
+	var p ir.Params
+	p.SetInt("tile_n", int64(n))
+	p.SetFlag("split_a", splitActivations)
+	if t.GPU() && kernels.GEMMSharedBytes(p, t.Launch()) > t.Launch().MaxSharedBytes {
+		return kernels.GEMMTileCols
+	}
+	return n
+}
+
+// splitActivations: every tiled projection takes its activations as two
+// bf16 terms (split_a). Measured on the CPU with the tiled references (HF
+// fixture, max per-position KLD against transformers over its prompts,
+// docs/prefill-gemm.md): all split 3.3e-5 with every top-1 kept (the CPU
+// gate is 1e-4); any one family left as one bf16 term moves past the gate
+// (the LM head alone 4e-4, q/k/v 0.025, the routed experts, the router,
+// the shared expert and the GDN projections 0.1 to 12).
+const splitActivations = true

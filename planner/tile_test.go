@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
 )
 
@@ -25,19 +26,23 @@ func tiledGraphs(t *testing.T, target plan.Target, tiling Tiling, buckets []int)
 	return out
 }
 
-// TestTilePass: with the pass on (--tiling on; the default is off) every
-// projection of a GPU prefill of several rows is a gemm or gemm_add and
-// every layer's routed experts the grouped chain; the decode step, a
-// one-row prefill, the cpu target and Tiling off keep the old families.
+// TestTilePass: with the pass on (the GPU targets' default) every
+// projection of a GPU prefill of several rows is a gemm or gemm_add with
+// its activations split and every layer's routed experts the grouped
+// chain; the decode step, a one-row prefill, the cpu target and Tiling off
+// keep the old families.
 func TestTilePass(t *testing.T) {
 	const layers = 4
 	for _, target := range plan.GPUTargets() {
 		untiled := tiledGraphs(t, target, TileOff, []int{1, 4})
-		tiled := tiledGraphs(t, target, TileOn, []int{1, 4})
+		tiled := tiledGraphs(t, target, TileDefault, []int{1, 4})
+		if diff := cmp.Diff(kindCounts(tiledGraphs(t, target, TileOn, []int{1, 4})["prefill_4"]), kindCounts(tiled["prefill_4"])); diff != "" {
+			t.Errorf("%s: tiling on differs from the default (-on +default):\n%s", target, diff)
+		}
 		before, after := kindCounts(untiled["prefill_4"]), kindCounts(tiled["prefill_4"])
 		want := map[ir.Kind]int{
 			ir.GEMM: before[ir.MatMul], ir.GEMMAdd: before[ir.MatMulAdd],
-			ir.MoESort: layers, ir.MoEGateUpGroup: layers, ir.MoEDownGroup: layers, ir.MoESlotSum: layers,
+			ir.MoECount: layers, ir.MoESort: layers, ir.MoEGateUpGroup: layers, ir.MoEDownGroup: layers, ir.MoESlotSum: layers,
 		}
 		got := map[ir.Kind]int{}
 		for k := range want {
@@ -57,14 +62,23 @@ func TestTilePass(t *testing.T) {
 				t.Errorf("%s %s changed (-off +on):\n%s", target, name, diff)
 			}
 		}
-		// The sort runs before its layer's gate_up, the slot sum right after
-		// the grouped down.
+		// The count and the sort run before their layer's gate_up, the slot
+		// sum right after the grouped down; every tensor-core op splits.
 		ops := tiled["prefill_4"].Ops
 		for i, op := range ops {
 			switch op.Kind {
+			case ir.GEMM, ir.GEMMAdd, ir.MoEDownGroup:
+				if !op.Params.Flag("split_a") {
+					t.Errorf("%s: op %d %s takes its activations as one bf16 term", target, i, op.Kind)
+				}
+			}
+			switch op.Kind {
 			case ir.MoEGateUpGroup:
-				if i == 0 || ops[i-1].Kind != ir.MoESort || ops[i-1].Layer != op.Layer {
-					t.Errorf("%s: op %d moe_gate_up_group not preceded by its layer's moe_sort", target, i)
+				if i < 2 || ops[i-1].Kind != ir.MoESort || ops[i-1].Layer != op.Layer || ops[i-2].Kind != ir.MoECount || ops[i-2].Layer != op.Layer {
+					t.Errorf("%s: op %d moe_gate_up_group not preceded by its layer's moe_count and moe_sort", target, i)
+				}
+				if !op.Params.Flag("split_a") {
+					t.Errorf("%s: op %d %s takes its activations as one bf16 term", target, i, op.Kind)
 				}
 			case ir.MoEDownGroup:
 				if i+1 == len(ops) || ops[i+1].Kind != ir.MoESlotSum {
@@ -85,5 +99,28 @@ func TestTilingOption(t *testing.T) {
 	_, err := Plan(m, Options{Target: plan.SM90, Buckets: []int{4}, ContextTokens: 64, Tiling: "sideways"})
 	if err == nil || !strings.Contains(err.Error(), `tiling "sideways"`) {
 		t.Errorf("err = %v, want the tiling named", err)
+	}
+}
+
+// TestTileColsFit: the wide tile is taken only where its shared memory
+// fits the target (sm_90, not gfx1151's 64 KiB), and the plans' ops carry
+// the target's tile.
+func TestTileColsFit(t *testing.T) {
+	saved := tileCols
+	defer func() { tileCols = saved }()
+	tileCols = map[plan.Target]int{plan.SM90: kernels.GEMMTileColsWide, plan.GFX1151: kernels.GEMMTileColsWide}
+	got := map[plan.Target]int{plan.SM90: gemmTileCols(plan.SM90), plan.GFX1151: gemmTileCols(plan.GFX1151), plan.CPU: gemmTileCols(plan.CPU)}
+	want := map[plan.Target]int{plan.SM90: kernels.GEMMTileColsWide, plan.GFX1151: kernels.GEMMTileCols, plan.CPU: kernels.GEMMTileCols}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tile columns (-want +got):\n%s", diff)
+	}
+	for _, op := range tiledGraphs(t, plan.SM90, TileDefault, []int{4})["prefill_4"].Ops {
+		want := kernels.GEMMTileColsWide
+		if op.Params.Int("n") <= kernels.GEMMTileCols {
+			want = kernels.GEMMTileCols
+		}
+		if op.Kind == ir.GEMM && op.Params.Int("tile_n") != want {
+			t.Errorf("sm_90 gemm of %d columns with tile_n %d, want %d", op.Params.Int("n"), op.Params.Int("tile_n"), want)
+		}
 	}
 }

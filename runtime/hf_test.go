@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,8 +11,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/aimaproject/aimac/checkpoint"
 	"github.com/aimaproject/aimac/loader"
 	"github.com/aimaproject/aimac/npy"
+	"github.com/aimaproject/aimac/plan"
+	"github.com/aimaproject/aimac/planner"
 	"github.com/aimaproject/aimac/runtime"
 )
 
@@ -58,44 +62,82 @@ func TestHuggingFaceLogits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range ref.Prompts {
-			shape, want, err := npy.ReadFile(filepath.Join(hfFixture, p.Logits))
-			if err != nil {
-				t.Fatal(err)
-			}
-			V := shape[1]
-			if shape[0] != len(p.Tokens) || V != l.Engine.Vocab() {
-				t.Fatalf("%s: shape %v for %d tokens, vocab %d", p.Logits, shape, len(p.Tokens), l.Engine.Vocab())
-			}
-			if err := l.Engine.Reset(); err != nil {
-				t.Fatal(err)
-			}
-			var maxKL float64
-			mismatches := 0
-			last, err := l.Engine.Prefill(context.Background(), p.Tokens, func(start int, rows [][]float32) error {
-				for i, got := range rows {
-					pos := start + i
-					w := want[pos*V : (pos+1)*V]
-					maxKL = math.Max(maxKL, klDivergence(w, got))
-					if runtime.Argmax(w) != runtime.Argmax(got) {
-						mismatches++
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			lastWant := want[(len(p.Tokens)-1)*V:]
-			if kl := klDivergence(lastWant, last); kl > 1e-4 {
-				t.Errorf("buckets %v, %d tokens: next-token logits KLD %.3g", buckets, len(p.Tokens), kl)
-			}
-			t.Logf("buckets %v, %3d tokens: max KLD %.3g, top-1 mismatches %d", buckets, len(p.Tokens), maxKL, mismatches)
-			if maxKL > 1e-4 || mismatches > 0 {
-				t.Errorf("buckets %v, %d tokens: max KLD %.3g (limit 1e-4), %d top-1 mismatches", buckets, len(p.Tokens), maxKL, mismatches)
-			}
-		}
+		checkHFLogits(t, ref, l.Engine, fmt.Sprintf("buckets %v", buckets), 1e-4)
 		l.Close()
+	}
+}
+
+// TestHuggingFaceLogitsTiled holds the tiled plan (gemm, gemm_add and the
+// grouped MoE chain in prefill and the logits pass, their references
+// computing what the tensor cores do: the activations as two bf16 terms
+// where the plan splits them) to transformers by the CPU's own gate, run
+// on the CPU: what the GPU plans compute, to within the order of their
+// fp32 sums.
+func TestHuggingFaceLogitsTiled(t *testing.T) {
+	ref := readReference(t)
+	ck, err := checkpoint.Open(hfFixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	m, err := planner.FromCheckpoint("hf-tiny", ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, buckets := range [][]int{{256}, {8, 32}} {
+		p, err := planner.Plan(m, planner.Options{Target: plan.CPU, Buckets: buckets, ContextTokens: 512, Tiling: planner.TileOn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := runtime.NewEngine(p, runtime.NewCPU(), runtime.CheckpointWeights(ck))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkHFLogits(t, ref, e, fmt.Sprintf("tiled, buckets %v", buckets), 1e-4)
+		e.Close()
+	}
+}
+
+// checkHFLogits prefills every reference prompt on e and holds each
+// position's logits to transformers': KLD ≤ limit, the same top-1.
+func checkHFLogits(t *testing.T, ref reference, e *runtime.Engine, what string, limit float64) {
+	t.Helper()
+	for _, p := range ref.Prompts {
+		shape, want, err := npy.ReadFile(filepath.Join(hfFixture, p.Logits))
+		if err != nil {
+			t.Fatal(err)
+		}
+		V := shape[1]
+		if shape[0] != len(p.Tokens) || V != e.Vocab() {
+			t.Fatalf("%s: shape %v for %d tokens, vocab %d", p.Logits, shape, len(p.Tokens), e.Vocab())
+		}
+		if err := e.Reset(); err != nil {
+			t.Fatal(err)
+		}
+		var maxKL float64
+		mismatches := 0
+		last, err := e.Prefill(context.Background(), p.Tokens, func(start int, rows [][]float32) error {
+			for i, got := range rows {
+				pos := start + i
+				w := want[pos*V : (pos+1)*V]
+				maxKL = math.Max(maxKL, klDivergence(w, got))
+				if runtime.Argmax(w) != runtime.Argmax(got) {
+					mismatches++
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lastWant := want[(len(p.Tokens)-1)*V:]
+		if kl := klDivergence(lastWant, last); kl > limit {
+			t.Errorf("%s, %d tokens: next-token logits KLD %.3g", what, len(p.Tokens), kl)
+		}
+		t.Logf("%s, %3d tokens: max KLD %.3g, top-1 mismatches %d", what, len(p.Tokens), maxKL, mismatches)
+		if maxKL > limit || mismatches > 0 {
+			t.Errorf("%s, %d tokens: max KLD %.3g (limit %.3g), %d top-1 mismatches", what, len(p.Tokens), maxKL, limit, mismatches)
+		}
 	}
 }
 

@@ -119,73 +119,123 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // within an expert (a stable counting sort), each expert's run padded with −1 to whole
 // tiles of BMR rows: order[i·BMR + r] = pair of row r of tile i, tiles[0] = tiles in
 // use, tiles[1 + i] = expert of tile i. Ids outside [0, EXPERTS) are left out.
-// Grid: one block. Counts first (shared atomics: the counts do not depend on their
-// order), then the bases, then the ranks round after round of BDIM_X pairs: each pair
-// sets its lane's bit in its expert's word for its warp, and its rank is the expert's
-// running count plus the bits of earlier warps and lanes — no order of atomics shows.
-// The expert threads write the next round's counts beside this round's (two barriers
-// a round).
+// Grid: one block per chunk of CHUNK pairs, after moe_count wrote each chunk's counts.
+// Every block sums the counts of all chunks (the experts' totals, hence the tile
+// bases) and of the chunks before its own (its offset in each expert's run), writes
+// the tiles and padding of the experts e with e % blocks = its index, then ranks its
+// own chunk: each warp takes CHUNK / WARPS consecutive pairs, counts them per expert
+// (the warps' offsets inside the block), then walks them in rounds of 32 lanes, a
+// pair's rank being its warp's running count of its expert plus the lanes below it
+// of the same expert (one bit word per warp and expert). No atomic's order shows.
 constexpr int EXPERTS = 256;
 constexpr int TOPK = 8;
 constexpr int BMR = 128;
+constexpr int CHUNK = 2048;
 constexpr int WARPS = BDIM_X / WARP_SIZE;
+constexpr int PER_WARP = CHUNK / WARPS;
 static_assert(WARP_SIZE == 32, "a warp's pairs are the bits of one word");
+static_assert(CHUNK % (WARPS * WARP_SIZE) == 0, "a warp's share of the chunk is whole rounds");
 DEVICE void shared_add(int* p, int v) { __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
 DEVICE void shared_or(unsigned int* p, unsigned int v) { __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }
 DEVICE int popc(unsigned int v) { return __builtin_popcount(v); }
-KERNEL void moe_sort_9c27ac4d(int* order, int* tiles, const int* ids, int n, const int* params) {
+// A wave32 runs in lock step: the fences order its LDS accesses around the point.
+DEVICE void warp_sync() {
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+  __builtin_amdgcn_wave_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+}
+KERNEL void moe_sort_9c27ac4d(int* order, int* tiles, const int* ids, const int* counts, int n, const int* params) {
   if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
-  SHARED int count[EXPERTS];
-  SHARED int base[EXPERTS];
-  // Double-buffered by round parity: round r ranks with run[r%2] and bits[r%2] while
-  // the expert threads write run[1 − r%2] and clear bits[1 − r%2] for the next round,
-  // so a round needs two barriers.
-  SHARED int run[2][EXPERTS];
-  SHARED unsigned int bits[2][EXPERTS * WARPS];
+  SHARED int tbase[EXPERTS];  // the expert's first tile
+  SHARED int total[EXPERTS];  // the expert's pairs
+  SHARED int offset[EXPERTS]; // this block's first row in the expert's run
+  SHARED int run[WARPS][EXPERTS];            // a warp's running row per expert
+  SHARED unsigned int bits[WARPS][EXPERTS];  // the lanes of a round per expert
+  SHARED int sums[WARP_SIZE];
   const int pairs = n * TOPK;
+  const int blocks = pairs > 0 ? (pairs + CHUNK - 1) / CHUNK : 1;
+  if (BID_X >= blocks) return;
+  // The experts' totals and this block's offsets in their runs.
   for (int e = TID_X; e < EXPERTS; e += BDIM_X) {
-    count[e] = 0;
-    run[0][e] = 0;
+    int before = 0, all = 0;
+    for (int b = 0; b < blocks && b * CHUNK < pairs; ++b) {
+      const int c = counts[(long long)b * EXPERTS + e];
+      if (b < BID_X) before += c;
+      all += c;
+    }
+    total[e] = all;
+    offset[e] = before;
   }
-  for (int w = TID_X; w < EXPERTS * WARPS; w += BDIM_X) bits[0][w] = 0u;
+  for (int w = 0; w < WARPS; ++w)
+    for (int e = TID_X; e < EXPERTS; e += BDIM_X) {
+      run[w][e] = 0;
+      bits[w][e] = 0u;
+    }
   block_sync();
-  for (int i = TID_X; i < pairs; i += BDIM_X) {
+  // Tile bases: warp 0's lanes take EPL consecutive experts each.
+  if (WARP == 0) {
+    constexpr int EPL = (EXPERTS + WARP_SIZE - 1) / WARP_SIZE;
+    const int e0 = LANE * EPL;
+    int s = 0;
+    for (int e = e0; e < e0 + EPL && e < EXPERTS; ++e) s += (total[e] + BMR - 1) / BMR;
+    sums[LANE] = s;
+    warp_sync();
+    int base = 0;
+    for (int l = 0; l < LANE; ++l) base += sums[l];
+    for (int e = e0; e < e0 + EPL && e < EXPERTS; ++e) {
+      tbase[e] = base;
+      base += (total[e] + BMR - 1) / BMR;
+    }
+    if (LANE == WARP_SIZE - 1 && BID_X == 0) tiles[0] = base;
+  }
+  block_sync();
+  // The tiles and padding of this block's share of the experts.
+  for (int e = BID_X + blocks * TID_X; e < EXPERTS; e += blocks * BDIM_X) {
+    const int t = (total[e] + BMR - 1) / BMR;
+    for (int j = 0; j < t; ++j) tiles[1 + tbase[e] + j] = e;
+    for (int r = total[e]; r < t * BMR; ++r) order[(long long)tbase[e] * BMR + r] = -1;
+  }
+  // The warps' counts of their shares of the chunk.
+  const int w0 = BID_X * CHUNK + WARP * PER_WARP;
+  const int w1 = w0 + PER_WARP < pairs ? w0 + PER_WARP : pairs;
+  for (int i = w0 + LANE; i < w1; i += WARP_SIZE) {
     const int e = ids[i];
-    if (e >= 0 && e < EXPERTS) shared_add(&count[e], 1);
+    if (e >= 0 && e < EXPERTS) shared_add(&run[WARP][e], 1);
   }
   block_sync();
-  if (TID_X == 0) {
-    int used = 0;
-    for (int e = 0; e < EXPERTS; ++e) {
-      base[e] = used;
-      used += (count[e] + BMR - 1) / BMR;
-    }
-    tiles[0] = used;
-  }
-  block_sync();
+  // Each warp's first row per expert: the block's offset plus the earlier warps'.
   for (int e = TID_X; e < EXPERTS; e += BDIM_X) {
-    const int t = (count[e] + BMR - 1) / BMR;
-    for (int j = 0; j < t; ++j) tiles[1 + base[e] + j] = e;
-    for (int r = count[e]; r < t * BMR; ++r) order[(long long)base[e] * BMR + r] = -1;
+    int r = tbase[e] * BMR + offset[e];
+    for (int w = 0; w < WARPS; ++w) {
+      const int c = run[w][e];
+      run[w][e] = r;
+      r += c;
+    }
   }
-  for (int r0 = 0, b = 0; r0 < pairs; r0 += BDIM_X, b ^= 1) {
-    const int i = r0 + TID_X;
-    const int e = i < pairs ? ids[i] : -1;
+  block_sync();
+  // Ranks, round after round of 32 pairs per warp (warp-synchronous from here).
+  for (int i0 = w0; i0 < w1; i0 += WARP_SIZE) {
+    const int i = i0 + LANE;
+    const int e = i < w1 ? ids[i] : -1;
     const bool valid = e >= 0 && e < EXPERTS;
-    if (valid) shared_or(&bits[b][e * WARPS + WARP], 1u << LANE);
-    block_sync();
+    if (valid) shared_or(&bits[WARP][e], 1u << LANE);
+    warp_sync();
+    unsigned int peers = 0u;
+    int row = 0;
     if (valid) {
-      int rank = run[b][e] + popc(bits[b][e * WARPS + WARP] & ((1u << LANE) - 1u));
-      for (int w = 0; w < WARP; ++w) rank += popc(bits[b][e * WARPS + w]);
-      order[(long long)base[e] * BMR + rank] = i;
+      peers = bits[WARP][e];
+      row = run[WARP][e];
     }
-    for (int x = TID_X; x < EXPERTS; x += BDIM_X) {
-      int s = 0;
-      for (int w = 0; w < WARPS; ++w) s += popc(bits[b][x * WARPS + w]);
-      run[b ^ 1][x] = run[b][x] + s;
+    warp_sync();
+    if (valid) {
+      order[(long long)row + popc(peers & ((1u << LANE) - 1u))] = i;
+      // The lowest lane of each expert moves its run on and clears its word.
+      if ((peers & ((1u << LANE) - 1u)) == 0u) {
+        run[WARP][e] = row + popc(peers);
+        bits[WARP][e] = 0u;
+      }
     }
-    for (int w = TID_X; w < EXPERTS * WARPS; w += BDIM_X) bits[b ^ 1][w] = 0u;
-    block_sync();
+    warp_sync();
   }
 }
