@@ -130,7 +130,7 @@ func fusePass(c *compilation) error {
 		// concatenated projection).
 		n += fuseProjections(g)
 		n += fuseNormGEMV(g, c.o.Target)
-		if c.steps[i].Kind == plan.DecodeStep && c.o.MoERouter {
+		if c.steps[i].Kind.Decode() && c.o.MoERouter {
 			// After the norms: the router is the rmsnorm_gemv it folds in.
 			n += fuseMoERouter(g, c.o.Target)
 		}

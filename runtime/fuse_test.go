@@ -186,7 +186,13 @@ func TestResidentPlan(t *testing.T) {
 			}
 		}
 	}
-	layers := m.Config.NumHiddenLayers
+	// Every decode phase (decode, decode_greedy) folds each layer's router.
+	layers := 0
+	for _, ph := range p.Phases {
+		if ph.Kind.Decode() {
+			layers += m.Config.NumHiddenLayers
+		}
+	}
 	if n := count(fused, ir.MoEDecodeRouteGateUp); n != layers {
 		t.Fatalf("the fused plan has %d moe_decode_route_gate_up launches, want %d", n, layers)
 	}
