@@ -55,9 +55,9 @@ type Options struct {
 	// gdn_decode_step, or the chain).
 	GDNColumnTile int
 	// PrefillAttention chooses the prefill steps' attention (the flash
-	// pass): PrefillDefault (flash on GPU targets, eager on the cpu, whose
-	// plan keeps the oracle), PrefillFlash, PrefillFlashBF16 or PrefillEager
-	// on any target.
+	// pass): PrefillDefault (flash where the target can split its operands,
+	// sm_90; eager on gfx1151 and the cpu, whose plan keeps the oracle),
+	// PrefillFlash, PrefillFlashBF16 or PrefillEager on any target.
 	PrefillAttention PrefillAttention
 }
 
