@@ -13,6 +13,7 @@ import (
 	"github.com/aimaproject/aimac/hipcc"
 	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
+	"github.com/aimaproject/aimac/plans"
 )
 
 // The tolerances of attention_prefill against attention ∘ attn_output_gate.
@@ -55,15 +56,18 @@ func prefillKernel(hq, hkv, d, capacity, bm, bn int, bf16KV, splitQP, splitKV bo
 // rows), plain bf16 operands; f32 and bf16 KV; the tiny fixtures' heads
 // (4, 2, 32) at odd lengths with and without a cached prefix; a group of 3
 // (tiles cut mid-token), one KV head per query head of 128 dims, head_dim
-// 80 and 96 (5 and 6 accumulator atoms: p·v's fragment batches must divide
-// them); and gfx1151's tile and precision (64 × 16, plain bf16 operands:
+// 192 (24 chunks a row: the swizzle stays within it; 12 accumulator atoms,
+// p·v's batches of 4 or 2), the 64-position tile of a split bf16 cache at
+// head_dim 256 (its registers spill: no plan takes it); and gfx1151's tile and precision (64 × 16, plain bf16 operands:
 // flash-bf16) on the same code paths.
 func prefillCases() []gpuCase {
 	var cs []gpuCase
 	for _, bf := range []bool{false, true} {
 		sfx := map[bool]string{false: "", true: "_bf16"}[bf]
-		bn := map[bool]int{false: 32, true: 64}[bf] // the planner's sm_90 tiles
-		real := func(capacity int) plan.Kernel { return prefillKernel(16, 2, 256, capacity, 128, bn, bf, true, true) }
+		bn := map[bool]int{false: 32, true: 64}[bf] // smaller heads' tiles (the planner's for bf16 KV)
+		// The planner's sm_90 tile at head_dim 256: 32 positions with either
+		// cache (an f32 cache's shared memory, a bf16 cache's registers).
+		real := func(capacity int) plan.Kernel { return prefillKernel(16, 2, 256, capacity, 128, 32, bf, true, true) }
 		split := func(hq, hkv, d, capacity int) plan.Kernel {
 			return prefillKernel(hq, hkv, d, capacity, 128, bn, bf, true, true)
 		}
@@ -82,8 +86,8 @@ func prefillCases() []gpuCase {
 			gpuCase{"pf_tiny_tiles" + sfx, split(4, 2, 32, 200), 131, 5},
 			gpuCase{"pf_group3" + sfx, split(6, 2, 64, 120), 43, 10},
 			gpuCase{"pf_mha" + sfx, split(2, 2, 128, 90), 70, 17},
-			gpuCase{"pf_hd80" + sfx, split(4, 2, 80, 100), 37, 11},
-			gpuCase{"pf_hd96_plain" + sfx, prefillKernel(4, 2, 96, 100, 128, bn, bf, false, false), 29, 40},
+			gpuCase{"pf_hd192" + sfx, split(4, 2, 192, 100), 37, 11},
+			gpuCase{"pf_hd192_plain" + sfx, prefillKernel(4, 2, 192, 100, 128, bn, bf, false, false), 29, 40},
 			gpuCase{"pf_gfxtile" + sfx, prefillKernel(16, 2, 256, 300, 64, 16, bf, false, false), 65, 100},
 			gpuCase{"pf_gfxtile_tiny" + sfx, prefillKernel(4, 2, 32, 64, 64, 16, bf, false, false), 9, 40},
 		)
@@ -91,6 +95,7 @@ func prefillCases() []gpuCase {
 			cs = append(cs,
 				gpuCase{"pf_t1000" + sfx, real(1024), 1000, 0},
 				gpuCase{"pf_cached100" + sfx, real(3200), 100, 3000},
+				gpuCase{"pf_cached65_n64" + sfx, prefillKernel(16, 2, 256, 300, 128, 64, bf, true, false), 65, 100},
 			)
 		}
 	}
@@ -121,9 +126,10 @@ const prefillCheckTokens = 16
 // speed cases (an 8K prompt's q, gate and out rows are 512 MB: without
 // -gpucases they are written to the temporary directory at a sixteenth of
 // the rows): 1K and 8K with the planner's sm_90 tiles and precision (bf16
-// KV: q and p split; f32 KV: all four), beside them on the same bytes
-// plain bf16 operands (what the split costs) and the 32-position tile (the
-// split's fallback should 128 × 64 spill), and an 8K segment after 24K
+// KV: q and p split, 128 × 32; f32 KV: all four), every kernel at the
+// plans' capacity of 256K positions, beside them on the same bytes plain
+// bf16 operands (what the split costs) and the 64-position tile (`_n64`:
+// faster, but it spills), and an 8K segment after 24K
 // cached positions (the last bucket of a 32K prompt: the K/V caches
 // written as one period of 512 positions and tiled on the device, the
 // first 16 tokens checked, plain beside it) and after 120K (a 128K
@@ -152,15 +158,15 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 		gpuCase{"pf_cached128k_bf16", prefillKernel(16, 2, 256, long, 128, 64, true, true, true), 9, long - 9}, 3900, 512)
 	const hq, hkv, d = 16, 2, 256
 	speeds := []prefillSpeed{
-		{"pf_speed_1k_bf16", 1024, 0, true, true, 50, 128, 64, ""},
+		{"pf_speed_1k_bf16", 1024, 0, true, true, 50, 128, 32, ""},
 		{"pf_speed_1k_bf16_plain", 1024, 0, true, false, 50, 128, 64, "pf_speed_1k_bf16"},
 		{"pf_speed_1k_f32", 1024, 0, false, true, 50, 128, 32, ""},
-		{"pf_speed_8k_bf16", 8192, 0, true, true, 5, 128, 64, ""},
-		{"pf_speed_8k_bf16_n32", 8192, 0, true, true, 5, 128, 32, "pf_speed_8k_bf16"},
+		{"pf_speed_8k_bf16", 8192, 0, true, true, 5, 128, 32, ""},
+		{"pf_speed_8k_bf16_n64", 8192, 0, true, true, 5, 128, 64, "pf_speed_8k_bf16"},
 		{"pf_speed_8k_bf16_plain", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16"},
-		{"pf_speed_32k_bucket_bf16", 8192, 24576, true, true, 2, 128, 64, ""},
+		{"pf_speed_32k_bucket_bf16", 8192, 24576, true, true, 2, 128, 32, ""},
 		{"pf_speed_32k_bucket_bf16_plain", 8192, 24576, true, false, 2, 128, 64, "pf_speed_32k_bucket_bf16"},
-		{"pf_speed_128k_bucket_bf16", 8192, 122880, true, true, 1, 128, 64, ""},
+		{"pf_speed_128k_bucket_bf16", 8192, 122880, true, true, 1, 128, 32, ""},
 	}
 	for i, sp := range speeds {
 		es := int64(4)
@@ -169,7 +175,10 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 		}
 		sp.n /= scale
 		sp.pos /= scale
-		k := prefillKernel(hq, hkv, d, sp.pos+sp.n, sp.bm, sp.bn, sp.bf16, sp.split, sp.split)
+		// The plans' capacity, so that a case's kernel is the plan's (ptxas's
+		// registers and spills with them); the caches one period of 512
+		// positions, tiled on the device.
+		k := prefillKernel(hq, hkv, d, plans.DefaultContextTokens/scale, sp.bm, sp.bn, sp.bf16, sp.split, sp.split)
 		c := gpuCase{sp.name, k, sp.n, sp.pos}
 		dir := filepath.Join(out, sp.name)
 		var meta caseMeta
@@ -184,7 +193,7 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 		}
 		switch {
 		case sp.from == "" && sp.pos == 0:
-			writeCase(t, dir, c, uint64(4000+i))
+			writeCaseTiled(t, dir, c, uint64(4000+i), 512)
 			readMeta(dir)
 		case sp.from == "":
 			// The reference covers the first tokens; the launch runs all n rows
@@ -231,7 +240,7 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 		}
 		flops := kernels.PrefillFLOPs(c.k.Params, sp.n, sp.pos)
 		meta.TimeReps, meta.FLOPs = sp.reps, flops
-		meta.Bytes = int64(sp.n)*hq*d*4*3 + 2*int64(sp.pos+sp.n)*hkv*d*es
+		meta.Bytes = int64(sp.n)*hq*d*4*3 + 2*int64(sp.pos+sp.n)*hkv*d*es // the visible context's K/V, not the capacity
 		mmas := kernels.PrefillMMAs(c.k.Params)
 		meta.Note = fmt.Sprintf("causal prefill of %d rows from position %d, %s KV, tile %d × %d, %d products per pair (2: plain bf16): %.3g TFLOP of attention; at 400 TFLOP/s of products %.0f µs",
 			sp.n, sp.pos, map[bool]string{false: "f32", true: "bf16"}[sp.bf16], sp.bm, sp.bn, mmas, float64(flops)/1e12, float64(flops)*float64(mmas)/2/400e12*1e6)

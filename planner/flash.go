@@ -42,9 +42,11 @@ func (o *Options) flash() bool {
 type prefillTile struct{ m, n int }
 
 // prefillTiles are a target's tiles, best first; the first whose shared
-// memory fits the target is taken. sm_90 runs 8 warps of 16 rows on 64
-// positions (213 KB at head_dim 256 with a bf16 cache and q split, 147 KB
-// plain), or on 32 when an f32 cache's split doubles the K and V tiles too;
+// memory fits the target (and, with q and p split over a bf16 cache, whose
+// registers do: splitLiveMax) is taken. sm_90 runs 8 warps of 16 rows on 64
+// positions (147 KB at head_dim 256 plain), or on 32 when an f32 cache's
+// split doubles the K and V tiles or a bf16 cache's split q and p need the
+// registers (172 KB);
 // gfx1151 runs 16-position tiles in its 64 KiB of LDS, 4 waves (plain
 // bf16 operands only: prefillSplits). The cpu runs the reference, whatever
 // the tile: it takes sm_90's.
@@ -77,6 +79,14 @@ var prefillSplits = map[plan.Target]prefillSplit{
 	plan.CPU:     {qp: true, kv: true},
 }
 
+// splitLiveMax bounds a lane's accumulator and score registers (head_dim/2
+// + block_n/2) in a sm_90 kernel with q and p split over a bf16 cache:
+// measured on the H200 at head_dim 256, 128 × 64 (128 + 32) took 255
+// registers and spilled 24 bytes, 128 × 32 (128 + 16) 254 without spills
+// (4.19 ms a layer at 8K against plain bf16's 2.79 and the eager pair's
+// 79). Smaller heads take 64 positions (head_dim 128: 64 + 32).
+const splitLiveMax = 144
+
 // prefillParams are the attention_prefill parameters of an attention op:
 // its own, the precision above (none with plain), and the first tile that
 // fits; ok is false when none does or the precision needs splits the target
@@ -89,6 +99,9 @@ func prefillParams(p ir.Params, target plan.Target, plain bool, tiles []prefillT
 		return ir.Params{}, false
 	}
 	for _, t := range tiles {
+		if splitQP && !splitKV && p.Int("head_dim")/2+t.n/2 > splitLiveMax {
+			continue
+		}
 		fp := p.Clone()
 		fp.SetInt("block_m", int64(t.m))
 		fp.SetInt("block_n", int64(t.n))
@@ -129,7 +142,7 @@ func flashPass(c *compilation) error {
 // next op to touch it gates in place (attn_output_gate over the same rows,
 // heads and head_dim, its gate rows untouched in between) into
 // attention_prefill, when head_dim suits the
-// tensor-core tiles (a multiple of 16 up to kernels.PrefillHeadDimMax) and
+// tensor-core tiles (kernels.PrefillTileDim, up to kernels.PrefillHeadDimMax) and
 // a tile's shared memory fits the target (prefillParams). It returns the number of
 // rewrites.
 func flashPrefillAttention(g *ir.Graph, target plan.Target, plain bool, tiles []prefillTile, c ir.LaunchConfig) int {
@@ -142,7 +155,7 @@ func flashPrefillAttention(g *ir.Graph, target plan.Target, plain bool, tiles []
 		}
 		p := op.Params
 		d := p.Int("head_dim")
-		if d%16 != 0 || d > kernels.PrefillHeadDimMax {
+		if !kernels.PrefillTileDim(d) || d > kernels.PrefillHeadDimMax {
 			continue
 		}
 		o := op.Operands[0]
