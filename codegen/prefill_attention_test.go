@@ -13,6 +13,7 @@ import (
 	"github.com/aimaproject/aimac/hipcc"
 	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
+	"github.com/aimaproject/aimac/plans"
 )
 
 // The tolerances of attention_prefill against attention ∘ attn_output_gate.
@@ -46,27 +47,29 @@ func prefillKernel(hq, hkv, d, capacity, bm, bn int, bf16KV, splitQP, splitKV bo
 }
 
 // prefillCases are the correctness cases, with the planner's precision
-// (an f32 cache: q, k, v and p split; a bf16 one: plain bf16) and tiles
-// unless named plain or split:
+// (q and p split into two bf16 terms; an f32 cache's k and v too) and tiles
+// unless named plain:
 // the real model's heads (16 query, 2 KV, 256 dims) at T = 1, 63, 64, 65
-// from position 0 (a tile of 128 rows is 16 tokens × 8 heads: 63 tokens end
-// mid-tile), 65 and 1 rows after cached earlier-segment rows, a segment
-// ending at the cache's last position, several tiles (200 rows), plain bf16
-// operands; f32 and bf16 KV; the tiny fixtures' heads (4, 2, 32) at odd
-// lengths with and without a cached prefix; a group of 3 (tiles cut
-// mid-token), one KV head per query head of 128 dims; and gfx1151's tile
-// and precision (64 × 16, plain bf16 operands) on the same code paths.
+// and 1000 from position 0 (a tile of 128 rows is 16 tokens × 8 heads: 63
+// tokens end mid-tile), 65, 1 and 100 rows after cached earlier-segment
+// rows, a segment ending at the cache's last position, several tiles (200
+// rows), plain bf16 operands; f32 and bf16 KV; the tiny fixtures' heads
+// (4, 2, 32) at odd lengths with and without a cached prefix; a group of 3
+// (tiles cut mid-token), one KV head per query head of 128 dims, head_dim
+// 192 (24 chunks a row: the swizzle stays within it; 12 accumulator atoms,
+// p·v's batches of 4 or 2), the 64-position tile of a split bf16 cache at
+// head_dim 256 (its registers spill: no plan takes it); and gfx1151's tile and precision (64 × 16, plain bf16 operands:
+// flash-bf16) on the same code paths.
 func prefillCases() []gpuCase {
 	var cs []gpuCase
 	for _, bf := range []bool{false, true} {
 		sfx := map[bool]string{false: "", true: "_bf16"}[bf]
-		bn := map[bool]int{false: 32, true: 64}[bf] // the planner's sm_90 tiles
-		// The planner's precision: an f32 cache splits q, k, v and p, a bf16
-		// one none; the other one under the name "plain" or "split".
-		real := func(capacity int) plan.Kernel { return prefillKernel(16, 2, 256, capacity, 128, bn, bf, !bf, true) }
-		other, otherName := prefillKernel(16, 2, 256, 300, 128, 64, bf, false, false), "pf_plain"
-		if bf {
-			other, otherName = prefillKernel(16, 2, 256, 300, 128, 64, bf, true, false), "pf_split"
+		bn := map[bool]int{false: 32, true: 64}[bf] // smaller heads' tiles (the planner's for bf16 KV)
+		// The planner's sm_90 tile at head_dim 256: 32 positions with either
+		// cache (an f32 cache's shared memory, a bf16 cache's registers).
+		real := func(capacity int) plan.Kernel { return prefillKernel(16, 2, 256, capacity, 128, 32, bf, true, true) }
+		split := func(hq, hkv, d, capacity int) plan.Kernel {
+			return prefillKernel(hq, hkv, d, capacity, 128, bn, bf, true, true)
 		}
 		cs = append(cs,
 			gpuCase{"pf_t1" + sfx, real(80), 1, 0},
@@ -77,26 +80,35 @@ func prefillCases() []gpuCase {
 			gpuCase{"pf_cached1" + sfx, real(300), 1, 219},
 			gpuCase{"pf_full" + sfx, real(300), 37, 263},
 			gpuCase{"pf_t200" + sfx, real(260), 200, 3},
-			gpuCase{otherName + sfx, other, 65, 100},
-			gpuCase{"pf_tiny7" + sfx, prefillKernel(4, 2, 32, 64, 128, bn, bf, !bf, true), 7, 0},
-			gpuCase{"pf_tiny_cached" + sfx, prefillKernel(4, 2, 32, 128, 128, bn, bf, !bf, true), 33, 19},
-			gpuCase{"pf_tiny_tiles" + sfx, prefillKernel(4, 2, 32, 200, 128, bn, bf, !bf, true), 131, 5},
-			gpuCase{"pf_group3" + sfx, prefillKernel(6, 2, 64, 120, 128, bn, bf, !bf, true), 43, 10},
-			gpuCase{"pf_mha" + sfx, prefillKernel(2, 2, 128, 90, 128, bn, bf, !bf, true), 70, 17},
+			gpuCase{"pf_plain" + sfx, prefillKernel(16, 2, 256, 300, 128, 64, bf, false, false), 65, 100},
+			gpuCase{"pf_tiny7" + sfx, split(4, 2, 32, 64), 7, 0},
+			gpuCase{"pf_tiny_cached" + sfx, split(4, 2, 32, 128), 33, 19},
+			gpuCase{"pf_tiny_tiles" + sfx, split(4, 2, 32, 200), 131, 5},
+			gpuCase{"pf_group3" + sfx, split(6, 2, 64, 120), 43, 10},
+			gpuCase{"pf_mha" + sfx, split(2, 2, 128, 90), 70, 17},
+			gpuCase{"pf_hd192" + sfx, split(4, 2, 192, 100), 37, 11},
+			gpuCase{"pf_hd192_plain" + sfx, prefillKernel(4, 2, 192, 100, 128, bn, bf, false, false), 29, 40},
 			gpuCase{"pf_gfxtile" + sfx, prefillKernel(16, 2, 256, 300, 64, 16, bf, false, false), 65, 100},
 			gpuCase{"pf_gfxtile_tiny" + sfx, prefillKernel(4, 2, 32, 64, 64, 16, bf, false, false), 9, 40},
 		)
+		if bf { // the default GPU plans' cache only
+			cs = append(cs,
+				gpuCase{"pf_t1000" + sfx, real(1024), 1000, 0},
+				gpuCase{"pf_cached100" + sfx, real(3200), 100, 3000},
+				gpuCase{"pf_cached65_n64" + sfx, prefillKernel(16, 2, 256, 300, 128, 64, bf, true, false), 65, 100},
+			)
+		}
 	}
 	return cs
 }
 
 // prefillSpeed is one speed case at the real model's heads: a causal
-// prefill of n rows from position 0 with a tile of bm × bn; a case with
-// from set reads that case's files (a tile variant timed on the same
-// bytes).
+// prefill of n rows from position pos (the cached context of earlier
+// segments before it) with a tile of bm × bn, q and p split or not; a case
+// with from set reads that case's files (a variant timed on the same bytes).
 type prefillSpeed struct {
 	name   string
-	n      int
+	n, pos int
 	bf16   bool
 	split  bool
 	reps   int
@@ -104,16 +116,28 @@ type prefillSpeed struct {
 	from   string
 }
 
+// prefillCheckTokens is how many of a long-context speed case's tokens
+// its reference covers (the runner compares a shorter want over its own
+// length): 8K rows after 24K cached positions are ≈ 2 TFLOP of CPU work,
+// its first 16 tokens 3 GFLOP (after 120K: 16 GFLOP).
+const prefillCheckTokens = 16
+
 // TestWriteGPUCasesPrefillAttention writes the correctness cases and the
 // speed cases (an 8K prompt's q, gate and out rows are 512 MB: without
 // -gpucases they are written to the temporary directory at a sixteenth of
 // the rows): 1K and 8K with the planner's sm_90 tiles and precision (bf16
-// KV plain, f32 KV split), at 1K and 8K the 64-row tile on the same bytes,
-// and at 8K the bf16 cache with q and p split (what the split costs). A
-// speed case's flops are kernels.PrefillFLOPs (q·kᵀ and p·v over the
-// visible positions: 0.55 TFLOP per layer at 8K, whatever the split), its
-// bytes what one launch must move: q, the gate half of qg, out and the K/V
-// of the context once per KV head.
+// KV: q and p split, 128 × 32; f32 KV: all four), every kernel at the
+// plans' capacity of 256K positions, beside them on the same bytes plain
+// bf16 operands (what the split costs) and the 64-position tile (`_n64`:
+// faster, but it spills), and an 8K segment after 24K
+// cached positions (the last bucket of a 32K prompt: the K/V caches
+// written as one period of 512 positions and tiled on the device, the
+// first 16 tokens checked, plain beside it) and after 120K (a 128K
+// prompt's last bucket). A speed case's flops are kernels.PrefillFLOPs
+// (q·kᵀ and p·v over the visible positions: 0.55 TFLOP per layer at 8K,
+// 3.9 for the 32K bucket, whatever the split), its bytes what one launch
+// must move: q, the gate half of qg, out and the K/V of the context once
+// per KV head.
 func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 	out := *gpuCases
 	if out == "" {
@@ -126,14 +150,23 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 	if *gpuCases == "" {
 		scale = 16 // the same cases at a sixteenth of the rows, so the writer runs in every test run
 	}
+	// The last bucket of a 128K prompt: 9 tokens (72 packed rows, a partial
+	// tile) ending at the cache's last position, 2048 K/V tiles a block (the
+	// caches one period of 512 positions, tiled on the device).
+	long := 131072 / scale
+	writeCaseTiled(t, filepath.Join(out, "pf_cached128k_bf16"),
+		gpuCase{"pf_cached128k_bf16", prefillKernel(16, 2, 256, long, 128, 64, true, true, true), 9, long - 9}, 3900, 512)
 	const hq, hkv, d = 16, 2, 256
 	speeds := []prefillSpeed{
-		{"pf_speed_1k_bf16", 1024, true, false, 50, 128, 64, ""},
-		{"pf_speed_1k_bf16_m64", 1024, true, false, 50, 64, 64, "pf_speed_1k_bf16"},
-		{"pf_speed_1k_f32", 1024, false, true, 50, 128, 32, ""},
-		{"pf_speed_8k_bf16", 8192, true, false, 5, 128, 64, ""},
-		{"pf_speed_8k_bf16_split", 8192, true, true, 5, 128, 64, "pf_speed_8k_bf16"},
-		{"pf_speed_8k_bf16_m64", 8192, true, false, 5, 64, 64, "pf_speed_8k_bf16"},
+		{"pf_speed_1k_bf16", 1024, 0, true, true, 50, 128, 32, ""},
+		{"pf_speed_1k_bf16_plain", 1024, 0, true, false, 50, 128, 64, "pf_speed_1k_bf16"},
+		{"pf_speed_1k_f32", 1024, 0, false, true, 50, 128, 32, ""},
+		{"pf_speed_8k_bf16", 8192, 0, true, true, 5, 128, 32, ""},
+		{"pf_speed_8k_bf16_n64", 8192, 0, true, true, 5, 128, 64, "pf_speed_8k_bf16"},
+		{"pf_speed_8k_bf16_plain", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16"},
+		{"pf_speed_32k_bucket_bf16", 8192, 24576, true, true, 2, 128, 32, ""},
+		{"pf_speed_32k_bucket_bf16_plain", 8192, 24576, true, false, 2, 128, 64, "pf_speed_32k_bucket_bf16"},
+		{"pf_speed_128k_bucket_bf16", 8192, 122880, true, true, 1, 128, 32, ""},
 	}
 	for i, sp := range speeds {
 		es := int64(4)
@@ -141,11 +174,15 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 			es = 2
 		}
 		sp.n /= scale
-		c := gpuCase{sp.name, prefillKernel(hq, hkv, d, sp.n, sp.bm, sp.bn, sp.bf16, sp.split, sp.split), sp.n, 0}
+		sp.pos /= scale
+		// The plans' capacity, so that a case's kernel is the plan's (ptxas's
+		// registers and spills with them); the caches one period of 512
+		// positions, tiled on the device.
+		k := prefillKernel(hq, hkv, d, plans.DefaultContextTokens/scale, sp.bm, sp.bn, sp.bf16, sp.split, sp.split)
+		c := gpuCase{sp.name, k, sp.n, sp.pos}
 		dir := filepath.Join(out, sp.name)
 		var meta caseMeta
-		if sp.from == "" {
-			writeCase(t, dir, c, uint64(4000+i))
+		readMeta := func(dir string) {
 			b, err := os.ReadFile(filepath.Join(dir, "meta.json"))
 			if err != nil {
 				t.Fatal(err)
@@ -153,16 +190,43 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 			if err := json.Unmarshal(b, &meta); err != nil {
 				t.Fatal(err)
 			}
-		} else {
-			b, err := os.ReadFile(filepath.Join(out, sp.from, "meta.json"))
+		}
+		switch {
+		case sp.from == "" && sp.pos == 0:
+			writeCaseTiled(t, dir, c, uint64(4000+i), 512)
+			readMeta(dir)
+		case sp.from == "":
+			// The reference covers the first tokens; the launch runs all n rows
+			// (q, qg and out zero-extended past them on the device).
+			c.n = prefillCheckTokens
+			writeCaseTiled(t, dir, c, uint64(4000+i), 512)
+			readMeta(dir)
+			ls := caseLaunch(k, sp.n)
+			meta.N, meta.Grid = sp.n, ls.Grid[:]
+			for j := range meta.Args {
+				switch meta.Args[j].File {
+				case "q.in", "out.in":
+					meta.Args[j].Elements = int64(sp.n) * hq * d
+				case "qg.in":
+					meta.Args[j].Elements = int64(sp.n) * 2 * hq * d
+				}
+			}
+			want := filepath.Join(dir, "out.want")
+			b, err := os.ReadFile(want)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := json.Unmarshal(b, &meta); err != nil {
+			if err := os.WriteFile(want, b[:prefillCheckTokens*hq*d*4], 0o644); err != nil {
 				t.Fatal(err)
 			}
+		default:
+			readMeta(filepath.Join(out, sp.from))
 			ls := caseLaunch(c.k, c.n)
 			meta.Grid, meta.Block, meta.Shared, meta.InputsFrom = ls.Grid[:], ls.Block[:], ls.SharedBytes, sp.from
+			meta.ATol, meta.RTol = 0, 0
+			if !sp.split {
+				meta.ATol, meta.RTol = prefillATol, prefillRTol // p as one bf16 term
+			}
 			src, err := Render(plan.SM90, c.k)
 			if err != nil {
 				t.Fatal(err)
@@ -174,12 +238,12 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		flops := kernels.PrefillFLOPs(c.k.Params, sp.n, 0)
+		flops := kernels.PrefillFLOPs(c.k.Params, sp.n, sp.pos)
 		meta.TimeReps, meta.FLOPs = sp.reps, flops
-		meta.Bytes = int64(sp.n)*hq*d*4*3 + 2*int64(sp.n)*hkv*d*es
+		meta.Bytes = int64(sp.n)*hq*d*4*3 + 2*int64(sp.pos+sp.n)*hkv*d*es // the visible context's K/V, not the capacity
 		mmas := kernels.PrefillMMAs(c.k.Params)
-		meta.Note = fmt.Sprintf("causal prefill of %d rows from position 0, %s KV, tile %d × %d, %d products per pair (2: plain bf16): %.3g TFLOP of attention; at 400 TFLOP/s of products %.0f µs",
-			sp.n, map[bool]string{false: "f32", true: "bf16"}[sp.bf16], sp.bm, sp.bn, mmas, float64(flops)/1e12, float64(flops)*float64(mmas)/2/400e12*1e6)
+		meta.Note = fmt.Sprintf("causal prefill of %d rows from position %d, %s KV, tile %d × %d, %d products per pair (2: plain bf16): %.3g TFLOP of attention; at 400 TFLOP/s of products %.0f µs",
+			sp.n, sp.pos, map[bool]string{false: "f32", true: "bf16"}[sp.bf16], sp.bm, sp.bn, mmas, float64(flops)/1e12, float64(flops)*float64(mmas)/2/400e12*1e6)
 		b, _ := json.MarshalIndent(meta, "", " ")
 		if err := os.WriteFile(filepath.Join(dir, "meta.json"), b, 0o644); err != nil {
 			t.Fatal(err)

@@ -20,6 +20,16 @@ import (
 // holds head_dim / 2 floats per lane (128 at 256).
 const PrefillHeadDimMax = 256
 
+// PrefillTileDim says whether a row of d bf16 (head_dim, or block_n for
+// the P stage) suits mma.tmpl's swizzled tiles: its 16-byte chunks XORed
+// with row % 8 (fewer below 8 chunks) stay within the row only when the
+// chunks are a power of two up to 8 or a multiple of 8. So d is 16, 32, 64
+// or a multiple of 64 (head_dim 80 or 96 scrambled the rows on the H200).
+func PrefillTileDim(d int) bool {
+	c := d / 8
+	return d%16 == 0 && (c%8 == 0 || c == 2 || c == 4)
+}
+
 // PrefillSharedBytes is the dynamic shared memory of an attention_prefill
 // block: the Q tile and one K and one V tile as bf16 (mma.tmpl's swizzled
 // tiles, no padding; twice each with split_q, split_kv: the lo terms),
@@ -85,14 +95,14 @@ func attentionPrefill() *ir.Family {
 			if p.Int("width") != p.Int("kv_heads")*p.Int("head_dim") {
 				return fmt.Errorf("width %d is not kv_heads × head_dim", p.Int("width"))
 			}
-			if d := p.Int("head_dim"); d%16 != 0 || d > PrefillHeadDimMax {
-				return fmt.Errorf("head_dim %d is not a multiple of 16 up to %d (the tensor-core tiles)", d, PrefillHeadDimMax)
+			if d := p.Int("head_dim"); !PrefillTileDim(d) || d > PrefillHeadDimMax {
+				return fmt.Errorf("head_dim %d is not 16, 32, 64 or a multiple of 64 up to %d (the swizzled tensor-core tiles)", d, PrefillHeadDimMax)
 			}
 			if p.Flag("split_kv") && p.Flag("kv_bf16") {
 				return fmt.Errorf("split_kv splits an f32 cache; this one is bf16")
 			}
-			if bm, bn := p.Int("block_m"), p.Int("block_n"); bm < 16 || bm%16 != 0 || bn < 16 || bn%16 != 0 {
-				return fmt.Errorf("block_m %d and block_n %d must be positive multiples of 16", bm, bn)
+			if bm, bn := p.Int("block_m"), p.Int("block_n"); bm < 16 || bm%16 != 0 || !PrefillTileDim(bn) {
+				return fmt.Errorf("block_m %d must be a positive multiple of 16, block_n %d 16, 32, 64 or a multiple of 64", bm, bn)
 			}
 			return nil
 		},

@@ -19,7 +19,7 @@ import (
 type PrefillAttention string
 
 const (
-	PrefillDefault PrefillAttention = ""      // flash on GPU targets with an f32 KV cache, eager elsewhere (the cpu: the oracle)
+	PrefillDefault PrefillAttention = ""      // flash on GPU targets that can split its operands (sm_90), eager elsewhere (the cpu: the oracle)
 	PrefillFlash   PrefillAttention = "flash" // attention_prefill on every target (on the cpu its reference: attention, then the gate)
 	// PrefillFlashBF16 is attention_prefill with q, k, v and p as single
 	// bf16 terms (as HuggingFace's bf16 attention): the fastest, at a cost in
@@ -29,13 +29,12 @@ const (
 )
 
 func (o *Options) flash() bool {
-	// By default only plans with an f32 cache take it (q, k, v and p split
-	// into two bf16 terms, within the oracle's agreement); a bf16 KV plan's
-	// plain kernel leaves it (≈ 0.004 on the HF fixture against a 1e-4
-	// gate) and its split q and p spill, so those plans keep the pair unless
-	// asked (--prefill-attention flash or flash-bf16).
+	// A GPU plan takes it by default with either cache: the operands that are
+	// not exact bf16 already (q and p; an f32 cache's k and v too) are split
+	// into two bf16 terms, within the oracle's agreement (a target that
+	// cannot split them keeps the pair: prefillParams).
 	return o.PrefillAttention == PrefillFlash || o.PrefillAttention == PrefillFlashBF16 ||
-		(o.PrefillAttention == PrefillDefault && o.Target.GPU() && o.KVDType == ir.F32)
+		(o.PrefillAttention == PrefillDefault && o.Target.GPU())
 }
 
 // prefillTile is an attention_prefill tile: packed (token, query head)
@@ -43,12 +42,14 @@ func (o *Options) flash() bool {
 type prefillTile struct{ m, n int }
 
 // prefillTiles are a target's tiles, best first; the first whose shared
-// memory fits the target is taken. sm_90 runs 8 warps of 16 rows on 64
-// positions (147 KB at head_dim 256), or on 32 when an f32 cache's split
-// doubles the Q, K and V tiles; gfx1151 runs 16-position tiles
-// in its 64 KiB of LDS, 4 waves (its f32 KV plans keep the pair: splitKV).
-// The cpu runs the reference,
-// whatever the tile: it takes sm_90's.
+// memory fits the target (and, with q and p split over a bf16 cache, whose
+// registers do: splitLiveMax) is taken. sm_90 runs 8 warps of 16 rows on 64
+// positions (147 KB at head_dim 256 plain), or on 32 when an f32 cache's
+// split doubles the K and V tiles or a bf16 cache's split q and p need the
+// registers (172 KB);
+// gfx1151 runs 16-position tiles in its 64 KiB of LDS, 4 waves (plain
+// bf16 operands only: prefillSplits). The cpu runs the reference, whatever
+// the tile: it takes sm_90's.
 var prefillTiles = map[plan.Target][]prefillTile{
 	plan.SM90:    {{128, 64}, {128, 32}, {64, 32}},
 	plan.GFX1151: {{64, 16}},
@@ -60,31 +61,53 @@ var prefillTiles = map[plan.Target][]prefillTile{
 // hi)), so that the GPU computes what the f32 oracle does to ≈ 16 bits, not
 // 8. On the tiny fixture (max per-position KLD against the oracle, CPU
 // emulation) plain bf16 q, k, v and p cost 0.026: k and v 0.024, q 0.0027,
-// p 0.0017; all four split, 7e-9. An f32 KV plan (the precise one) splits
-// all four where the target can (sm_90: three times the products of a
-// plain kernel; gfx1151, whose 256 VGPRs per lane are spent at head_dim
-// 256, cannot, so its f32 KV plans keep attention and the gate). A bf16 KV
-// plan has chosen bf16's precision for k and v: its q and p are plain bf16
-// too (on the H200 the split q and p cost 40 % and spilled: 3.85 ms per
-// layer at 8K against 2.73).
-var prefillSplits = map[plan.Target]bool{plan.SM90: true, plan.GFX1151: false, plan.CPU: true}
+// p 0.0017; all four split, 7e-9. A bf16 cache's k and v are exact bf16
+// already (what the oracle reads from that cache), so a bf16 KV plan splits
+// q and p only: twice a plain kernel's products, no more fragments live (the
+// lo terms are built after the hi products; docs/prefill-attention.md). An
+// f32 KV plan (the precise one) splits k and v too where the target can
+// (sm_90: three times the products of a plain kernel). gfx1151's 256 VGPRs
+// per lane are spent at head_dim 256 by the plain kernel (249): a split p
+// spills there (its lo fragment, or a second pass whose V fragments the
+// compiler keeps from the first), so its plans keep attention and the gate
+// unless asked for plain operands (flash-bf16).
+type prefillSplit struct{ qp, kv bool }
+
+var prefillSplits = map[plan.Target]prefillSplit{
+	plan.SM90:    {qp: true, kv: true},
+	plan.GFX1151: {},
+	plan.CPU:     {qp: true, kv: true},
+}
+
+// splitLiveMax bounds a lane's accumulator and score registers (head_dim/2
+// + block_n/2) in a sm_90 kernel with q and p split over a bf16 cache:
+// measured on the H200 at head_dim 256, 128 × 64 (128 + 32) took 255
+// registers and spilled 24 bytes, 128 × 32 (128 + 16) 254 without spills
+// (4.19 ms a layer at 8K against plain bf16's 2.79 and the eager pair's
+// 79). Smaller heads take 64 positions (head_dim 128: 64 + 32).
+const splitLiveMax = 144
 
 // prefillParams are the attention_prefill parameters of an attention op:
 // its own, the precision above (none with plain), and the first tile that
-// fits; ok is false when none does or an f32 cache would need splits the
-// target cannot make.
+// fits; ok is false when none does or the precision needs splits the target
+// cannot make.
 func prefillParams(p ir.Params, target plan.Target, plain bool, tiles []prefillTile, c ir.LaunchConfig) (ir.Params, bool) {
-	split := !p.Flag("kv_bf16") && !plain
-	if split && !prefillSplits[target] {
+	splitQP := !plain
+	splitKV := !plain && !p.Flag("kv_bf16")
+	can := prefillSplits[target]
+	if splitQP && !can.qp || splitKV && !can.kv {
 		return ir.Params{}, false
 	}
 	for _, t := range tiles {
+		if splitQP && !splitKV && p.Int("head_dim")/2+t.n/2 > splitLiveMax {
+			continue
+		}
 		fp := p.Clone()
 		fp.SetInt("block_m", int64(t.m))
 		fp.SetInt("block_n", int64(t.n))
-		fp.SetFlag("split_q", split)
-		fp.SetFlag("split_p", split)
-		fp.SetFlag("split_kv", split)
+		fp.SetFlag("split_q", splitQP)
+		fp.SetFlag("split_p", splitQP)
+		fp.SetFlag("split_kv", splitKV)
 		if kernels.PrefillSharedBytes(fp) <= c.MaxSharedBytes {
 			return fp, true
 		}
@@ -119,7 +142,7 @@ func flashPass(c *compilation) error {
 // next op to touch it gates in place (attn_output_gate over the same rows,
 // heads and head_dim, its gate rows untouched in between) into
 // attention_prefill, when head_dim suits the
-// tensor-core tiles (a multiple of 16 up to kernels.PrefillHeadDimMax) and
+// tensor-core tiles (kernels.PrefillTileDim, up to kernels.PrefillHeadDimMax) and
 // a tile's shared memory fits the target (prefillParams). It returns the number of
 // rewrites.
 func flashPrefillAttention(g *ir.Graph, target plan.Target, plain bool, tiles []prefillTile, c ir.LaunchConfig) int {
@@ -132,7 +155,7 @@ func flashPrefillAttention(g *ir.Graph, target plan.Target, plain bool, tiles []
 		}
 		p := op.Params
 		d := p.Int("head_dim")
-		if d%16 != 0 || d > kernels.PrefillHeadDimMax {
+		if !kernels.PrefillTileDim(d) || d > kernels.PrefillHeadDimMax {
 			continue
 		}
 		o := op.Operands[0]

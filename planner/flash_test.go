@@ -15,13 +15,14 @@ import (
 // the target's tile, reading q, the gate rows of qg and the caches and
 // writing attention's output, with the target's first tile that fits and
 // its precision (with an f32 cache q, k, v and p split on sm_90, while
-// gfx1151's f32 KV plans keep the pair; plain bf16 operands with a bf16
-// cache or flash-bf16);
-// decode
-// keeps its split pair; the cpu plan
+// gfx1151's plans keep the pair, its VGPRs spent by the plain kernel; with a
+// bf16 cache q and p split on sm_90; plain bf16 operands with flash-bf16);
+// decode keeps its split pair; the cpu plan
 // keeps attention unless asked (PrefillFlash), a GPU plan keeps it when
 // asked (PrefillEager); the tiny fixtures' head_dim of 32 takes the
-// tensor-core family, a head_dim that is no multiple of 16 keeps the pair.
+// tensor-core family, a head_dim the swizzled tiles do not serve (40, 96)
+// keeps the pair; with q and p split over a bf16 cache head_dim 256 takes
+// 32 positions (the registers), 128 takes 64.
 func TestFlashPrefill(t *testing.T) {
 	count := func(g *ir.Graph, k ir.Kind) int {
 		n := 0
@@ -47,6 +48,10 @@ func TestFlashPrefill(t *testing.T) {
 	tiny.NumAttentionHeads, tiny.HeadDim = 4, 32
 	odd := *arch.Real()
 	odd.HeadDim = 40
+	hd96 := *arch.Real()
+	hd96.HeadDim = 96
+	hd128 := *arch.Real()
+	hd128.HeadDim = 128
 	layers := 10
 	for _, tc := range []struct {
 		name   string
@@ -66,10 +71,15 @@ func TestFlashPrefill(t *testing.T) {
 		{"tiny heads gfx1151", &tiny, plan.GFX1151, ir.F32, PrefillDefault, false, [2]int64{}, [3]bool{}},
 		{"tiny heads gfx1151 bf16", &tiny, plan.GFX1151, ir.BF16, PrefillFlashBF16, true, [2]int64{64, 16}, [3]bool{}},
 		{"head_dim 40 sm_90", &odd, plan.SM90, ir.F32, PrefillFlash, false, [2]int64{}, [3]bool{}},
+		{"head_dim 96 sm_90 bf16", &hd96, plan.SM90, ir.BF16, PrefillDefault, false, [2]int64{}, [3]bool{}},
+		{"head_dim 128 sm_90 bf16", &hd128, plan.SM90, ir.BF16, PrefillDefault, true, [2]int64{128, 64}, [3]bool{true, false, true}},
 		{"real sm_90 eager", arch.Real(), plan.SM90, ir.F32, PrefillEager, false, [2]int64{}, [3]bool{}},
 		{"real sm_90 flash-bf16", arch.Real(), plan.SM90, ir.F32, PrefillFlashBF16, true, [2]int64{128, 64}, [3]bool{}},
 		{"real cpu", arch.Real(), plan.CPU, ir.F32, PrefillDefault, false, [2]int64{}, [3]bool{}},
-		{"real sm_90 bf16 default", arch.Real(), plan.SM90, ir.BF16, PrefillDefault, false, [2]int64{}, [3]bool{}},
+		{"real sm_90 bf16 default", arch.Real(), plan.SM90, ir.BF16, PrefillDefault, true, [2]int64{128, 32}, [3]bool{true, false, true}},
+		{"real gfx1151 bf16 default", arch.Real(), plan.GFX1151, ir.BF16, PrefillDefault, false, [2]int64{}, [3]bool{}},
+		{"tiny heads gfx1151 bf16 default", &tiny, plan.GFX1151, ir.BF16, PrefillDefault, false, [2]int64{}, [3]bool{}},
+		{"tiny heads sm_90 bf16 default", &tiny, plan.SM90, ir.BF16, PrefillDefault, true, [2]int64{128, 64}, [3]bool{true, false, true}},
 		{"real cpu flash", arch.Real(), plan.CPU, ir.F32, PrefillFlash, true, [2]int64{128, 32}, [3]bool{true, true, true}},
 	} {
 		gs := graphs(tc.c, tc.target, tc.kv, tc.attn)

@@ -78,9 +78,9 @@ type Options struct {
 	// (docs/gdn-decode.md).
 	GDNPeer bool
 	// PrefillAttention chooses the prefill steps' attention (the flash
-	// pass): PrefillDefault (flash on GPU targets, eager on the cpu, whose
-	// plan keeps the oracle), PrefillFlash, PrefillFlashBF16 or PrefillEager
-	// on any target.
+	// pass): PrefillDefault (flash where the target can split its operands,
+	// sm_90; eager on gfx1151 and the cpu, whose plan keeps the oracle),
+	// PrefillFlash, PrefillFlashBF16 or PrefillEager on any target.
 	PrefillAttention PrefillAttention
 }
 
