@@ -41,16 +41,18 @@ func frozen(t *testing.T, target plan.Target) *plan.Plan {
 // off: the families the tensor-core ones replace, matmul_add among them),
 // and gfx1151 without fusion, whose decode streams the unfused MoE block
 // (moe_gate_up_gemv, moe_down_gemv: the GPU plans fuse it, the cpu plan
-// does not stream).
+// does not stream); the two first take the chunked prefill GDN
+// (--prefill-gdn wy, off by default), the sm_90 tensor-core plan its plain
+// tf32 variant.
 func optionPlans(t *testing.T) []*plan.Plan {
 	t.Helper()
 	m := planner.FromConfig(arch.RealName, arch.Real())
 	var out []*plan.Plan
-	for _, o := range []planner.Options{{Target: plan.SM90, DecodeStream: true}, {Target: plan.CPU, DecodeSplits: 66},
-		{Target: plan.GFX1151, Tiling: planner.TileOff}, {Target: plan.GFX1151, Fusion: planner.FuseOff},
+	for _, o := range []planner.Options{{Target: plan.SM90, DecodeStream: true, PrefillGDN: planner.PrefillGDNChunked}, {Target: plan.CPU, DecodeSplits: 66},
+		{Target: plan.GFX1151, Tiling: planner.TileOff, PrefillGDN: planner.PrefillGDNChunked}, {Target: plan.GFX1151, Fusion: planner.FuseOff},
 		// the tensor-core families and the prefill flash attention of a bf16
 		// cache, behind --tiling on and --prefill-attention (off by default)
-		{Target: plan.SM90, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16},
+		{Target: plan.SM90, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16, PrefillGDN: planner.PrefillGDNTF32},
 		{Target: plan.GFX1151, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16}} {
 		o.Buckets, o.ContextTokens = []int{1024}, 4096
 		p, err := planner.Plan(m, o)

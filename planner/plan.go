@@ -59,6 +59,11 @@ type Options struct {
 	// plan keeps the oracle), PrefillFlash, PrefillFlashBF16 or PrefillEager
 	// on any target.
 	PrefillAttention PrefillAttention
+	// PrefillGDN chooses the prefill steps' gated delta rule and conv (the
+	// gdn pass): PrefillGDNDefault (the serial families, for now on every
+	// target), PrefillGDNChunked, PrefillGDNTF32 or PrefillGDNSerial on any
+	// target.
+	PrefillGDN PrefillGDN
 }
 
 // DefaultBuckets are the real model's prefill buckets.
@@ -151,6 +156,9 @@ func (o *Options) check() error {
 	}
 	if o.PrefillAttention != PrefillDefault && o.PrefillAttention != PrefillFlash && o.PrefillAttention != PrefillFlashBF16 && o.PrefillAttention != PrefillEager {
 		errs = append(errs, fmt.Errorf("prefill attention %q: want %q, %q, %q or empty (the target's default)", o.PrefillAttention, PrefillFlash, PrefillFlashBF16, PrefillEager))
+	}
+	if o.PrefillGDN != PrefillGDNDefault && o.PrefillGDN != PrefillGDNChunked && o.PrefillGDN != PrefillGDNTF32 && o.PrefillGDN != PrefillGDNSerial {
+		errs = append(errs, fmt.Errorf("prefill gdn %q: want %q, %q, %q or empty (the target's default)", o.PrefillGDN, PrefillGDNChunked, PrefillGDNTF32, PrefillGDNSerial))
 	}
 	if o.DecodeSplits < -1 || o.DecodeSplits > kernels.MaxSplits {
 		errs = append(errs, fmt.Errorf("decode splits %d: want -1 (attention), 0 (the target's) or 1 to %d", o.DecodeSplits, kernels.MaxSplits))
