@@ -2,6 +2,7 @@ package codegen
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -28,6 +29,11 @@ import (
 // kernels' indexing, tiling, edges and the precision of the tf32 splits;
 // only the fragment layout itself is taken from the ISA manual rather than
 // from a GPU.
+
+// emulateAll runs every emulation case; by default a few that cover both
+// launches, the asynchronous staging and the conv (each host compile takes
+// seconds, and the package shares the test timeout).
+var emulateAll = flag.Bool("emulate-all", false, "run every case of the chunked GDN's host emulation")
 
 const emuPrelude = `// ---- prelude: host emulation ----
 #include <barrier>
@@ -397,8 +403,12 @@ func TestEmulateGDNChunk(t *testing.T) {
 		{"tiny_t65_async", wyT, gdnStateAsync(2, 4, 16, 16, 64, 16, 16, true, true), 65, 0.3, false, plan.SM90, 2e-4},
 		{"model_t130_gfx", gdnWY(1, 1, 128, 128, 64, 32, true), gdnState(1, 1, 128, 128, 64, 32, 32, true), 130, 0.3, false, plan.GFX1151, 2e-4},
 	}
+	quick := map[string]bool{"tiny_t65": true, "tiny_t65_async": true}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if !*emulateAll && !quick[c.name] {
+				t.Skip("-emulate-all runs it")
+			}
 			for j, k := range []plan.Kernel{c.wy, c.st} {
 				a := gdnArgs(k, c.n, c.n+2, uint64(100+i), c.gmax, c.zeroState)
 				want := cloneArgs(a)
