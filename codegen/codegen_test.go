@@ -46,16 +46,18 @@ func frozen(t *testing.T, target plan.Target) *plan.Plan {
 // targets with the router folded into the MoE block (MoERouter), sm_90
 // with the tensor-core decode attention (DecodeMMAOn: attention_decode_mma,
 // off by default), and both GPU targets with its combine folded in
-// (DecodeMMAFused: attention_decode_mma_gate, on gfx1151 through WMMA).
+// (DecodeMMAFused: attention_decode_mma_gate, on gfx1151 through WMMA); the first
+// sm_90 and gfx1151 plans take the chunked prefill GDN (--prefill-gdn wy, off
+// by default), the sm_90 tensor-core plan its plain tf32 variant.
 func optionPlans(t *testing.T) []*plan.Plan {
 	t.Helper()
 	m := planner.FromConfig(arch.RealName, arch.Real())
 	var out []*plan.Plan
-	for _, o := range []planner.Options{{Target: plan.SM90, DecodeStream: true}, {Target: plan.CPU, DecodeSplits: 66},
-		{Target: plan.GFX1151, Tiling: planner.TileOff}, {Target: plan.GFX1151, Fusion: planner.FuseOff},
+	for _, o := range []planner.Options{{Target: plan.SM90, DecodeStream: true, PrefillGDN: planner.PrefillGDNChunked}, {Target: plan.CPU, DecodeSplits: 66},
+		{Target: plan.GFX1151, Tiling: planner.TileOff, PrefillGDN: planner.PrefillGDNChunked}, {Target: plan.GFX1151, Fusion: planner.FuseOff},
 		// the prefill flash attention of a bf16 cache (--prefill-attention
 		// flash-bf16, off by default) beside the tensor-core families
-		{Target: plan.SM90, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16},
+		{Target: plan.SM90, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16, PrefillGDN: planner.PrefillGDNTF32},
 		{Target: plan.GFX1151, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16},
 		{Target: plan.SM90, GDNPeer: true},
 		// the router folded into the MoE block behind a grid barrier (--moe-router)

@@ -282,6 +282,8 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 			beta[j] = float32(rng.Float64())
 			g[j] = float32(-rng.Float64() * 0.3)
 		}
+	case ir.GatedDeltaWY, ir.GatedDeltaState:
+		gdnCaseFill(c.name, a, rng, int(phys))
 	case ir.Attention, ir.KVAppend, ir.AttentionDecodeSplit, ir.AttentionDecodeStream, ir.AttentionDecodeMMA, ir.AttentionDecodeMMAGate, ir.QKNormRoPEAppend, ir.AttentionPrefill:
 		names := []string{"k_cache", "v_cache"}
 		if ir.Kind(c.k.Family) == ir.AttentionPrefill {
@@ -393,6 +395,9 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 	meta := caseMeta{Kernel: c.k.Name, Grid: ls.Grid[:], Block: ls.Block[:], Shared: ls.SharedBytes, N: c.n, Params: block}
 	if ir.Kind(c.k.Family) == ir.AttentionPrefill && !p.Flag("split_p") {
 		meta.ATol, meta.RTol = prefillATol, prefillRTol // p as one bf16 term
+	}
+	if k := ir.Kind(c.k.Family); (k == ir.GatedDeltaWY || k == ir.GatedDeltaState) && !p.Flag("split") {
+		meta.ATol, meta.RTol = gdnPlainATol, gdnPlainRTol // plain tf32 products
 	}
 	if sp != nil {
 		meta.TimeReps, meta.Bytes, meta.Rotate, meta.InputsFrom, meta.Note, meta.Graph = sp.reps, sp.bytes, sp.rotate, sp.from, sp.note, sp.graph

@@ -80,6 +80,17 @@ const (
 	AttentionPrefill Kind = "attention_prefill" // SPEC §2.3 steps 5–6 on tensor cores: flash attention with the output gate fused
 )
 
+// The chunked gated delta rule of a prefill on tensor cores (the planner's
+// gdn pass, docs/prefill-gdn.md): gated_delta_chunked in two launches, the
+// per-chunk UT transform for every chunk at once, then the state passed from
+// chunk to chunk; and the causal conv with a thread per (channel, row tile).
+// gated_delta_chunked and causal_conv1d_silu stay their oracle.
+const (
+	GatedDeltaWY         Kind = "gated_delta_wy"          // SPEC §3.1 steps 1–4 per chunk: T, w, u, qw, kd, the intra-chunk output
+	GatedDeltaState      Kind = "gated_delta_state"       // SPEC §3.1 step 5: the state from chunk to chunk, the outputs' state part
+	CausalConv1dSiLURows Kind = "causal_conv1d_silu_rows" // SPEC §3 step 2, every (channel, row tile) at once
+)
+
 // Weight-streaming variants of the projections for one activation row (the
 // decode step, the LM head of the last row): the same math as MatMul,
 // MatMulAdd, MoEGateUp and MoEDown, launched so that the weights stream at

@@ -26,6 +26,7 @@ var passes = []pass{
 	{"fuse", fusePass},           // rewrite patterns into fused families (on GPU targets by default)
 	{"split_kv", splitPass},      // decode attention split across the context (on GPU targets by default)
 	{"flash", flashPass},         // prefill attention and its output gate to flash attention on tensor cores (GPU targets, f32 KV, by default)
+	{"gdn", gdnPass},             // prefill's gated delta rule to the chunked form on tensor cores, the conv to a thread per (channel, row tile) (--prefill-gdn wy)
 	{"stream", streamPass},       // one-row projections to the weight-streaming families (GPU targets)
 	{"tile", tilePass},           // prefill's projections and routed experts to the tensor-core families (--tiling on)
 	{"certify", certifyPass},     // the certified int8 head's launch parameters, its exact logits the decode step's LM head's

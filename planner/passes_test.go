@@ -13,7 +13,7 @@ import (
 )
 
 func TestPassOrder(t *testing.T) {
-	if diff := cmp.Diff([]string{"lower", "fuse", "split_kv", "flash", "stream", "tile", "certify", "configure", "schedule"}, Passes()); diff != "" {
+	if diff := cmp.Diff([]string{"lower", "fuse", "split_kv", "flash", "gdn", "stream", "tile", "certify", "configure", "schedule"}, Passes()); diff != "" {
 		t.Errorf("passes (-want +got):\n%s", diff)
 	}
 }

@@ -82,6 +82,11 @@ type Options struct {
 	// sm_90; eager on gfx1151 and the cpu, whose plan keeps the oracle),
 	// PrefillFlash, PrefillFlashBF16 or PrefillEager on any target.
 	PrefillAttention PrefillAttention
+	// PrefillGDN chooses the prefill steps' gated delta rule and conv (the
+	// gdn pass): PrefillGDNDefault (the serial families, for now on every
+	// target), PrefillGDNChunked, PrefillGDNTF32 or PrefillGDNSerial on any
+	// target.
+	PrefillGDN PrefillGDN
 }
 
 // DefaultBuckets are the real model's prefill buckets.
@@ -180,6 +185,9 @@ func (o *Options) check() error {
 	}
 	if (o.DecodeMMA == DecodeMMAOn || o.DecodeMMA == DecodeMMAFused) && o.DecodeStream {
 		errs = append(errs, fmt.Errorf("decode mma %s and decode stream both choose the decode attention's split kernel: ask for one", o.DecodeMMA))
+	}
+	if o.PrefillGDN != PrefillGDNDefault && o.PrefillGDN != PrefillGDNChunked && o.PrefillGDN != PrefillGDNTF32 && o.PrefillGDN != PrefillGDNSerial {
+		errs = append(errs, fmt.Errorf("prefill gdn %q: want %q, %q, %q or empty (the target's default)", o.PrefillGDN, PrefillGDNChunked, PrefillGDNTF32, PrefillGDNSerial))
 	}
 	if o.DecodeSplits < -1 || o.DecodeSplits > kernels.MaxSplits {
 		errs = append(errs, fmt.Errorf("decode splits %d: want -1 (attention), 0 (the target's) or 1 to %d", o.DecodeSplits, kernels.MaxSplits))

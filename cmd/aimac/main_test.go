@@ -78,7 +78,7 @@ func TestSynthPlanAndDamage(t *testing.T) {
 	if !strings.Contains(scheduled, " live=[") {
 		t.Errorf("ir (after schedule):\n%.600s", scheduled)
 	}
-	if out, _, err := run("ir", "--passes"); err != nil || out != "lower\nfuse\nsplit_kv\nflash\nstream\ntile\ncertify\nconfigure\nschedule\n" {
+	if out, _, err := run("ir", "--passes"); err != nil || out != "lower\nfuse\nsplit_kv\nflash\ngdn\nstream\ntile\ncertify\nconfigure\nschedule\n" {
 		t.Errorf("ir --passes: %q, %v", out, err)
 	}
 	// Refuse to overwrite, then damage the checkpoint: every problem named.
@@ -122,6 +122,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"plan", "--fusion", "maybe"}, `fusion "maybe": want "on", "off"`},
 		{[]string{"plan", "--tiling", "maybe"}, `tiling "maybe": want "on", "off"`},
 		{[]string{"plan", "--prefill-attention", "fast"}, `prefill attention "fast": want "flash", "flash-bf16", "eager"`},
+		{[]string{"plan", "--prefill-gdn", "fast"}, `prefill gdn "fast": want "wy", "wy-tf32", "serial"`},
 		{[]string{"plan", "--decode-splits", "5000"}, `invalid argument "5000" for "--decode-splits" flag: want -1 to 1024`},
 		{[]string{"plan", "--decode-mma", "maybe"}, `decode mma "maybe": want "on", "fused", "off"`},
 		{[]string{"plan", "--target", "sm_90", "--decode-mma", "on", "--decode-stream"}, "decode mma on and decode stream"},

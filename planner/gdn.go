@@ -1,0 +1,168 @@
+package planner
+
+import (
+	"fmt"
+
+	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
+	"github.com/aimaproject/aimac/plan"
+)
+
+// The gdn pass: asked for (PrefillGDNChunked, PrefillGDNTF32), each prefill step's gated_delta_chunked
+// (the exact recurrence token by token, a block per value head) becomes
+// the chunked form on tensor cores — gated_delta_wy for every chunk at
+// once, then gated_delta_state walking the chunks with a block per value
+// head and column tile of the state — and causal_conv1d_silu (a thread per
+// channel over every row) causal_conv1d_silu_rows (a thread per channel and
+// row tile), docs/prefill-gdn.md. The old families stay the oracle and the
+// cpu plan's; a shape the tiles do not serve keeps them.
+
+// PrefillGDN says which families run the prefill steps' gated delta rule
+// and conv.
+type PrefillGDN string
+
+const (
+	// PrefillGDNDefault is serial on every target for now: the chunked
+	// families are on by option until the H200 proof has run their cases
+	// (docs/prefill-gdn.md).
+	PrefillGDNDefault PrefillGDN = ""
+	PrefillGDNChunked PrefillGDN = "wy" // gated_delta_wy + gated_delta_state, conv rows, on every target (the cpu runs their references)
+	// PrefillGDNTF32 is the chunked form with plain tf32 products (10-bit
+	// operands instead of the split's ≈ 21 bits): faster, less exact.
+	PrefillGDNTF32   PrefillGDN = "wy-tf32"
+	PrefillGDNSerial PrefillGDN = "serial" // gated_delta_chunked and causal_conv1d_silu
+)
+
+func (o *Options) chunksGDN() bool {
+	return o.PrefillGDN == PrefillGDNChunked || o.PrefillGDN == PrefillGDNTF32
+}
+
+// gdnTiles are a target's tiles: gated_delta_wy's slices of k_dim and
+// v_dim, gated_delta_state's slices of k_dim and its state columns a
+// block, each list best first; the first that divides the head dims and
+// whose shared memory fits is taken. sm_90: slices of 64 (two blocks an SM),
+// the whole k_dim of 128 in one slice for the state pass, 32 columns (32
+// value heads × 4 = 128 blocks on 132 SMs); gfx1151 slices of 32 within its
+// 64 KiB of LDS. The cpu runs the references: sm_90's.
+// With async (sm_90) a state pass whose one slice is the whole k_dim
+// stages its tiles by asynchronous copies a phase ahead.
+type gdnTile struct {
+	wySlices, stateSlices, cols []int
+	async                       bool
+}
+
+var gdnTiles = map[plan.Target]gdnTile{
+	plan.SM90:    {[]int{64, 32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true},
+	plan.GFX1151: {[]int{32, 16}, []int{32, 16}, []int{32, 16, 8}, false},
+	plan.CPU:     {[]int{64, 32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true},
+}
+
+func gdnPass(c *compilation) error {
+	tiles, ok := gdnTiles[c.o.Target]
+	if !ok || !c.o.chunksGDN() {
+		return nil
+	}
+	limits := c.o.Target.Launch()
+	if !c.o.Target.GPU() {
+		limits = plan.SM90.Launch()
+	}
+	split := c.o.PrefillGDN != PrefillGDNTF32
+	for i, g := range c.graphs {
+		if c.steps[i].Kind != plan.Prefill {
+			continue
+		}
+		if chunkGDN(g, tiles, split, limits) == 0 {
+			continue
+		}
+		if err := g.Verify(kernels.Families); err != nil {
+			return fmt.Errorf("%s: %w", g.Name, err)
+		}
+	}
+	return nil
+}
+
+// gdnParams are the two launches' parameters for a gated_delta_chunked op
+// of parameters p: the first tiles that divide and fit; ok is false when
+// none does.
+func gdnParams(p ir.Params, t gdnTile, split bool, c ir.LaunchConfig) (wy, st ir.Params, ok bool) {
+	base := func(slice int) ir.Params {
+		q := p.Clone()
+		q.SetInt("slice", int64(slice))
+		q.SetFlag("split", split)
+		return q
+	}
+	fits := func(kind ir.Kind, q ir.Params, bytes func(ir.Params) int) bool {
+		return kernels.Families[kind].CheckParams(q) == nil && bytes(q) <= c.MaxSharedBytes
+	}
+	found := false
+	for _, s := range t.wySlices {
+		if wy = base(s); fits(ir.GatedDeltaWY, wy, kernels.GDNWYSharedBytes) {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return ir.Params{}, ir.Params{}, false
+	}
+	for _, s := range t.stateSlices {
+		for _, n := range t.cols {
+			st = base(s)
+			delete(st.Ints, "row_stride")
+			st.SetInt("cols", int64(n))
+			st.SetFlag("async", t.async && s == st.Int("k_dim"))
+			if fits(ir.GatedDeltaState, st, kernels.GDNStateSharedBytes) {
+				return wy, st, true
+			}
+		}
+	}
+	return ir.Params{}, ir.Params{}, false
+}
+
+// chunkGDN rewrites every gated_delta_chunked of g into gated_delta_wy and
+// gated_delta_state over activations shared by the layers (w, qw, kd, u,
+// gc), and every causal_conv1d_silu into causal_conv1d_silu_rows. It
+// returns the number of rewrites.
+func chunkGDN(g *ir.Graph, t gdnTile, split bool, c ir.LaunchConfig) int {
+	var out []*ir.Op
+	n := 0
+	for _, op := range g.Ops {
+		switch {
+		case op.Kind == ir.CausalConv1dSiLU && op.Rows != nil:
+			p := op.Params.Clone()
+			p.SetInt("rows_per_thread", int64(max(4, p.Int("kernel")-1)))
+			if kernels.Families[ir.CausalConv1dSiLURows].CheckParams(p) == nil {
+				out = append(out, &ir.Op{Kind: ir.CausalConv1dSiLURows, Layer: op.Layer, Rows: op.Rows, Params: p, Operands: op.Operands})
+				n++
+				continue
+			}
+		case op.Kind == ir.GatedDeltaChunked && op.Rows != nil:
+			wp, sp, ok := gdnParams(op.Params, t, split, c)
+			if !ok {
+				break
+			}
+			hv, dk, dv := int64(wp.Int("v_heads")), int64(wp.Int("k_dim")), int64(wp.Int("v_dim"))
+			rows := int64(g.Tokens)
+			w := tileTensor(g, "gdn_w", ir.F32, rows, hv*dk)
+			qw := tileTensor(g, "gdn_qw", ir.F32, rows, hv*dk)
+			kd := tileTensor(g, "gdn_kd", ir.F32, rows, hv*dk)
+			u := tileTensor(g, "gdn_u", ir.F32, rows, hv*dv)
+			gc := tileTensor(g, "gdn_gc", ir.F32, rows, hv)
+			if w.Shape[1] != hv*dk || u.Shape[1] != hv*dv || gc.Shape[1] != hv {
+				break // another layer's shape took the names: keep the serial family
+			}
+			// gated_delta_chunked: out, q, k, v, beta, g, state.
+			o := op.Operands
+			rowsOps := []ir.Operand{of(w), of(qw), of(kd), of(u), of(gc)}
+			out = append(out,
+				&ir.Op{Kind: ir.GatedDeltaWY, Layer: op.Layer, Rows: op.Rows, Params: wp,
+					Operands: append(append([]ir.Operand{}, rowsOps...), o[0], o[1], o[2], o[3], o[4], o[5])},
+				&ir.Op{Kind: ir.GatedDeltaState, Layer: op.Layer, Rows: op.Rows, Params: sp,
+					Operands: append([]ir.Operand{o[0], o[6]}, rowsOps...)})
+			n++
+			continue
+		}
+		out = append(out, op)
+	}
+	g.Ops = out
+	return n
+}
