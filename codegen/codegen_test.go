@@ -60,6 +60,8 @@ func optionPlans(t *testing.T) []*plan.Plan {
 		{Target: plan.SM90, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16, PrefillGDN: planner.PrefillGDNTF32},
 		{Target: plan.GFX1151, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16},
 		{Target: plan.SM90, GDNPeer: true},
+		// the greedy step with the certified int8 head (--certified-head)
+		{Target: plan.SM90, CertifiedHead: true}, {Target: plan.GFX1151, CertifiedHead: true},
 		// the router folded into the MoE block behind a grid barrier (--moe-router)
 		{Target: plan.SM90, MoERouter: true}, {Target: plan.GFX1151, MoERouter: true},
 

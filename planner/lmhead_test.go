@@ -25,7 +25,7 @@ func TestCertifiedHeadPhase(t *testing.T) {
 		m := FromConfig(cfg.name, cfg.c)
 		V, H := int64(cfg.c.VocabSize), int64(cfg.c.HiddenSize)
 		for _, target := range plan.Targets {
-			p, err := Plan(m, Options{Target: target, Buckets: []int{16}, ContextTokens: 64})
+			p, err := Plan(m, Options{Target: target, Buckets: []int{16}, ContextTokens: 64, CertifiedHead: true})
 			if err != nil {
 				t.Fatalf("%s %s: %v", cfg.name, target, err)
 			}

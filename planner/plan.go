@@ -52,6 +52,11 @@ type Options struct {
 	// Off by default: on the H200 the fused launch measured 21.8 µs against
 	// 14.4 + 5.3 µs for the two it replaces (one token, from HBM).
 	MoERouter bool
+	// CertifiedHead adds the greedy step with the certified int8 LM head
+	// (decode_greedy) to a GPU plan; the cpu plan always has it. Off by
+	// default on GPU targets for now: its folded int8 kernel spills on
+	// sm_90 (8 bytes, which the bundler refuses), docs/lm-head.md.
+	CertifiedHead bool
 	// DecodeMMA says whether the split runs on tensor cores
 	// (attention_decode_mma) where its kernel serves the attention (a bf16
 	// KV cache, head_dim 16, 32 or a multiple of 64 up to 256):
@@ -113,7 +118,10 @@ func (o *Options) steps() []Step {
 		steps = append(steps, Step{Kind: plan.Prefill, Tokens: b})
 	}
 	steps = append(steps, Step{Kind: plan.DecodeStep, Tokens: 1}, Step{Kind: plan.Logits, Tokens: o.LogitsRows},
-		Step{Kind: plan.Sample, Tokens: 1}, Step{Kind: plan.DecodeGreedy, Tokens: 1})
+		Step{Kind: plan.Sample, Tokens: 1})
+	if o.Target == plan.CPU || o.CertifiedHead {
+		steps = append(steps, Step{Kind: plan.DecodeGreedy, Tokens: 1})
+	}
 	for i := range steps {
 		steps[i].MaxTokens, steps[i].ContextTokens = o.Buckets[len(o.Buckets)-1], o.ContextTokens
 		steps[i].KVDType, steps[i].Chunk = o.KVDType, o.Chunk

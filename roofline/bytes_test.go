@@ -193,7 +193,9 @@ func TestDecodeBytesReal(t *testing.T) {
 // the candidates. With the final norm folded (the GPU plans) certify reads
 // the norm's 8 KB of weights as well as the int8 head.
 func TestGreedyBytesReal(t *testing.T) {
-	for _, target := range []plan.Target{plan.CPU, plan.SM90, plan.GFX1151} {
+	// The frozen GPU plans have no greedy step (--certified-head is off
+	// on GPU targets for now).
+	for _, target := range []plan.Target{plan.CPU} {
 		data, err := plans.Frozen(target)
 		if err != nil {
 			t.Fatal(err)

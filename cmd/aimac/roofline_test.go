@@ -2,25 +2,20 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/aimaproject/aimac/plan"
-	"github.com/aimaproject/aimac/plans"
 	"github.com/aimaproject/aimac/roofline"
 )
 
 // TestRoofline: the table's total and tok/s are the byte model's bytes
 // over the bandwidth given, for a frozen plan read from a file.
 func TestRoofline(t *testing.T) {
-	raw, err := plans.Frozen(plan.SM90)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// An sm_90 plan with the certified head (off in the frozen plans).
 	f := filepath.Join(t.TempDir(), "plan.json")
-	if err := os.WriteFile(f, raw, 0o644); err != nil {
+	if _, _, err := run("plan", "--target", "sm_90", "--buckets", "1024", "--context-tokens", "4096", "--certified-head", "--out", f); err != nil {
 		t.Fatal(err)
 	}
 	p, err := plan.ReadFile(f)
@@ -52,12 +47,9 @@ func TestRoofline(t *testing.T) {
 // TestRooflineGreedy: --greedy prints the greedy decode step's bytes (the
 // certified int8 LM head), half the LM head fewer than decode's.
 func TestRooflineGreedy(t *testing.T) {
-	raw, err := plans.Frozen(plan.SM90)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// An sm_90 plan with the certified head (off in the frozen plans).
 	f := filepath.Join(t.TempDir(), "plan.json")
-	if err := os.WriteFile(f, raw, 0o644); err != nil {
+	if _, _, err := run("plan", "--target", "sm_90", "--buckets", "1024", "--context-tokens", "4096", "--certified-head", "--out", f); err != nil {
 		t.Fatal(err)
 	}
 	p, err := plan.ReadFile(f)
