@@ -2,7 +2,8 @@
 # Time to first token through the server on the full-size Qwen3.6-35B-A3B
 # (40 layers, synthetic bf16 weights made on the device), on an sm_90 machine:
 #   1. aimac synth --preset full --config-only (config, tokenizer, template:
-#      no tensors on disk), aimac plan --target sm_90 with the design card's
+#      no tensors on disk), aimac plan --target sm_90 (the embedded config: the
+#      same model, the loader checks the fingerprint) with the design card's
 #      buckets 1024,2048,4096,8192 and a context of 132096 (128K prompts and
 #      the steps after them; TTFT_PLAN_FLAGS adds plan flags), aimac build;
 #   2. aima-engine serve --bundle ... --synthetic-weights 1, its prefix cache's
@@ -21,7 +22,7 @@ start=$(date +%s); elapsed() { echo $(($(date +%s) - start)); }
 echo "== [$(elapsed)s] model files and bundle"
 bin/aimac synth --preset full --config-only --out "$work/full40" || exit 1
 # shellcheck disable=SC2086
-bin/aimac plan --model-dir "$work/full40" --target sm_90 --buckets 1024,2048,4096,8192 \
+bin/aimac plan --target sm_90 --buckets 1024,2048,4096,8192 \
   --context-tokens 132096 ${TTFT_PLAN_FLAGS:-} --out "$work/plan.json" || exit 1
 bin/aimac build --plan "$work/plan.json" --target sm_90 --out "$work/bundle" > "$work/build.log" 2>&1 || { tail -20 "$work/build.log"; exit 1; }
 port=${TTFT_PORT:-8124}
@@ -35,7 +36,7 @@ status=0
 if grep -q '"ready"' "$work/serve.out"; then
   echo "== [$(elapsed)s] ttft"
   timeout "${TTFT_BUDGET_S:-420}" python3 bench/ttft.py --url "http://127.0.0.1:$port" --model full40 \
-    --buckets 1024,2048,4096,8192 --exact "${TTFT_EXACT:-32768,131072}" --repeats 3 --exact-repeats 3 \
+    --buckets 1024,2048,4096,8192 --exact "${TTFT_EXACT:-32768,131072}" --repeats 3 --exact-repeats 3 --vocab 900 \
     --out "$dir/ttft.json" > "$dir/ttft.log" 2>&1 || status=1
   cat "$dir/ttft.log"
 else
