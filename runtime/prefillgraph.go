@@ -134,11 +134,5 @@ func capturable(ph *phase, i int) bool {
 // launchCaptured enqueues launches [from, to) for a capture, every launch
 // but the first with programmatic serialization when the engine uses it.
 func (e *Engine) launchCaptured(ph *phase, from, to int) error {
-	al, _ := e.be.(AttrLauncher)
-	return e.launchRange(context.Background(), ph, from, to, func(i int, run func() error) error {
-		if !e.stepGraphs.pdl || i == from || al == nil {
-			return run()
-		}
-		return al.WithLaunchAttrs(LaunchAttrs{ProgrammaticSerialization: true}, run)
-	}, true)
+	return e.launchRange(context.Background(), ph, from, to, e.programmaticAfterFirst(), true)
 }

@@ -151,15 +151,24 @@ func (e *Engine) Snapshot(logits []float32) (*Snapshot, error) {
 	if ok, err := e.snapToDevice(s); ok || err != nil {
 		return s, err
 	}
-	s.host = map[string][]byte{}
-	for _, p := range s.parts {
-		buf := make([]byte, p.bytes)
-		if err := e.be.Download(buf, Ref{Mem: e.globals[p.name]}); err != nil {
-			return nil, fmt.Errorf("snapshot %s: %w", p.name, err)
-		}
-		s.host[p.name] = buf
+	if s.host, err = downloadParts(e.be, s.parts, func(p snapPart) Ref { return Ref{Mem: e.globals[p.name]} }); err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
 	}
 	return s, nil
+}
+
+// downloadParts copies a snapshot's parts, each from where at says, into
+// host memory.
+func downloadParts(be Backend, parts []snapPart, at func(snapPart) Ref) (map[string][]byte, error) {
+	host := map[string][]byte{}
+	for _, p := range parts {
+		buf := make([]byte, p.bytes)
+		if err := be.Download(buf, at(p)); err != nil {
+			return nil, fmt.Errorf("%s: %w", p.name, err)
+		}
+		host[p.name] = buf
+	}
+	return host, nil
 }
 
 // align256 keeps every part of a packed device snapshot on a 256-byte
@@ -220,13 +229,9 @@ func (s *Snapshot) toHost() error {
 	if s.dev == nil {
 		return nil
 	}
-	host := map[string][]byte{}
-	for _, p := range s.parts {
-		buf := make([]byte, p.bytes)
-		if err := s.eng.be.Download(buf, Ref{Mem: s.dev, Offset: p.offset}); err != nil {
-			return fmt.Errorf("snapshot %s to host: %w", p.name, err)
-		}
-		host[p.name] = buf
+	host, err := downloadParts(s.eng.be, s.parts, func(p snapPart) Ref { return Ref{Mem: s.dev, Offset: p.offset} })
+	if err != nil {
+		return fmt.Errorf("snapshot to host: %w", err)
 	}
 	s.host = host
 	s.dropDevice()

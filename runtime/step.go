@@ -101,21 +101,28 @@ func (e *Engine) StepGraphs() (bool, error) {
 // first follows the graph's copies, which are no launch to overlap).
 func (e *Engine) launchSteps(phases ...*phase) error {
 	ctx := context.Background()
-	first := true
+	each := e.programmaticAfterFirst()
 	for _, ph := range phases {
-		al, _ := e.be.(AttrLauncher)
-		err := e.launchEach(ctx, ph, func(_ int, run func() error) error {
-			if !e.stepGraphs.pdl || first {
-				first = false
-				return run()
-			}
-			return al.WithLaunchAttrs(LaunchAttrs{ProgrammaticSerialization: true}, run)
-		})
-		if err != nil {
+		if err := e.launchEach(ctx, ph, each); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// programmaticAfterFirst is a launch hook that runs the first launch it
+// sees plainly and every later one with programmatic serialization, when
+// the engine uses it (the decode step's graphs and the prefill graphs).
+func (e *Engine) programmaticAfterFirst() func(int, func() error) error {
+	al, _ := e.be.(AttrLauncher)
+	first := true
+	return func(_ int, run func() error) error {
+		if !e.stepGraphs.pdl || first || al == nil {
+			first = false
+			return run()
+		}
+		return al.WithLaunchAttrs(LaunchAttrs{ProgrammaticSerialization: true}, run)
+	}
 }
 
 // runStep starts the step graph *g (capturing it first with phases, the
