@@ -4,7 +4,7 @@
 # in one run on an sm_90 machine (H100/H200) with nvcc and python3 holding
 # torch + transformers 5.17:
 #   1. aimac synth --preset full --layers 4 --seed 1 (about 8.2 GB on local disk);
-#   2. aimac plan (buckets 64,1024, context 4224) and aimac build --target sm_90;
+#   2. aimac plan (buckets 64,1024, context 4224 or more) and aimac build --target sm_90;
 #   3. aima-engine probe logits with the bundle, for seeded random prompts of
 #      1, 63, 64, 65, 1000, 1024, 1025 and 4096 tokens (shortest first);
 #   4. meanwhile oracle/compare_full4.py runs transformers in fp32, in float64
@@ -28,7 +28,11 @@
 # seconds, and engine runs that would start too late are skipped),
 # FULL4_LENGTHS (default 1,63,64,65,1000,1024,1025,4096), FULL4_COMMIT,
 # FULL4_KV_DTYPE (default bf16, the GPU plans' KV cache; f32 for the second
-# gate run with an f32 cache).
+# gate run with an f32 cache), FULL4_PLAN_ARGS (more aimac plan flags, e.g.
+# "--decode-mma on"), FULL4_DECODE_LAST (default 0: the last N positions of
+# every prompt go through the decode step one token at a time, so the gate
+# holds the decode kernels too). The context is 4224 tokens, or the longest
+# prompt plus 128.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-$root/results/h200}
@@ -38,6 +42,10 @@ work=${FULL4_WORK:-/tmp/full4work}
 budget=${FULL4_BUDGET_S:-420}
 lengths=${FULL4_LENGTHS:-1,63,64,65,1000,1024,1025,4096}
 kv_dtype=${FULL4_KV_DTYPE:-bf16}
+plan_args=${FULL4_PLAN_ARGS:-}
+decode_last=${FULL4_DECODE_LAST:-0}
+context=4224
+for t in ${lengths//,/ }; do [ $((t + 128)) -gt $context ] && context=$((t + 128)); done
 start=$(date +%s)
 deadline=$((start + budget))
 ckpt=$work/full4
@@ -70,7 +78,7 @@ echo "[$(elapsed)s] synth done"
 # Engine: plan, build, then one probe per length; ours_<T>.rc announces each result.
 (
   set +e
-  bin/aimac plan --model-dir "$ckpt" --target sm_90 --buckets 64,1024 --context-tokens 4224 --kv-dtype "$kv_dtype" --out "$work/plan.json" || { echo plan-failed; for t in ${lengths//,/ }; do echo "plan failed" >"$work/ours_$t.rc"; done; exit 1; }
+  bin/aimac plan --model-dir "$ckpt" --target sm_90 --buckets 64,1024 --context-tokens "$context" --kv-dtype "$kv_dtype" $plan_args --out "$work/plan.json" || { echo plan-failed; for t in ${lengths//,/ }; do echo "plan failed" >"$work/ours_$t.rc"; done; exit 1; }
   if [ $prebuilt = 1 ]; then
     while [ ! -f "$work/build.rc" ]; do sleep 0.5; done
     if cmp -s "$work/plan.json" bin/full4_plan.json && [ "$(cat "$work/build.rc")" = 0 ]; then
@@ -94,7 +102,7 @@ echo "[$(elapsed)s] synth done"
     need=$(( 25 + t / 200 ))
     if [ $(( $(date +%s) + need )) -gt "$deadline" ]; then echo "[$(elapsed)s] T=$t skipped: out of time"; echo "skipped: out of time" >"$work/ours_$t.rc"; continue; fi
     t1=$(date +%s.%N)
-    bin/aima-engine probe logits --model-dir "$ckpt" --bundle "$bundle" --tokens "$(cat "$work/tokens_$t.txt")" --out "$work/ours_$t.npy"
+    bin/aima-engine probe logits --model-dir "$ckpt" --bundle "$bundle" --tokens "$(cat "$work/tokens_$t.txt")" --decode-last "$decode_last" --out "$work/ours_$t.npy"
     rc=$?
     python3 -c "import sys; print(round($(date +%s.%N) - $t1, 2))" >"$work/ours_$t.time"
     echo "[$(elapsed)s] T=$t engine exit $rc"
@@ -106,7 +114,7 @@ engine=$!
 python3 oracle/compare_full4.py compare --model-dir "$ckpt" --work "$work" --out "$dir/full4_vs_hf.json" \
   --deadline "$deadline" --commit "${FULL4_COMMIT:-}" \
   --checkpoint-desc "aimac synth --preset full --layers 4 --seed 1 (real widths, 3 GDN + 1 full attention, 256 experts)" \
-  --command "scripts/h200_full4_vs_hf.sh (FULL4_LENGTHS=$lengths FULL4_BUDGET_S=$budget FULL4_KV_DTYPE=$kv_dtype)"
+  --command "scripts/h200_full4_vs_hf.sh (FULL4_LENGTHS=$lengths FULL4_BUDGET_S=$budget FULL4_KV_DTYPE=$kv_dtype FULL4_PLAN_ARGS='$plan_args' FULL4_DECODE_LAST=$decode_last)"
 rc=$?
 if kill -0 $engine 2>/dev/null; then echo "engine job still running at the end: stopping it"; pkill -P $engine 2>/dev/null; kill $engine 2>/dev/null; fi
 wait $engine 2>/dev/null

@@ -25,7 +25,9 @@
 # Cases written beforehand also work: go test ./codegen -run WriteGPUCases
 # -gpucases $PWD/bin/gpucases, or as bin/gpucases.txz (tar cJf bin/gpucases.txz -C bin gpucases).
 # PROOF_STEPS (default 1,2,3,4) runs a subset, e.g. when the cases and the
-# binaries do not fit one upload.
+# binaries do not fit one upload. PROOF_CASES (default WriteGPUCases, a
+# -test.run pattern of the case writers) and GPUCHECK_ONLY (a regular expression
+# on the case names) split step 1 over several runs.
 # Then, from the repository root: scripts/h200_proof.sh [RESULTS_DIR]
 # RESULTS_DIR (default results/h200) receives gpucheck_sm90.json,
 # tiny_fixture_cuda.json, full4_vs_hf.json, bundle_serve.json, ttft_full4.json
@@ -47,7 +49,7 @@ if want 1 && [ ! -d "$cases" ] && [ -f bin/gpucases.txz ]; then
   cases=$(mktemp -d)/gpucases; tar xJf bin/gpucases.txz -C "$(dirname "$cases")" || exit 1
 elif want 1 && [ ! -d "$cases" ] && [ -x bin/codegen.test ]; then
   cases=$(mktemp -d)/gpucases
-  (cd codegen && ../bin/codegen.test -test.run WriteGPUCases -gpucases "$cases") >"$dir/gpucases_write.log" 2>&1 || { tail "$dir/gpucases_write.log"; exit 1; }
+  (cd codegen && ../bin/codegen.test -test.run "${PROOF_CASES:-WriteGPUCases}" -gpucases "$cases") >"$dir/gpucases_write.log" 2>&1 || { tail "$dir/gpucases_write.log"; exit 1; }
 fi
 need=()
 want 1 && need+=("$cases")

@@ -226,6 +226,7 @@ func parseIDs(s string) ([]int32, error) {
 func logitsCmd() *cobra.Command {
 	var f loadFlags
 	var out string
+	var decodeLast int
 	c := &cobra.Command{
 		Use:   "logits",
 		Short: "Write teacher-forced float32 logits [T, vocab] of a prompt as .npy",
@@ -234,6 +235,9 @@ func logitsCmd() *cobra.Command {
 			if out == "" {
 				return fmt.Errorf("--out is required")
 			}
+			if decodeLast < 0 {
+				return fmt.Errorf("--decode-last %d: want 0 or more", decodeLast)
+			}
 			l, ids, err := f.load(cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -241,14 +245,27 @@ func logitsCmd() *cobra.Command {
 			defer l.Close()
 			V := l.Engine.Vocab()
 			all := make([]float32, len(ids)*V)
-			_, err = l.Engine.Prefill(cmd.Context(), ids, func(start int, rows [][]float32) error {
-				for i, r := range rows {
-					copy(all[(start+i)*V:], r)
+			// The last decodeLast positions go through the decode step one
+			// token at a time: the same teacher-forced logits from the decode
+			// kernels instead of the prefill's.
+			split := max(len(ids)-decodeLast, 0)
+			if split > 0 {
+				_, err = l.Engine.Prefill(cmd.Context(), ids[:split], func(start int, rows [][]float32) error {
+					for i, r := range rows {
+						copy(all[(start+i)*V:], r)
+					}
+					return nil
+				})
+				if err != nil {
+					return err
 				}
-				return nil
-			})
-			if err != nil {
-				return err
+			}
+			for i := split; i < len(ids); i++ {
+				logits, err := l.Engine.Decode(cmd.Context(), ids[i])
+				if err != nil {
+					return fmt.Errorf("decode at position %d: %w", i, err)
+				}
+				copy(all[i*V:], logits)
 			}
 			if err := npy.WriteFile(out, []int{len(ids), V}, all); err != nil {
 				return err
@@ -259,6 +276,7 @@ func logitsCmd() *cobra.Command {
 	}
 	f.register(c)
 	c.Flags().StringVar(&out, "out", "", "output .npy `FILE` (required)")
+	c.Flags().IntVar(&decodeLast, "decode-last", 0, "feed the last `N` prompt tokens through the decode step one at a time (teacher-forced decode logits)")
 	return c
 }
 

@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/aimaproject/aimac/npy"
 	"github.com/aimaproject/aimac/synth"
@@ -50,6 +53,28 @@ func TestProbes(t *testing.T) {
 	if len(shape) != 2 || shape[0] != 5 || len(data) != shape[0]*shape[1] {
 		t.Errorf("logits shape %v", shape)
 	}
+	// The same positions through the decode step: the last 3, then all 5
+	// (more than the prompt holds), against the prefill's logits.
+	for _, last := range []string{"3", "9"} {
+		g := filepath.Join(t.TempDir(), "decoded.npy")
+		if _, err := run("probe", "logits", "--model-dir", dir, "--tokens", "1,2,3,4,5", "--decode-last", last, "--out", g); err != nil {
+			t.Fatal(err)
+		}
+		dshape, decoded, err := npy.ReadFile(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(shape, dshape); diff != "" {
+			t.Fatalf("--decode-last %s: shape (-prefill +decode):\n%s", last, diff)
+		}
+		worst := 0.0
+		for i := range data {
+			worst = max(worst, math.Abs(float64(data[i]-decoded[i])))
+		}
+		if worst > 1e-3 {
+			t.Errorf("--decode-last %s: decode logits differ from the prefill's by up to %g", last, worst)
+		}
+	}
 }
 
 func TestProbeErrors(t *testing.T) {
@@ -61,6 +86,7 @@ func TestProbeErrors(t *testing.T) {
 		{[]string{"probe", "generate", "--model-dir", "x", "--tokens", "1,a"}, `"a" is not a token id`},
 		{[]string{"probe", "generate", "--model-dir", "x"}, "--tokens is required"},
 		{[]string{"probe", "logits", "--model-dir", "x", "--tokens", "1"}, "--out is required"},
+		{[]string{"probe", "logits", "--model-dir", "x", "--tokens", "1", "--out", "o.npy", "--decode-last", "-1"}, "--decode-last -1: want 0 or more"},
 		{[]string{"probe", "generate", "--model-dir", "/nonexistent", "--tokens", "1"}, "/nonexistent: not a readable directory"},
 		{[]string{"probe", "generate", "--model-dir", "x", "--tokens", "1", "--plan", "p.json", "--buckets", "8"}, "--buckets plans the model on the spot"},
 	}

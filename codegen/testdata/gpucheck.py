@@ -42,10 +42,14 @@ correctness launch takes copy 0. A want file shorter than its output is compared
 over its own length (a speed case whose reference covers its first rows only).
 With "flops" (what one launch must compute) the rate is reported in TFLOP/s.
 
+GPUCHECK_ONLY, a regular expression, keeps the cases (and chains) whose names
+it matches: a subset when the whole set does not fit one run.
+
 A case that faults (an illegal address: the CUDA context is lost) does not end
 the check: the script runs the cases in a child process, which names each case
 in $OUT/gpucheck.progress before it runs it; when the child dies, the case it
-named is reported "FAULT" and a new child goes on after it.
+named is reported "FAULT" and a new child goes on after it, reusing the cubins
+(and nvcc's report, nvcc.json beside each) the first child compiled.
 
 A directory whose meta.json gives "chain" (a list of case names, no kernel of
 its own) times those cases as a chain, the way the decode step launches them
@@ -130,12 +134,24 @@ def graph_us(fn, g, blk, shared, pargs, reps, pdl):
     cuda.cuGraphExecDestroy(exe); cuda.cuGraphDestroy(graph); cuda.cuStreamDestroy_v2(stream)
     return sorted(times)[len(times) // 2]
 def nvcc(name):
+    """nvcc's result for a case, compiled once: a child started after a fault
+    reuses the cubins and ptxas reports the children before it wrote."""
     d = os.path.join(cases, name)
-    return subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", "-Werror", "all-warnings", "-Xptxas", "-v", os.path.join(d, "kernel.cu"), "-o", os.path.join(d, "k.cubin")], capture_output=True, text=True)
+    log = os.path.join(d, "nvcc.json")
+    if os.path.exists(log) and os.path.exists(os.path.join(d, "k.cubin")):
+        saved = json.load(open(log))
+        return subprocess.CompletedProcess(saved["args"], saved["returncode"], "", saved["stderr"])
+    r = subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", "-Werror", "all-warnings", "-Xptxas", "-v", os.path.join(d, "kernel.cu"), "-o", os.path.join(d, "k.cubin")], capture_output=True, text=True)
+    if r.returncode == 0:
+        json.dump({"args": r.args, "returncode": r.returncode, "stderr": r.stderr}, open(log, "w"))
+    return r
 # Every case compiles first, in parallel: nvcc dominates the run otherwise.
+# GPUCHECK_ONLY (a regular expression) keeps the cases whose names it matches.
+import re
 from concurrent.futures import ThreadPoolExecutor
-metas = {n: json.load(open(os.path.join(cases, n, "meta.json"))) for n in sorted(os.listdir(cases))}
-chains = {n: m for n, m in metas.items() if m.get("chain") and n > skip_through}
+only = re.compile(os.environ.get("GPUCHECK_ONLY") or ".")
+metas = {n: json.load(open(os.path.join(cases, n, "meta.json"))) for n in sorted(os.listdir(cases)) if only.search(n)}
+chains = {n: m for n, m in metas.items() if m.get("chain") and n > skip_through and all(c in metas for c in m["chain"])}
 # A child started after a chain that faulted runs only the chains after it.
 names = [] if skip_through in metas and metas[skip_through].get("chain") else [n for n in metas if n > skip_through and not metas[n].get("chain")]
 members = {c for m in chains.values() for c in m["chain"]}
