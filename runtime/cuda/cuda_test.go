@@ -75,7 +75,7 @@ type promptResult struct {
 	// engines then differ by as much as either differs from transformers
 	// (both reported), and the transformers limits are the gate.
 	CPUGated bool `json:"cpu_gated"`
-	Pass  bool `json:"pass"`
+	Pass     bool `json:"pass"`
 }
 
 type results struct {
