@@ -13,21 +13,31 @@ import (
 )
 
 // gemmKern is a tensor-core GEMM case kernel of the shape K → N, its
-// activations as two bf16 terms when split (the planner's choice) or one.
-func gemmKern(family string, k, n float64, split bool) plan.Kernel {
-	return kern(family, map[string]float64{"k": k, "n": n, "split_a": flagValue(split), "tile_n": kernels.GEMMTileCols})
+// activations as terms bf16 terms (sm_90's plans: three; gfx1151's: two).
+func gemmKern(family string, k, n float64, terms int) plan.Kernel {
+	return kern(family, termsParams(map[string]float64{"k": k, "n": n, "tile_n": kernels.GEMMTileCols}, terms))
+}
+
+// termsParams is p with the flags that stage A in terms bf16 terms.
+func termsParams(p map[string]float64, terms int) map[string]float64 {
+	p["split_a"], p["split_a3"] = flagValue(terms >= 2), flagValue(terms >= 3)
+	return p
 }
 
 // gemmKernWide is gemmKern with the 256-column tile (sm_90 only: its
 // shared memory is past gfx1151's LDS).
-func gemmKernWide(family string, k, n float64) plan.Kernel {
-	kk := gemmKern(family, k, n, true)
+func gemmKernWide(family string, k, n float64, terms int) plan.Kernel {
+	kk := gemmKern(family, k, n, terms)
 	kk.Params.SetInt("tile_n", kernels.GEMMTileColsWide)
 	return kk
 }
 
 // wideTile says whether a case takes the 256-column tile.
 func wideTile(k plan.Kernel) bool { return k.Params.Int("tile_n") == kernels.GEMMTileColsWide }
+
+// sm90Tile says whether a case's tile fits sm_90's shared memory only: the
+// wide tile, or three A terms (gfx1151's 64 KiB hold two).
+func sm90Tile(k plan.Kernel) bool { return wideTile(k) || kernels.ATerms(k.Params) == 3 }
 
 // flagValue is a case parameter's value for a flag.
 func flagValue(v bool) float64 {
@@ -41,32 +51,37 @@ func flagValue(v bool) float64 {
 // 1, 63, 65, 130 and 257 (a partial tile, one past a tile, several tiles), N
 // and K odd multiples of 8 and not multiples of 8 at all (the one-element
 // staging of W and A), K shorter than one k-tile, the tiny fixtures' shapes
-// and the model's, with x split into hi + lo (the planner's) and a few as one
-// bf16 term. The references stage x as the kernels do (kernels.StageA), so
+// and the model's, with x as three bf16 terms (sm_90's plans), a few as two
+// (gfx1151's) and a few as one. The references stage x as the kernels do (kernels.StageA), so
 // only the order of the fp32 sums differs: gpucheck's f32 tolerance (2e-4 +
 // 1e-3·|want|) holds with a wide margin (K = 4096: ≈ 1e-5).
 var gemmCases = []gpuCase{
-	{"gemm_t1", gemmKern("gemm", 2048, 8192, true), 1, 0},
-	{"gemm_t63", gemmKern("gemm", 2048, 264, true), 63, 0},
-	{"gemm_t65", gemmKern("gemm", 2048, 264, true), 65, 0},
-	{"gemm_t257", gemmKern("gemm", 4096, 2048, true), 257, 0},
-	{"gemm_odd8", gemmKern("gemm", 2056, 136, true), 130, 0},
-	{"gemm_kodd", gemmKern("gemm", 20, 7, true), 65, 0},
-	{"gemm_kodd_wide", gemmKern("gemm", 1001, 300, true), 129, 0},
-	{"gemm_kshort", gemmKern("gemm", 8, 24, true), 3, 0},
-	{"gemm_tiny_qkv", gemmKern("gemm", 64, 192, true), 63, 0},
-	{"gemm_tiny_down", gemmKern("gemm", 32, 64, true), 65, 0},
-	{"gemm_add_t65", gemmKern("gemm_add", 4096, 2048, true), 65, 0},
-	{"gemm_add_odd", gemmKern("gemm_add", 20, 7, true), 63, 0},
-	{"gemm_add_tiny", gemmKern("gemm_add", 64, 64, true), 1, 0},
+	{"gemm_t1", gemmKern("gemm", 2048, 8192, 3), 1, 0},
+	{"gemm_t63", gemmKern("gemm", 2048, 264, 3), 63, 0},
+	{"gemm_t65", gemmKern("gemm", 2048, 264, 3), 65, 0},
+	{"gemm_t257", gemmKern("gemm", 4096, 2048, 3), 257, 0},
+	{"gemm_odd8", gemmKern("gemm", 2056, 136, 3), 130, 0},
+	{"gemm_kodd", gemmKern("gemm", 20, 7, 3), 65, 0},
+	{"gemm_kodd_wide", gemmKern("gemm", 1001, 300, 3), 129, 0},
+	{"gemm_kshort", gemmKern("gemm", 8, 24, 3), 3, 0},
+	{"gemm_tiny_qkv", gemmKern("gemm", 64, 192, 3), 63, 0},
+	{"gemm_tiny_down", gemmKern("gemm", 32, 64, 3), 65, 0},
+	{"gemm_add_t65", gemmKern("gemm_add", 4096, 2048, 3), 65, 0},
+	{"gemm_add_odd", gemmKern("gemm_add", 20, 7, 3), 63, 0},
+	{"gemm_add_tiny", gemmKern("gemm_add", 64, 64, 3), 1, 0},
+	// Two terms (gfx1151's plans), on sm_90 too.
+	{"gemm_s2_t65", gemmKern("gemm", 2048, 264, 2), 65, 0},
+	{"gemm_s2_kodd", gemmKern("gemm", 20, 7, 2), 65, 0},
+	{"gemm_add_s2_t257", gemmKern("gemm_add", 4096, 2048, 2), 257, 0},
+	{"gemm_wide_s2_t65", gemmKernWide("gemm", 2048, 264, 2), 65, 0},
 	// One bf16 term (split_a off), the path the split replaced.
-	{"gemm_plain_t65", gemmKern("gemm", 2048, 264, false), 65, 0},
-	{"gemm_plain_kodd", gemmKern("gemm", 20, 7, false), 65, 0},
-	{"gemm_add_plain_t65", gemmKern("gemm_add", 4096, 2048, false), 65, 0},
+	{"gemm_plain_t65", gemmKern("gemm", 2048, 264, 1), 65, 0},
+	{"gemm_plain_kodd", gemmKern("gemm", 20, 7, 1), 65, 0},
+	{"gemm_add_plain_t65", gemmKern("gemm_add", 4096, 2048, 1), 65, 0},
 	// The 256-column tile (sm_90): a partial column tile, K % 8 ≠ 0, several row tiles.
-	{"gemm_wide_t65", gemmKernWide("gemm", 2048, 264), 65, 0},
-	{"gemm_wide_kodd", gemmKernWide("gemm", 1001, 300), 129, 0},
-	{"gemm_add_wide_t257", gemmKernWide("gemm_add", 4096, 2048), 257, 0},
+	{"gemm_wide_t65", gemmKernWide("gemm", 2048, 264, 3), 65, 0},
+	{"gemm_wide_kodd", gemmKernWide("gemm", 1001, 300, 3), 129, 0},
+	{"gemm_add_wide_t257", gemmKernWide("gemm_add", 4096, 2048, 3), 257, 0},
 }
 
 // TestCompileGEMMCases compiles every tensor-core case kernel for gfx1151
@@ -77,7 +92,7 @@ func TestCompileGEMMCases(t *testing.T) {
 	render := func(tg plan.Target) []hipcc.Source {
 		var srcs []hipcc.Source
 		for _, gc := range allTensorCases() {
-			if tg == plan.GFX1151 && wideTile(gc.k) {
+			if tg == plan.GFX1151 && sm90Tile(gc.k) {
 				continue // sm_90's tile only
 			}
 			k := gc.k

@@ -199,12 +199,12 @@ func gemmCase(name string, kk plan.Kernel, rows, check int, seed uint64) tensorC
 // case's
 // inputs are the previous launches' reference outputs. pool < experts
 // routes to the first pool experts only (whose weights are the stored part);
-// split stages the activations as hi + lo (the planner's choice); grid puts
+// terms stages the activations as that many bf16 terms; grid puts
 // x and act on the bf16 grid (lo zero: a one-term kernel on the same files
 // has the same reference).
-func moeCases(prefix string, experts, hidden, inter, k, rows, pool int, odd, split, grid bool, seed uint64) []tensorCase {
+func moeCases(prefix string, experts, hidden, inter, k, rows, pool int, odd bool, terms int, grid bool, seed uint64) []tensorCase {
 	f := filler{rand.New(rand.NewPCG(seed, 17))}
-	mp := map[string]float64{"experts": float64(experts), "hidden": float64(hidden), "inter": float64(inter), "k": float64(k), "split_a": flagValue(split)}
+	mp := termsParams(map[string]float64{"experts": float64(experts), "hidden": float64(hidden), "inter": float64(inter), "k": float64(k)}, terms)
 	sortK := kern("moe_sort", map[string]float64{"experts": float64(experts), "k": float64(k)})
 	countK := kern("moe_count", map[string]float64{"experts": float64(experts), "k": float64(k)})
 	guK, dnK := kern("moe_gate_up_group", mp), kern("moe_down_group", mp)
@@ -233,12 +233,12 @@ func moeCases(prefix string, experts, hidden, inter, k, rows, pool int, odd, spl
 	gateUp := pooled(2 * int64(inter) * int64(hidden))
 	down := pooled(int64(hidden) * int64(inter))
 	act := f.poison(pairs * int64(inter))
-	if err := kernels.MoEGateUpGroup(f32View(act), f32View(x), i32View(order), i32View(tilesB), bf16View(gateUp), rows, hidden, inter, k, experts, split); err != nil {
+	if err := kernels.MoEGateUpGroup(f32View(act), f32View(x), i32View(order), i32View(tilesB), bf16View(gateUp), rows, hidden, inter, k, experts, terms); err != nil {
 		panic(err)
 	}
 	onGrid(act)
 	ys := f.poison(pairs * int64(hidden))
-	if err := kernels.MoEDownGroup(f32View(ys), f32View(act), i32View(order), i32View(tilesB), f32View(weights), bf16View(down), rows, hidden, inter, k, experts, split); err != nil {
+	if err := kernels.MoEDownGroup(f32View(ys), f32View(act), i32View(order), i32View(tilesB), f32View(weights), bf16View(down), rows, hidden, inter, k, experts, terms); err != nil {
 		panic(err)
 	}
 	clone := func(b []byte) []byte { c := aligned(int64(len(b))); copy(c, b); return c }
@@ -271,20 +271,23 @@ func tensorCorrectness() []tensorCase {
 	for i, c := range gemmCases {
 		out = append(out, gemmCase(c.name, c.k, c.n, c.n, uint64(300+i)))
 	}
-	out = append(out, moeCases("moe_tiny_t1", 16, 64, 32, 4, 1, 16, false, true, false, 401)...)
-	out = append(out, moeCases("moe_tiny_t63", 16, 64, 32, 4, 63, 16, true, true, false, 402)...)
-	out = append(out, moeCases("moe_tiny_t65", 16, 64, 32, 4, 65, 16, false, true, false, 403)...)
-	out = append(out, moeCases("moe_odd", 5, 20, 6, 3, 7, 5, true, true, false, 404)...)
-	out = append(out, moeCases("moe_tiles", 4, 256, 72, 2, 300, 4, false, true, false, 405)...)
-	out = append(out, moeCases("moe_wide", 16, 2048, 512, 8, 65, 16, true, true, false, 406)...)
+	out = append(out, moeCases("moe_tiny_t1", 16, 64, 32, 4, 1, 16, false, 3, false, 401)...)
+	out = append(out, moeCases("moe_tiny_t63", 16, 64, 32, 4, 63, 16, true, 3, false, 402)...)
+	out = append(out, moeCases("moe_tiny_t65", 16, 64, 32, 4, 65, 16, false, 3, false, 403)...)
+	out = append(out, moeCases("moe_odd", 5, 20, 6, 3, 7, 5, true, 3, false, 404)...)
+	out = append(out, moeCases("moe_tiles", 4, 256, 72, 2, 300, 4, false, 3, false, 405)...)
+	out = append(out, moeCases("moe_wide", 16, 2048, 512, 8, 65, 16, true, 3, false, 406)...)
 	// One bf16 term: the grouped GEMMs only (the sort and the sum do not
 	// depend on it).
-	out = append(out, moeCases("moe_plain_t65", 16, 64, 32, 4, 65, 16, true, false, false, 407)[2:4]...)
-	out = append(out, moeCases("moe_plain_wide", 16, 2048, 512, 8, 65, 16, false, false, false, 408)[2:4]...)
+	// Two terms (gfx1151's plans): the grouped GEMMs only.
+	out = append(out, moeCases("moe_s2_t65", 16, 64, 32, 4, 65, 16, true, 2, false, 411)[2:4]...)
+	out = append(out, moeCases("moe_s2_wide", 16, 2048, 512, 8, 65, 16, false, 2, false, 412)[2:4]...)
+	out = append(out, moeCases("moe_plain_t65", 16, 64, 32, 4, 65, 16, true, 1, false, 407)[2:4]...)
+	out = append(out, moeCases("moe_plain_wide", 16, 2048, 512, 8, 65, 16, false, 1, false, 408)[2:4]...)
 	// Several chunks of moe_count and moe_sort: 1000 tokens × top-8 over 256
 	// experts (4 blocks, the last one partial), and 2048 pairs exactly.
-	out = append(out, moeCases("moe_chunks", 256, 64, 32, 8, 1000, 256, true, true, false, 409)[:2]...)
-	out = append(out, moeCases("moe_chunk_edge", 16, 64, 32, 8, 256, 16, false, true, false, 410)[:2]...)
+	out = append(out, moeCases("moe_chunks", 256, 64, 32, 8, 1000, 256, true, 3, false, 409)[:2]...)
+	out = append(out, moeCases("moe_chunk_edge", 16, 64, 32, 8, 256, 16, false, 3, false, 410)[:2]...)
 	return out
 }
 
@@ -305,9 +308,9 @@ func TestWriteGPUCasesTensor(t *testing.T) {
 // 4096 and 4096 → 2048 (with the residual add), the old matmul on the first
 // one's files, and the grouped MoE at top-8 (hidden 2048, inter 512) with
 // its tokens routed over 64 of the 256 experts (256 MB of gate_up weights,
-// past the L2; the rest are zeros). Every one with the activations split
-// (the planner's), and the tensor-core ones again as one bf16 term on the
-// same files (what the split costs: twice the products): the activations
+// past the L2; the rest are zeros). Every one with the activations as three
+// bf16 terms (sm_90's plans), and the tensor-core ones again as two and as
+// one on the same files (what each term costs: one more product): the activations
 // are on the bf16 grid there, so lo is zero and both take the same
 // reference. References cover the first rows (64 tokens) so that writing
 // them stays cheap; every row is timed. Without -gpucases the same cases
@@ -320,13 +323,13 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 	const check = 64
 	flops := func(k, n int) int64 { return 2 * int64(T) * int64(k) * int64(n) }
 	dense := func(name, family string, k, n int, seed uint64) tensorCase {
-		c := gemmCase(name, gemmKern(family, float64(k), float64(n), true), T, check, seed)
+		c := gemmCase(name, gemmKern(family, float64(k), float64(n), 3), T, check, seed)
 		// x on the bf16 grid: the old matmul and the one-term gemm timed on
 		// these files agree with the reference up to the order of the sums.
 		copy(f32View(c.mem["x"]), kernels.RoundBF16(f32View(c.mem["x"])))
 		c.timeReps, c.flops = 20, flops(k, n)
 		c.bytes = int64(T)*int64(k)*4 + int64(k)*int64(n)*2 + int64(T)*int64(n)*4
-		c.note = fmt.Sprintf("%d×%d → %d: %.0f GFLOP, x split (2 products); ≈ 790 TFLOP/s is the measured bf16 matrix rate", T, k, n, float64(c.flops)/1e9)
+		c.note = fmt.Sprintf("%d×%d → %d: %.0f GFLOP, x as three bf16 terms (3 products); ≈ 790 TFLOP/s is the measured bf16 matrix rate", T, k, n, float64(c.flops)/1e9)
 		return c
 	}
 	cases := []tensorCase{
@@ -341,10 +344,10 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 	moe[1].timeReps, moe[1].bytes, moe[1].note = 20, pairs*4*2, "moe_sort of 65536 pairs: 32 blocks of 2048 (was one block: 262 µs)"
 	moe[2].timeReps, moe[2].flops = 20, 2*pairs*2*I*H
 	moe[2].bytes = int64(T)*H*4 + int64(pool)*2*I*H*2 + pairs*I*4
-	moe[2].note = "grouped gate_up, 64 experts used (256 MB), 1024 pairs each, x split"
+	moe[2].note = "grouped gate_up, 64 experts used (256 MB), 1024 pairs each, x as three terms"
 	moe[3].timeReps, moe[3].flops = 20, 2*pairs*H*I
 	moe[3].bytes = pairs*I*4 + int64(pool)*H*I*2 + pairs*H*4
-	moe[3].note = "grouped down, 64 experts used (128 MB), ys written per pair, act split"
+	moe[3].note = "grouped down, 64 experts used (128 MB), ys written per pair, act as three terms"
 	moe[4].timeReps, moe[4].bytes = 20, pairs*H*4+int64(T)*H*4
 	moe[4].note = "sum over 8 slots per token"
 	cases = append(cases, moe...)
@@ -356,6 +359,12 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 	plain := func(k plan.Kernel) plan.Kernel {
 		k.Params = k.Params.Clone()
 		k.Params.SetFlag("split_a", false)
+		k.Params.SetFlag("split_a3", false)
+		return k
+	}
+	two := func(k plan.Kernel) plan.Kernel {
+		k.Params = k.Params.Clone()
+		k.Params.SetFlag("split_a3", false)
 		return k
 	}
 	wide := func(k plan.Kernel) plan.Kernel {
@@ -365,8 +374,12 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 	}
 	for _, c := range cases[:3] {
 		writeSibling(t, out, c.name+"_plain", plain(c.k), T, c.name, 20, "one bf16 term (1 product), on "+c.name+"'s files")
-		writeSibling(t, out, c.name+"_wide", wide(c.k), T, c.name, 20, "the 128 × 256 tile, split, on "+c.name+"'s files")
+		writeSibling(t, out, c.name+"_wide", wide(c.k), T, c.name, 20, "the 128 × 256 tile, three terms, on "+c.name+"'s files")
+		writeSibling(t, out, c.name+"_s2", two(c.k), T, c.name, 20, "two bf16 terms (2 products), on "+c.name+"'s files")
+		writeSibling(t, out, c.name+"_wide_s2", two(wide(c.k)), T, c.name, 20, "the 128 × 256 tile, two terms, on "+c.name+"'s files")
 	}
+	writeSibling(t, out, "speed_moe_gate_up_s2", two(moe[2].k), T, moe[2].name, 20, "two bf16 terms, on speed_moe_gate_up's files")
+	writeSibling(t, out, "speed_moe_down_s2", two(moe[3].k), T, moe[3].name, 20, "two bf16 terms, on speed_moe_down's files")
 	writeSibling(t, out, "speed_moe_gate_up_plain", plain(moe[2].k), T, moe[2].name, 20, "one bf16 term, on speed_moe_gate_up's files")
 	writeSibling(t, out, "speed_moe_down_plain", plain(moe[3].k), T, moe[3].name, 20, "one bf16 term, on speed_moe_down's files")
 	writeSibling(t, out, "speed_matmul_8192", kern("matmul", map[string]float64{"k": 2048, "n": 8192}), T, "speed_gemm_8192", 1,
@@ -414,7 +427,7 @@ func writeSibling(t *testing.T, out, name string, k plan.Kernel, rows int, from 
 // rows' arithmetic) cover the pairs of the first check tokens. Split, with
 // the activations on the bf16 grid.
 func moeCasesChecked(prefix string, experts, hidden, inter, k, rows, pool, check int, seed uint64) []tensorCase {
-	cs := moeCases(prefix, experts, hidden, inter, k, check, pool, false, true, true, seed)
+	cs := moeCases(prefix, experts, hidden, inter, k, check, pool, false, 3, true, seed)
 	f := filler{rand.New(rand.NewPCG(seed, 19))}
 	phys := rows + 2
 	tiles := int64(kernels.MoETiles(phys, k, experts))

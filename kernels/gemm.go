@@ -52,11 +52,7 @@ func gemmLaunch(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
 func GEMMSharedBytes(p ir.Params, c ir.LaunchConfig) int {
 	const k = 32
 	stages := max(c.Stages, 2) * (GEMMTileRows*k*4 + gemmTileCols(p)*k*2)
-	terms := 1
-	if p.Flag("split_a") {
-		terms = 2
-	}
-	a := terms * GEMMTileRows * k * 2
+	a := ATerms(p) * GEMMTileRows * k * 2
 	if stages+2*a <= c.MaxSharedBytes {
 		return stages + 2*a
 	}
@@ -69,32 +65,52 @@ func gemmShared(s ir.LaunchShape, p ir.Params, c ir.LaunchConfig) ir.LaunchShape
 }
 
 // GEMMMMAs is the tensor-core products per multiply-add of the matrix
-// work: one, two with split_a (hi·W and lo·W).
-func GEMMMMAs(p ir.Params) int {
-	if p.Flag("split_a") {
+// work: one per term of A (hi·W, lo·W, lo2·W).
+func GEMMMMAs(p ir.Params) int { return ATerms(p) }
+
+// ATerms is the bf16 terms a tensor-core family stages its f32 activations
+// as: one, two with split_a (hi + lo, x to ≈ 2⁻¹⁷ of itself), three with
+// split_a3 as well (hi + lo + lo2, x to ≈ 2⁻²⁶: below f32's own rounding of
+// the sums, so the prefill's projections round like the f32 ones they
+// replace — at 8K tokens two terms flip near-tied routing choices that fp32
+// keeps).
+func ATerms(p ir.Params) int {
+	switch {
+	case p.Flag("split_a") && p.Flag("split_a3"):
+		return 3
+	case p.Flag("split_a"):
 		return 2
 	}
 	return 1
+}
+
+// checkATerms refuses split_a3 without split_a (the third term follows hi
+// and lo).
+func checkATerms(p ir.Params) error {
+	if p.Flag("split_a3") && !p.Flag("split_a") {
+		return fmt.Errorf("split_a3 without split_a: the third bf16 term follows hi and lo")
+	}
+	return nil
 }
 
 func gemmFamily(kind, of ir.Kind) *ir.Family {
 	return &ir.Family{
 		Kind:     kind,
 		Operands: operandsOf(of),
-		Params:   cat(ir.Ints("k", "n", "tile_n"), ir.Flags("split_a")),
+		Params:   cat(ir.Ints("k", "n", "tile_n"), ir.Flags("split_a", "split_a3")),
 		Check: func(p ir.Params) error {
 			if n := p.Int("tile_n"); n != GEMMTileCols && n != GEMMTileColsWide {
 				return fmt.Errorf("tile_n %d: the tile takes %d or %d weight rows", n, GEMMTileCols, GEMMTileColsWide)
 			}
-			return nil
+			return checkATerms(p)
 		},
 		Launch: gemmLaunch,
 		// The reference is the family's it replaces on x as the tensor cores
-		// take it (one bf16 term, or hi + lo with split_a): what is left
-		// between the two is the order of the fp32 sums.
+		// take it (ATerms bf16 terms): what is left between the two is the
+		// order of the fp32 sums.
 		Reference: func(a *ir.Args) error {
 			x := a.F32("x")
-			staged := StageA(x[:a.N*a.Int("k")], a.Flag("split_a"))
+			staged := StageA(x[:a.N*a.Int("k")], ATerms(a.Params))
 			return Families[of].Reference(withOperand(a, "x", f32Bytes(staged)))
 		},
 		Template: "gemm.tmpl",
@@ -127,10 +143,27 @@ func SplitBF16(x []float32) []float32 {
 	return out
 }
 
-// StageA is x as a tensor-core family's A operand takes it: SplitBF16 when
-// split, RoundBF16 otherwise.
-func StageA(x []float32, split bool) []float32 {
-	if split {
+// Split3BF16 is x as three bf16 terms: hi and lo as SplitBF16, lo2 =
+// bf16(v − hi − lo) (v − hi and its remainder after lo are exact in f32),
+// and the element hi + lo + lo2, which is v to ≈ 2⁻²⁶ of itself.
+func Split3BF16(x []float32) []float32 {
+	out := make([]float32, len(x))
+	for i, v := range x {
+		hi := bf16.Round(v)
+		r := v - hi
+		lo := bf16.Round(r)
+		out[i] = hi + (lo + bf16.Round(r-lo))
+	}
+	return out
+}
+
+// StageA is x as a tensor-core family's A operand takes it in terms bf16
+// terms: RoundBF16 (one), SplitBF16 (two), Split3BF16 (three).
+func StageA(x []float32, terms int) []float32 {
+	switch terms {
+	case 3:
+		return Split3BF16(x)
+	case 2:
 		return SplitBF16(x)
 	}
 	return RoundBF16(x)

@@ -58,8 +58,16 @@ func written(o ir.OperandSpec) ir.OperandSpec { o.Access = ir.Write; return o }
 // its pairs), moe_slot_sum adds each token's slots in order. Together they
 // are moe_gate_up followed by moe_down on bf16 operands; no atomics touch
 // the results, so every run gives the same bits.
+// moeGroupCheck is topK and the A terms' rule.
+func moeGroupCheck(p ir.Params) error {
+	if err := topK(p); err != nil {
+		return err
+	}
+	return checkATerms(p)
+}
+
 func moeGroupFamilies() []*ir.Family {
-	moeParams := cat(ir.Ints("experts", "hidden", "inter", "k"), ir.Flags("split_a"))
+	moeParams := cat(ir.Ints("experts", "hidden", "inter", "k"), ir.Flags("split_a", "split_a3"))
 	tileGrid := func(cols string, per int) func(ir.Params, int, ir.LaunchConfig) ir.LaunchShape {
 		return func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
 			return gemmShared(c.Blocks(ir.Ceil(p.Int(cols), per), MoETiles(max(rows, 1), p.Int("k"), p.Int("experts")), 1), p, c)
@@ -108,14 +116,14 @@ func moeGroupFamilies() []*ir.Family {
 				operandsOf(ir.MoEGateUp)[3],
 			},
 			Params: moeParams,
-			Check:  topK,
+			Check:  moeGroupCheck,
 			// (half tiles of gate and up rows, row tiles): a block's 128 weight
 			// rows are 64 gate rows and the 64 up rows of the same outputs.
 			Launch:       tileGrid("inter", GEMMTileCols/2),
 			TemplateData: func(ir.Params) map[string]any { return map[string]any{"tile_cols": GEMMTileCols} },
 			Reference: func(a *ir.Args) error {
 				return MoEGateUpGroup(a.F32("act"), a.F32("x"), a.I32("order"), a.I32("tiles"), a.BF16("gate_up"),
-					a.N, a.Int("hidden"), a.Int("inter"), a.Int("k"), a.Int("experts"), a.Flag("split_a"))
+					a.N, a.Int("hidden"), a.Int("inter"), a.Int("k"), a.Int("experts"), ATerms(a.Params))
 			},
 		},
 		{
@@ -133,7 +141,7 @@ func moeGroupFamilies() []*ir.Family {
 			TemplateData: func(ir.Params) map[string]any { return map[string]any{"tile_cols": GEMMTileCols} },
 			Reference: func(a *ir.Args) error {
 				return MoEDownGroup(a.F32("ys"), a.F32("act"), a.I32("order"), a.I32("tiles"), a.F32("weights"), a.BF16("down"),
-					a.N, a.Int("hidden"), a.Int("inter"), a.Int("k"), a.Int("experts"), a.Flag("split_a"))
+					a.N, a.Int("hidden"), a.Int("inter"), a.Int("k"), a.Int("experts"), ATerms(a.Params))
 			},
 		},
 		{
@@ -144,7 +152,7 @@ func moeGroupFamilies() []*ir.Family {
 				{Name: "ids", DType: ir.I32, Access: ir.Read, Extent: ir.PerRow("k")},
 			},
 			Params: ir.Ints("experts", "hidden", "k"),
-			Check:  topK,
+			Check:  moeGroupCheck,
 			Launch: perRowLaunch,
 			Reference: func(a *ir.Args) error {
 				MoESlotSum(a.F32("y"), a.F32("ys"), a.I32("ids"), a.N, a.Int("hidden"), a.Int("k"), a.Int("experts"))
@@ -243,17 +251,17 @@ func sortedGroups(order, tiles []int32, n, k, experts int, each func(e int, pair
 }
 
 // MoEGateUpGroup is MoEGateUp over sorted pairs on x as the tensor cores
-// take it (StageA: one bf16 term, or hi + lo when split): act[p] =
+// take it (StageA in terms bf16 terms): act[p] =
 // silu(gate_e·x[t]) ⊙ up_e·x[t] for every pair p = t·k + s of a tile of
 // expert e. Rows of pairs left out (ids outside the experts) are not
 // written.
-func MoEGateUpGroup(act, x []float32, order, tiles []int32, gateUp []uint16, n, hidden, inter, k, experts int, split bool) error {
+func MoEGateUpGroup(act, x []float32, order, tiles []int32, gateUp []uint16, n, hidden, inter, k, experts, terms int) error {
 	return sortedGroups(order, tiles, n, k, experts, func(e int, pairs []int) {
 		xs := make([]float32, len(pairs)*hidden)
 		for i, p := range pairs {
 			copy(xs[i*hidden:][:hidden], x[(p/k)*hidden:][:hidden])
 		}
-		xs = StageA(xs, split)
+		xs = StageA(xs, terms)
 		h := make([]float32, len(pairs)*2*inter)
 		matmulTile(h, xs, gateUp[e*2*inter*hidden:][:2*inter*hidden], 0, len(pairs), 0, 2*inter, hidden, 2*inter)
 		for i, p := range pairs {
@@ -266,13 +274,13 @@ func MoEGateUpGroup(act, x []float32, order, tiles []int32, gateUp []uint16, n, 
 // MoEDownGroup is MoEDown's products over sorted pairs on act as the
 // tensor cores take it (StageA), each scaled by its routing weight: ys[p] =
 // weights[p] · down_e · act[p]. Rows of pairs left out are not written.
-func MoEDownGroup(ys, act []float32, order, tiles []int32, weights []float32, down []uint16, n, hidden, inter, k, experts int, split bool) error {
+func MoEDownGroup(ys, act []float32, order, tiles []int32, weights []float32, down []uint16, n, hidden, inter, k, experts, terms int) error {
 	return sortedGroups(order, tiles, n, k, experts, func(e int, pairs []int) {
 		as := make([]float32, len(pairs)*inter)
 		for i, p := range pairs {
 			copy(as[i*inter:][:inter], act[p*inter:][:inter])
 		}
-		as = StageA(as, split)
+		as = StageA(as, terms)
 		out := make([]float32, len(pairs)*hidden)
 		matmulTile(out, as, down[e*hidden*inter:][:hidden*inter], 0, len(pairs), 0, hidden, inter, hidden)
 		for i, p := range pairs {

@@ -93,12 +93,12 @@ func TestMoETilesBound(t *testing.T) {
 // Both sides sum in fp32 in possibly different orders (matmul's row paths):
 // within 1e-5 of the output's largest magnitude.
 func TestMoEGroupedMatchesOracle(t *testing.T) {
-	for _, split := range []bool{false, true} {
-		testMoEGrouped(t, split)
+	for terms := 1; terms <= 3; terms++ {
+		testMoEGrouped(t, terms)
 	}
 }
 
-func testMoEGrouped(t *testing.T, split bool) {
+func testMoEGrouped(t *testing.T, terms int) {
 	for _, c := range []struct{ n, experts, hidden, inter, k int }{{1, 16, 64, 32, 4}, {65, 16, 64, 32, 4}, {300, 4, 40, 12, 2}, {7, 5, 20, 6, 3}} {
 		rng := rand.New(rand.NewPCG(uint64(c.n), 3))
 		x := randVec(rng, c.n*c.hidden)
@@ -114,19 +114,19 @@ func testMoEGrouped(t *testing.T, split bool) {
 		ids[c.k-1] = -1
 		// The oracle on the staged operands.
 		act := make([]float32, c.n*c.k*c.inter)
-		kernels.MoEGateUp(act, kernels.StageA(x, split), ids, gateUp, c.n, c.hidden, c.inter, c.k, c.experts)
+		kernels.MoEGateUp(act, kernels.StageA(x, terms), ids, gateUp, c.n, c.hidden, c.inter, c.k, c.experts)
 		want := make([]float32, c.n*c.hidden)
-		kernels.MoEDown(want, kernels.StageA(act, split), ids, weights, down, c.n, c.hidden, c.inter, c.k, c.experts)
+		kernels.MoEDown(want, kernels.StageA(act, terms), ids, weights, down, c.n, c.hidden, c.inter, c.k, c.experts)
 		// The grouped chain.
 		tiles := make([]int32, 1+kernels.MoETiles(c.n, c.k, c.experts))
 		order := make([]int32, (len(tiles)-1)*kernels.GEMMTileRows)
 		kernels.MoESort(order, tiles, ids, c.n, c.k, c.experts)
 		gact := make([]float32, c.n*c.k*c.inter)
-		if err := kernels.MoEGateUpGroup(gact, x, order, tiles, gateUp, c.n, c.hidden, c.inter, c.k, c.experts, split); err != nil {
+		if err := kernels.MoEGateUpGroup(gact, x, order, tiles, gateUp, c.n, c.hidden, c.inter, c.k, c.experts, terms); err != nil {
 			t.Fatal(err)
 		}
 		ys := make([]float32, c.n*c.k*c.hidden)
-		if err := kernels.MoEDownGroup(ys, gact, order, tiles, weights, down, c.n, c.hidden, c.inter, c.k, c.experts, split); err != nil {
+		if err := kernels.MoEDownGroup(ys, gact, order, tiles, weights, down, c.n, c.hidden, c.inter, c.k, c.experts, terms); err != nil {
 			t.Fatal(err)
 		}
 		got := make([]float32, c.n*c.hidden)
@@ -137,7 +137,7 @@ func testMoEGrouped(t *testing.T, split bool) {
 			worst = max(worst, math.Abs(float64(got[i]-want[i])))
 		}
 		if worst > 1e-5*scale {
-			t.Errorf("%+v, split %t: max error %g against a largest output %g", c, split, worst, scale)
+			t.Errorf("%+v, %d terms: max error %g against a largest output %g", c, terms, worst, scale)
 		}
 	}
 }
@@ -149,12 +149,12 @@ func TestSortedGroupsRefuses(t *testing.T) {
 	gateUp := make([]uint16, 2*2*2*2)
 	tiles := []int32{5, 0}
 	order := make([]int32, kernels.GEMMTileRows)
-	if err := kernels.MoEGateUpGroup(act, x, order, tiles, gateUp, 1, 2, 2, 1, 2, false); err == nil {
+	if err := kernels.MoEGateUpGroup(act, x, order, tiles, gateUp, 1, 2, 2, 1, 2, 1); err == nil {
 		t.Error("5 tiles for one pair: no error")
 	}
 	tiles = []int32{1, 0}
 	order[0] = 9
-	if err := kernels.MoEGateUpGroup(act, x, order, tiles, gateUp, 1, 2, 2, 1, 2, false); err == nil {
+	if err := kernels.MoEGateUpGroup(act, x, order, tiles, gateUp, 1, 2, 2, 1, 2, 1); err == nil {
 		t.Error("pair 9 of 1: no error")
 	}
 }
@@ -176,7 +176,7 @@ func randBF16(rng *rand.Rand, n int) []uint16 {
 }
 
 // TestGEMMReference: gemm's reference is x rounded to bf16 (hi + lo with
-// split_a) times W in fp32, against the same product in float64 within 1e-5
+// split_a, + lo2 with split_a3) times W in fp32, against the same product in float64 within 1e-5
 // relative to the row's absolute sum; gemm_add adds it into y.
 func TestGEMMReference(t *testing.T) {
 	const rows, k, n = 5, 37, 9
@@ -185,8 +185,8 @@ func TestGEMMReference(t *testing.T) {
 	y0 := randVec(rng, rows*n)
 	for _, c := range []struct {
 		kind  ir.Kind
-		split bool
-	}{{ir.GEMM, false}, {ir.GEMMAdd, false}, {ir.GEMM, true}, {ir.GEMMAdd, true}} {
+		terms int
+	}{{ir.GEMM, 1}, {ir.GEMMAdd, 1}, {ir.GEMM, 2}, {ir.GEMMAdd, 2}, {ir.GEMM, 3}, {ir.GEMMAdd, 3}} {
 		kind := c.kind
 		f := kernels.Families[kind]
 		y := slices.Clone(y0)
@@ -194,7 +194,8 @@ func TestGEMMReference(t *testing.T) {
 		p.SetInt("k", k)
 		p.SetInt("n", n)
 		p.SetInt("tile_n", kernels.GEMMTileCols)
-		p.SetFlag("split_a", c.split)
+		p.SetFlag("split_a", c.terms >= 2)
+		p.SetFlag("split_a3", c.terms >= 3)
 		var block [ir.ParamSlots]int32
 		a := &ir.Args{Family: f, Params: p, N: rows, Block: &block, Mem: [][]byte{f32Bytes(y), f32Bytes(slices.Clone(x)), u16Bytes(w)}}
 		if err := f.Reference(a); err != nil {
@@ -204,9 +205,10 @@ func TestGEMMReference(t *testing.T) {
 			for j := range n {
 				var s, mag float64
 				for i := range k {
-					a := bf16.Round(x[r*k+i])
-					if c.split {
-						a += bf16.Round(x[r*k+i] - a)
+					a, rest := float32(0), x[r*k+i]
+					for range c.terms {
+						term := bf16.Round(rest)
+						a, rest = a+term, rest-term
 					}
 					v := float64(a) * float64(bf16.ToFloat32(w[j*k+i]))
 					s, mag = s+v, mag+math.Abs(v)
@@ -215,7 +217,7 @@ func TestGEMMReference(t *testing.T) {
 					s += float64(y0[r*n+j])
 				}
 				if d := math.Abs(float64(y[r*n+j]) - s); d > 1e-5*(mag+1) {
-					t.Errorf("%s split %t [%d][%d]: got %g, want %g", kind, c.split, r, j, y[r*n+j], s)
+					t.Errorf("%s %d terms [%d][%d]: got %g, want %g", kind, c.terms, r, j, y[r*n+j], s)
 				}
 			}
 		}
@@ -247,10 +249,37 @@ func TestSplitBF16(t *testing.T) {
 			t.Errorf("RoundBF16(%g) = %g, want %g", v, round[i], hi)
 		}
 	}
-	if got := kernels.StageA(x[:3], false); !slices.Equal(got, round[:3]) {
+	if got := kernels.StageA(x[:3], 1); !slices.Equal(got, round[:3]) {
 		t.Errorf("StageA one term = %v, want %v", got, round[:3])
 	}
-	if got := kernels.StageA(x[:3], true); !slices.Equal(got, split[:3]) {
+	if got := kernels.StageA(x[:3], 2); !slices.Equal(got, split[:3]) {
 		t.Errorf("StageA split = %v, want %v", got, split[:3])
+	}
+	if got, want := kernels.StageA(x[:3], 3), kernels.Split3BF16(x[:3]); !slices.Equal(got, want) {
+		t.Errorf("StageA three terms = %v, want %v", got, want)
+	}
+}
+
+// TestSplit3BF16: hi + lo + lo2 carries x to 2⁻²⁴ of itself (the third
+// term is bf16 of what hi and lo leave, exact in f32), each term the bf16
+// of the remainder before it.
+func TestSplit3BF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	x := randVec(rng, 4096)
+	x = append(x, 0, 1, -1, 1e-30, 3.0000002, -65504.5, 1+1.0/(1<<23))
+	got := kernels.Split3BF16(x)
+	worst := 0.0
+	for i, v := range x {
+		hi := bf16.Round(v)
+		lo := bf16.Round(v - hi)
+		if want := hi + (lo + bf16.Round(v-hi-lo)); got[i] != want {
+			t.Errorf("Split3BF16(%g) = %g, want hi + lo + lo2 = %g", v, got[i], want)
+		}
+		if v != 0 {
+			worst = max(worst, math.Abs(float64(got[i]-v))/math.Abs(float64(v)))
+		}
+	}
+	if worst > 1.0/(1<<24) {
+		t.Errorf("Split3BF16 is off by up to %g of x, want at most 2⁻²⁴", worst)
 	}
 }

@@ -60,7 +60,7 @@ type Options struct {
 	// DecodeMMA says whether the split runs on tensor cores
 	// (attention_decode_mma) where its kernel serves the attention (a bf16
 	// KV cache, head_dim 16, 32 or a multiple of 64 up to 256):
-	// DecodeMMADefault (off for now: docs/decode-attention.md), DecodeMMAOn (every GPU target: gfx1151 through
+	// DecodeMMADefault (on for sm_90, off on gfx1151: docs/decode-attention.md), DecodeMMAOn (every GPU target: gfx1151 through
 	// WMMA), DecodeMMAFused (on, with the combine and the output gate in the
 	// same launch: attention_decode_mma_gate) or DecodeMMAOff (the CUDA-core
 	// split).

@@ -68,8 +68,8 @@ func TestTilePass(t *testing.T) {
 		for i, op := range ops {
 			switch op.Kind {
 			case ir.GEMM, ir.GEMMAdd, ir.MoEDownGroup:
-				if !op.Params.Flag("split_a") {
-					t.Errorf("%s: op %d %s takes its activations as one bf16 term", target, i, op.Kind)
+				if got, want := kernels.ATerms(op.Params), activationTerms(target); got != want {
+					t.Errorf("%s: op %d %s takes its activations as %d bf16 terms, want %d", target, i, op.Kind, got, want)
 				}
 			}
 			switch op.Kind {
@@ -77,8 +77,8 @@ func TestTilePass(t *testing.T) {
 				if i < 2 || ops[i-1].Kind != ir.MoESort || ops[i-1].Layer != op.Layer || ops[i-2].Kind != ir.MoECount || ops[i-2].Layer != op.Layer {
 					t.Errorf("%s: op %d moe_gate_up_group not preceded by its layer's moe_count and moe_sort", target, i)
 				}
-				if !op.Params.Flag("split_a") {
-					t.Errorf("%s: op %d %s takes its activations as one bf16 term", target, i, op.Kind)
+				if got, want := kernels.ATerms(op.Params), activationTerms(target); got != want {
+					t.Errorf("%s: op %d %s takes its activations as %d bf16 terms, want %d", target, i, op.Kind, got, want)
 				}
 			case ir.MoEDownGroup:
 				if i+1 == len(ops) || ops[i+1].Kind != ir.MoESlotSum {
