@@ -112,7 +112,14 @@ func representatives(t *testing.T) []plan.Kernel {
 		}
 	}
 	if len(byFamily) != len(kernels.Families) {
-		t.Fatalf("plan has %d families, the table %d", len(byFamily), len(kernels.Families))
+		var missing []string
+		for k := range kernels.Families {
+			if _, ok := byFamily[string(k)]; !ok {
+				missing = append(missing, string(k))
+			}
+		}
+		sort.Strings(missing)
+		t.Fatalf("plan has %d families, the table %d: no plan reaches %v", len(byFamily), len(kernels.Families), missing)
 	}
 	out := make([]plan.Kernel, 0, len(byFamily))
 	for _, k := range byFamily {

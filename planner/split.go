@@ -64,7 +64,7 @@ func (o *Options) mma() bool {
 	case DecodeMMAOn, DecodeMMAFused:
 		return o.Target.GPU()
 	case DecodeMMADefault:
-		return o.Target == plan.SM90
+		return o.Target == plan.SM90 && !o.DecodeStream // an asked-for stream keeps its kernel
 	}
 	return false
 }

@@ -55,7 +55,7 @@ func TestSplitKV(t *testing.T) {
 		warps, stages  int // attention_decode_mma's
 	}
 	for _, w := range []want{
-		{plan.SM90, "", false, "", 132, ir.AttentionDecodeSplit, ir.AttentionCombineGate, 0, 0},
+		{plan.SM90, "", false, "", 66, ir.AttentionDecodeMMA, ir.AttentionCombineGate, 4, 3},
 		{plan.SM90, "", false, DecodeMMAOn, 66, ir.AttentionDecodeMMA, ir.AttentionCombineGate, 4, 3},
 		{plan.SM90, "", false, DecodeMMAOff, 132, ir.AttentionDecodeSplit, ir.AttentionCombineGate, 0, 0},
 		{plan.SM90, ir.F32, false, DecodeMMAOn, 132, ir.AttentionDecodeSplit, ir.AttentionCombineGate, 0, 0},
