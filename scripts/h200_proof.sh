@@ -10,7 +10,9 @@
 #      captured graph equal bit for bit to launch by launch, and the parallel
 #      pinned upload;
 #   3. the 4-layer full-width checkpoint against transformers
-#      (scripts/h200_full4_vs_hf.sh);
+#      (scripts/h200_full4_vs_hf.sh), with an f32 and a bf16 KV cache, the
+#      last 64 positions of every prompt through the decode step, the bf16
+#      run at 1 to 8193 tokens;
 #   4. aima-engine probe and serve from the sm_90 bundle made in step 3: a
 #      greedy probe, chat completions streamed and not (identical), and TTFT
 #      around the bucket edges with bench/ttft.py.
@@ -78,7 +80,19 @@ fi
 
 if want 3; then
 echo "== [$(elapsed)s] 3. full-width 4-layer checkpoint against transformers"
-FULL4_WORK=/tmp/full4work FULL4_BUDGET_S=${FULL4_BUDGET_S:-300} scripts/h200_full4_vs_hf.sh "$dir" >"$dir/full4_run.log" 2>&1 || status=1
+# The f32 cache first (its own results dir), then the GPU plans' bf16 cache,
+# whose bundle step 4 serves; both with the last 64 positions of every
+# prompt through the decode step, the bf16 run at the prefill issue's
+# lengths too.
+mkdir -p "$dir/f32"
+FULL4_WORK=/tmp/full4f32 FULL4_KV_DTYPE=f32 FULL4_DECODE_LAST=${FULL4_DECODE_LAST:-64} FULL4_BUDGET_S=${FULL4_F32_BUDGET_S:-150} \
+  scripts/h200_full4_vs_hf.sh "$dir/f32" >"$dir/f32_full4_run.log" 2>&1 || status=1
+tail -n 16 "$dir/f32_full4_run.log"
+for f in full4_vs_hf.json full4_vs_hf.log full4_engine.log; do [ -f "$dir/f32/$f" ] && mv "$dir/f32/$f" "$dir/f32_$f"; done
+rmdir "$dir/f32" 2>/dev/null; rm -rf /tmp/full4f32
+FULL4_WORK=/tmp/full4work FULL4_DECODE_LAST=${FULL4_DECODE_LAST:-64} FULL4_BUDGET_S=${FULL4_BUDGET_S:-300} \
+  FULL4_LENGTHS=${FULL4_LENGTHS:-1,63,64,65,1000,1023,1024,1025,4096,8191,8192,8193} \
+  scripts/h200_full4_vs_hf.sh "$dir" >"$dir/full4_run.log" 2>&1 || status=1
 tail -n 30 "$dir/full4_run.log"
 fi
 
