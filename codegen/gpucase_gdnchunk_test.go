@@ -77,6 +77,7 @@ func gdnChunkCases() []gpuCase {
 	}
 	return append(cs,
 		gpuCase{"gdn_state_t200_zero", gdnModelState(true, 32), 200, 0},
+		gpuCase{"gdn_state_t520", gdnModelState(true, 32), 520, 0}, // nine chunks: the [w; qw] buffers in turn, a tail of 8
 		gpuCase{"gdn_wy_t130_decay", gdnModelWY(true), 130, 0},
 		gpuCase{"gdn_state_t130_decay", gdnModelState(true, 32), 130, 0},
 		gpuCase{"gdn_wy_s64_t65", gdnWY(16, 32, 128, 128, 64, 64, true), 65, 0},

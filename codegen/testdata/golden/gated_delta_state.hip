@@ -122,8 +122,9 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 //   Vnew = u − w·S,  out += qw·S,  S ← e^{G_last}·S + kdᵀ·Vnew,
 // with [w; qw] one product of 2·CH rows, both in slices of SL dims of k_dim. Rows of
 // a partial last chunk past n are zeros in shared memory and never stored. With ASYNC
-// (one slice: all of k_dim) each staging is an asynchronous copy issued a phase ahead:
-// the chunk's kd under its [w; qw]·S, the next chunk's [w; qw] under the state update.
+// (one slice: all of k_dim) each staging is an asynchronous copy issued ahead: the
+// chunk's kd under its [w; qw]·S, the next chunk's [w; qw] into the second of two
+// buffers under the whole chunk.
 constexpr int V_HEADS = 32;
 constexpr int K_DIM = 128;
 constexpr int V_DIM = 128;
@@ -149,6 +150,7 @@ DEVICE void f32_copy16(float* dst, const float* src, bool ok) {
 }
 DEVICE void f32_copy_commit() {}
 DEVICE void f32_copy_wait_all() {}
+DEVICE void f32_copy_wait_but_last() {}
 template <int K, int NT, bool SPLIT, int UNROLL = K / 8>
 DEVICE void mm_strip(float (&c)[NT][4], int nt, const float* a, int ars, int aks, const float* b, int bks, int bns) {
   const int g = LANE / 4, t = LANE % 4;
@@ -223,7 +225,7 @@ KERNEL void gated_delta_state_2ec127c5(float* out, float* state, const float* w,
   extern SHARED __attribute__((aligned(16))) float smem[];
   float* sS = smem;
   float* sWQ = sS + K_DIM * LDS;
-  float* sK = sWQ + 2 * CH * LDW;
+  float* sK = sWQ + (ASYNC ? 2 : 1) * 2 * CH * LDW;  // ASYNC: [w; qw] double-buffered
   float* sV = sK + CH * LDK;
   const int j = BID_Y;
   const int c0 = BID_X * NC;
@@ -248,6 +250,8 @@ KERNEL void gated_delta_state_2ec127c5(float* out, float* state, const float* w,
   }
   for (int t0 = 0; t0 < n; t0 += CH) {
     const int L = n - t0 < CH ? n - t0 : CH;
+    const bool next = t0 + CH < n;
+    float* wq = ASYNC ? sWQ + ((t0 / CH) & 1) * 2 * CH * LDW : sWQ;
     // X = w·S (rows 0 .. CH − 1) and Y = qw·S (rows CH .. 2·CH − 1).
     float acc[Sx::MPW][Sx::NT][4];
 #pragma unroll
@@ -272,10 +276,16 @@ KERNEL void gated_delta_state_2ec127c5(float* out, float* state, const float* w,
         }
     const float decay = fexp(gc[(t0 + L - 1) * hrow + j]);
     if (ASYNC) {
-      f32_copy_wait_all();  // this chunk's [w; qw]
+      // This chunk's [w; qw] has landed, and every thread is past the last
+      // chunk's reads of sK, sV and the other [w; qw] buffer.
+      f32_copy_wait_all();
       block_sync();
       stage_kd(sK, kd, t0, L, j, 0);
       f32_copy_commit();
+      if (next) {
+        stage_wq(sWQ + (((t0 / CH) + 1) & 1) * 2 * CH * LDW, w, qw, t0 + CH, n - t0 - CH < CH ? n - t0 - CH : CH, j, 0);
+        f32_copy_commit();
+      }
     }
     for (int s0 = 0; s0 < K_DIM; s0 += SL) {
       if (!ASYNC) {
@@ -286,7 +296,7 @@ KERNEL void gated_delta_state_2ec127c5(float* out, float* state, const float* w,
 #pragma unroll
       for (int mi = 0; mi < Sx::MPW; ++mi) {
         const int m = (x_m0 + mi * NW) * 16;
-        mm_strip<SL, Sx::NT, SPLIT>(acc[mi], x_nt, sWQ + m * LDW, LDW, 1, sS + s0 * LDS + x_n0 * 8, LDS, 1);
+        mm_strip<SL, Sx::NT, SPLIT>(acc[mi], x_nt, wq + m * LDW, LDW, 1, sS + s0 * LDS + x_n0 * 8, LDS, 1);
       }
     }
     // Vnew = u − X into shared memory; out += Y.
@@ -309,12 +319,14 @@ KERNEL void gated_delta_state_2ec127c5(float* out, float* state, const float* w,
     // S ← e^{G_last}·S + kdᵀ·Vnew, slice by slice of k_dim rows.
     for (int s0 = 0; s0 < K_DIM; s0 += SL) {
       if (ASYNC) {
-        f32_copy_wait_all();  // this chunk's kd
-        block_sync();
-        if (t0 + CH < n) {
-          stage_wq(sWQ, w, qw, t0 + CH, n - t0 - CH < CH ? n - t0 - CH : CH, j, 0);
-          f32_copy_commit();
+        // This chunk's kd (the next chunk's [w; qw], committed after it, may
+        // still be in flight).
+        if (next) {
+          f32_copy_wait_but_last();
+        } else {
+          f32_copy_wait_all();
         }
+        block_sync();
       } else {
         block_sync();
         stage_kd(sK, kd, t0, L, j, s0);

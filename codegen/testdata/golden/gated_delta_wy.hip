@@ -153,6 +153,7 @@ DEVICE void f32_copy16(float* dst, const float* src, bool ok) {
 }
 DEVICE void f32_copy_commit() {}
 DEVICE void f32_copy_wait_all() {}
+DEVICE void f32_copy_wait_but_last() {}
 template <int K, int NT, bool SPLIT, int UNROLL = K / 8>
 DEVICE void mm_strip(float (&c)[NT][4], int nt, const float* a, int ars, int aks, const float* b, int bks, int bns) {
   const int g = LANE / 4, t = LANE % 4;
@@ -190,19 +191,32 @@ DEVICE int share_nt(int warp) {
   return left < 0 ? 0 : (left < S::NT ? left : S::NT);
 }
 
-// Rows [t0, t0 + L) of a head's slice into a CH × LDX tile, zeros past L, each row
-// scaled by scale[r] (nullptr: unscaled); 16-byte loads.
-DEVICE void load_rows(float* dst, const float* src, long long stride, int L, const float* scale) {
-  for (int i = TID_X; i < CH * SL / 4; i += BDIM_X) {
+// A slice of rows [t0, t0 + L) travels through registers, PER 16-byte loads a thread
+// (zeros past L): fetched before the products that precede its use, so that the
+// loads' latency hides under them, stored to shared memory after the next barrier.
+constexpr int PER = (CH * SL / 4 + BDIM_X - 1) / BDIM_X;
+DEVICE void fetch_rows(f32x4 (&x)[PER], const float* src, long long stride, int L) {
+#pragma unroll
+  for (int e = 0; e < PER; ++e) {
+    const int i = TID_X + e * BDIM_X;
     const int r = i / (SL / 4), d = (i % (SL / 4)) * 4;
-    f32x4 x = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (r < L) x = *(const f32x4*)(src + r * stride + d);
+    x[e] = f32x4{0.0f, 0.0f, 0.0f, 0.0f};
+    if (i < CH * SL / 4 && r < L) x[e] = *(const f32x4*)(src + r * stride + d);
+  }
+}
+// The fetched slice into a CH × LDX tile, row r scaled by scale[r] (nullptr: unscaled).
+DEVICE void put_rows(float* dst, const f32x4 (&x)[PER], const float* scale) {
+#pragma unroll
+  for (int e = 0; e < PER; ++e) {
+    const int i = TID_X + e * BDIM_X;
+    if (i >= CH * SL / 4) continue;
+    const int r = i / (SL / 4), d = (i % (SL / 4)) * 4;
     const float s = scale ? scale[r] : 1.0f;
     float* o = dst + r * LDX + d;
-    o[0] = s * x.x;
-    o[1] = s * x.y;
-    o[2] = s * x.z;
-    o[3] = s * x.w;
+    o[0] = s * x[e].x;
+    o[1] = s * x[e].y;
+    o[2] = s * x[e].z;
+    o[3] = s * x[e].w;
   }
 }
 KERNEL void gated_delta_wy_ba0fb083(float* w, float* qw, float* kd, float* u, float* gc, float* out, const float* q, const float* k, const float* v, const float* beta, const float* g, int n, const int* params) {
@@ -224,6 +238,12 @@ KERNEL void gated_delta_wy_ba0fb083(float* w, float* qw, float* kd, float* u, fl
   const int kh = j / (V_HEADS / K_HEADS);
   const int L = n - t0 < CH ? n - t0 : CH;
   const long long hrow = (long long)V_HEADS;
+  const float* qrow = q + (long long)t0 * ROW_STRIDE + kh * K_DIM;
+  const float* krow = k + (long long)t0 * ROW_STRIDE + kh * K_DIM;
+  const float* vrow = v + (long long)t0 * ROW_STRIDE + j * V_DIM;
+  f32x4 fx[PER], fq[PER];  // the next slice, in flight (the first under the gates)
+  fetch_rows(fx, krow, ROW_STRIDE, L);
+  fetch_rows(fq, qrow, ROW_STRIDE, L);
   // Gates: β and the cumulative decay, summed in token order as the reference does.
   if (TID_X < CH) {
     const int r = TID_X;
@@ -255,13 +275,17 @@ KERNEL void gated_delta_wy_ba0fb083(float* w, float* qw, float* kd, float* u, fl
   for (int jt = 0; jt < Sq::NT; ++jt)
 #pragma unroll
     for (int i = 0; i < 4; ++i) ck[jt][i] = cq[jt][i] = 0.0f;
-  const float* qrow = q + (long long)t0 * ROW_STRIDE + kh * K_DIM;
-  const float* krow = k + (long long)t0 * ROW_STRIDE + kh * K_DIM;
   for (int s0 = 0; s0 < K_DIM; s0 += SL) {
     block_sync();
-    load_rows(sX, krow + s0, ROW_STRIDE, L, nullptr);
-    load_rows(sQ, qrow + s0, ROW_STRIDE, L, nullptr);
+    put_rows(sX, fx, nullptr);
+    put_rows(sQ, fq, nullptr);
     block_sync();
+    if (s0 + SL < K_DIM) {
+      fetch_rows(fx, krow + s0 + SL, ROW_STRIDE, L);
+      fetch_rows(fq, qrow + s0 + SL, ROW_STRIDE, L);
+    } else {
+      fetch_rows(fx, vrow, ROW_STRIDE, L);  // the first v slice, under the products and the solve
+    }
     const int m0 = sq_m0 * 16, n0 = sq_n0 * 8;
     mm_strip<SL, Sq::NT, SPLIT, UNR_SQ>(ck, sq_nt, sX + m0 * LDX, LDX, 1, sX + n0 * LDX, 1, LDX);
     mm_strip<SL, Sq::NT, SPLIT, UNR_SQ>(cq, sq_nt, sQ + m0 * LDX, LDX, 1, sX + n0 * LDX, 1, LDX);
@@ -309,32 +333,43 @@ KERNEL void gated_delta_wy_ba0fb083(float* w, float* qw, float* kd, float* u, fl
   using Su = mm_share<CH / 16, SL / 8, NW>;
   const int su_nt = share_nt<Su, SL / 8>(WARP);
   const int um0 = share_m0<Su>(WARP) * 16, un0 = share_n0<Su>(WARP) * 8;
-  const float* vrow = v + (long long)t0 * ROW_STRIDE + j * V_DIM;
   for (int s0 = 0; s0 < V_DIM + K_DIM; s0 += SL) {
     const bool isv = s0 < V_DIM;
     const int d0 = isv ? s0 : s0 - V_DIM;
     block_sync();
     if (isv) {
-      load_rows(sX, vrow + d0, ROW_STRIDE, L, sBeta);
+      put_rows(sX, fx, sBeta);
     } else {
-      load_rows(sQ, qrow + d0, ROW_STRIDE, L, nullptr);
-      for (int i = TID_X; i < CH * SL / 4; i += BDIM_X) {
+      put_rows(sQ, fq, nullptr);
+#pragma unroll
+      for (int e = 0; e < PER; ++e) {
+        const int i = TID_X + e * BDIM_X;
+        if (i >= CH * SL / 4) continue;
         const int r = i / (SL / 4), d = (i % (SL / 4)) * 4;
-        f32x4 x = {0.0f, 0.0f, 0.0f, 0.0f};
-        if (r < L) x = *(const f32x4*)(krow + (long long)r * ROW_STRIDE + d0 + d);
-        const float b = sBeta[r] * sEG[r], e = sTail[r];
+        const f32x4 x = fx[e];
+        const float b = sBeta[r] * sEG[r], t = sTail[r];
         float* o = sX + r * LDX + d;
         o[0] = b * x.x;
         o[1] = b * x.y;
         o[2] = b * x.z;
         o[3] = b * x.w;
         if (r < L) {
-          const f32x4 y = {e * x.x, e * x.y, e * x.z, e * x.w};
+          const f32x4 y = {t * x.x, t * x.y, t * x.z, t * x.w};
           *(f32x4*)(kd + ((t0 + r) * hrow + j) * K_DIM + d0 + d) = y;
         }
       }
     }
     block_sync();
+    // The next pass's slice: v, or k and q.
+    if (s0 + SL < V_DIM + K_DIM) {
+      const int s1 = s0 + SL;
+      if (s1 < V_DIM) {
+        fetch_rows(fx, vrow + s1, ROW_STRIDE, L);
+      } else {
+        fetch_rows(fx, krow + s1 - V_DIM, ROW_STRIDE, L);
+        fetch_rows(fq, qrow + s1 - V_DIM, ROW_STRIDE, L);
+      }
+    }
     float cu[Su::NT][4];
 #pragma unroll
     for (int jt = 0; jt < Su::NT; ++jt)
