@@ -103,6 +103,10 @@ func gdnChunkCases() []gpuCase {
 		gpuCase{"conv_rows_r8_t3", gdnConv(8192, 4, 8), 3, 0},
 		gpuCase{"conv_rows_r8_t13", gdnConv(8192, 4, 8), 13, 0},
 		gpuCase{"conv_rows_r8_tiny_t200", gdnConv(320, 4, 8), 200, 0},
+		// the gated norm after the state pass, a warp per vector: the model's
+		// heads, the tiny fixtures' (a last block of 4 of its 8 warps)
+		gpuCase{"gated_rmsnorm_t200", kern("gated_rmsnorm", map[string]float64{"heads": 32, "dim": 128, "eps": 1e-6}), 200, 0},
+		gpuCase{"gated_rmsnorm_tiny_t7", kern("gated_rmsnorm", map[string]float64{"heads": 4, "dim": 16, "eps": 1e-6}), 7, 0},
 	)
 }
 
@@ -154,6 +158,7 @@ func TestWriteGPUCasesGDNChunk(t *testing.T) {
 		{"speed_conv_rows_8k_r4", gdnConv(8192, 4, 4), 20, "speed_conv_rows_8k"},
 		{"speed_conv_rows_8k_r16", gdnConv(8192, 4, 16), 20, "speed_conv_rows_8k"},
 		{"speed_conv_serial_8k", conv, 3, "speed_conv_rows_8k"},
+		{"speed_gated_rmsnorm_8k", kern("gated_rmsnorm", map[string]float64{"heads": 32, "dim": 128, "eps": 1e-6}), 20, ""},
 	}
 	for i, sp := range speeds {
 		writeGDNSpeed(t, filepath.Join(out, sp.name), out, sp, n, uint64(5100+i))
@@ -232,6 +237,8 @@ func writeGDNSpeed(t *testing.T, dir, root string, sp gdnSpeed, n int, seed uint
 		}
 		meta.Note = fmt.Sprintf("%d tokens of one GDN layer at the model's heads, %s, %d tf32 products per multiply-add (%s); files of %d rows repeated",
 			n, kernelShape(k), products, map[bool]string{true: "split: hi·hi + hi·lo + lo·hi", false: "plain"}[products == 3], period)
+	case ir.GatedRMSNorm:
+		meta.Note = fmt.Sprintf("%d tokens of the gated norm over %d heads of %d, a warp per vector; files of %d rows repeated", n, k.Params.Int("heads"), k.Params.Int("dim"), period)
 	default:
 		meta.Note = fmt.Sprintf("%d tokens of the conv over %d channels, %s; files of %d rows repeated", n, k.Params.Int("channels"), kernelShape(k), period)
 	}
@@ -252,7 +259,7 @@ func writeGDNSpeed(t *testing.T, dir, root string, sp gdnSpeed, n int, seed uint
 				}
 			}
 		}
-		if ir.Kind(k.Family) != ir.CausalConv1dSiLURows {
+		if ir.Kind(k.Family) == ir.GatedDeltaWY || ir.Kind(k.Family) == ir.GatedDeltaState {
 			gdnFill(a, rng, period, 0.3, false)
 		}
 		for i, o := range f.Operands {
