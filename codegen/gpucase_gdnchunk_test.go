@@ -49,11 +49,11 @@ func gdnCaseFill(name string, a *ir.Args, rng *rand.Rand, phys int) {
 	gdnFill(a, rng, phys, o.gmax, o.zeroState)
 }
 
-// The planner's tiles: sm_90 runs gated_delta_wy on slices of 32 dims (at
-// 64 ptxas spilled it) and gated_delta_state on the whole k_dim with 32
+// The planner's tiles: sm_90 runs gated_delta_wy split on slices of 64
+// dims (plain on 32) and gated_delta_state on the whole k_dim with 32
 // state columns a block, its staging asynchronous; gfx1151 slices of 32
 // for both (its 64 KiB of LDS).
-func gdnModelWY(split bool) plan.Kernel { return gdnWY(16, 32, 128, 128, 64, 32, split) }
+func gdnModelWY(split bool) plan.Kernel { return gdnWY(16, 32, 128, 128, 64, 64, split) }
 func gdnModelState(split bool, cols int) plan.Kernel {
 	return gdnStateAsync(16, 32, 128, 128, 64, 128, cols, split, true)
 }
@@ -80,9 +80,9 @@ func gdnChunkCases() []gpuCase {
 		gpuCase{"gdn_state_t520", gdnModelState(true, 32), 520, 0}, // nine chunks: the [w; qw] buffers in turn, a tail of 8
 		gpuCase{"gdn_wy_t130_decay", gdnModelWY(true), 130, 0},
 		gpuCase{"gdn_state_t130_decay", gdnModelState(true, 32), 130, 0},
-		gpuCase{"gdn_wy_s64_t65", gdnWY(16, 32, 128, 128, 64, 64, true), 65, 0},
-		gpuCase{"gdn_wy_s64_t200", gdnWY(16, 32, 128, 128, 64, 64, true), 200, 0},
-		gpuCase{"gdn_wy_s64_plain_t200", gdnWY(16, 32, 128, 128, 64, 64, false), 200, 0},
+		gpuCase{"gdn_wy_s32_t65", gdnWY(16, 32, 128, 128, 64, 32, true), 65, 0},
+		gpuCase{"gdn_wy_s32_t200", gdnWY(16, 32, 128, 128, 64, 32, true), 200, 0},
+		gpuCase{"gdn_wy_s32_plain_t200", gdnWY(16, 32, 128, 128, 64, 32, false), 200, 0},
 		gpuCase{"gdn_state_gfxtile_t65", gdnState(16, 32, 128, 128, 64, 32, 32, true), 65, 0},
 		gpuCase{"gdn_state_c16_t65", gdnModelState(true, 16), 65, 0},
 		gpuCase{"gdn_state_sync_t200", gdnState(16, 32, 128, 128, 64, 128, 32, true), 200, 0},
@@ -145,8 +145,8 @@ func TestWriteGPUCasesGDNChunk(t *testing.T) {
 	speeds := []gdnSpeed{
 		{"speed_gdn_wy_8k", gdnModelWY(true), 10, ""},
 		{"speed_gdn_wy_8k_plain", gdnModelWY(false), 10, "speed_gdn_wy_8k"},
-		{"speed_gdn_wy_8k_s64", gdnWY(16, 32, 128, 128, 64, 64, true), 10, "speed_gdn_wy_8k"},
-		{"speed_gdn_wy_8k_s64_plain", gdnWY(16, 32, 128, 128, 64, 64, false), 10, "speed_gdn_wy_8k"},
+		{"speed_gdn_wy_8k_s32", gdnWY(16, 32, 128, 128, 64, 32, true), 10, "speed_gdn_wy_8k"},
+		{"speed_gdn_wy_8k_s32_plain", gdnWY(16, 32, 128, 128, 64, 32, false), 10, "speed_gdn_wy_8k"},
 		{"speed_gdn_state_8k", gdnModelState(true, 32), 10, ""},
 		{"speed_gdn_state_8k_plain", gdnModelState(false, 32), 10, "speed_gdn_state_8k"},
 		{"speed_gdn_state_8k_c16", gdnModelState(true, 16), 10, "speed_gdn_state_8k"},

@@ -59,22 +59,24 @@ func (o *Options) chunksGDN() bool {
 // gdnTiles are a target's tiles: gated_delta_wy's slices of k_dim and
 // v_dim, gated_delta_state's slices of k_dim and its state columns a
 // block, each list best first; the first that divides the head dims and
-// whose shared memory fits is taken. sm_90: slices of 32 (at 64 ptxas
-// spills the split kernel: 128 registers and 12 bytes of spill stores on
-// the H200 check), the whole k_dim of 128 in one slice for the state pass,
-// 32 columns (32 value heads × 4 = 128 blocks on 132 SMs); gfx1151 slices
-// of 32 within its 64 KiB of LDS. The cpu runs the references: sm_90's.
-// With async (sm_90) a state pass whose one slice is the whole k_dim
-// stages its tiles by asynchronous copies a phase ahead.
+// whose shared memory fits is taken. sm_90, measured on the H200 at 8K:
+// gated_delta_wy split on slices of 64 (1,063 µs against 1,192 at 32, no
+// spill), plain on slices of 32 (737 µs, three blocks an SM, against 783
+// at 64); the whole k_dim of 128 in one slice for the state pass (1,079 µs
+// against 1,979 at 64), 32 columns (32 value heads × 4 = 128 blocks on 132
+// SMs: 1,540 µs at 16, 1,697 at 64); gfx1151 slices of 32 within its
+// 64 KiB of LDS. The cpu runs the references: sm_90's. With async (sm_90)
+// a state pass whose one slice is the whole k_dim stages its tiles by
+// asynchronous copies ahead.
 type gdnTile struct {
-	wySlices, stateSlices, cols []int
-	async                       bool
+	wySlices, wyPlainSlices, stateSlices, cols []int
+	async                                      bool
 }
 
 var gdnTiles = map[plan.Target]gdnTile{
-	plan.SM90:    {[]int{32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true},
-	plan.GFX1151: {[]int{32, 16}, []int{32, 16}, []int{32, 16, 8}, false},
-	plan.CPU:     {[]int{32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true},
+	plan.SM90:    {[]int{64, 32, 16}, []int{32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true},
+	plan.GFX1151: {[]int{32, 16}, []int{32, 16}, []int{32, 16}, []int{32, 16, 8}, false},
+	plan.CPU:     {[]int{64, 32, 16}, []int{32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true},
 }
 
 func gdnPass(c *compilation) error {
@@ -115,7 +117,11 @@ func gdnParams(p ir.Params, t gdnTile, split bool, c ir.LaunchConfig) (wy, st ir
 		return kernels.Families[kind].CheckParams(q) == nil && bytes(q) <= c.MaxSharedBytes
 	}
 	found := false
-	for _, s := range t.wySlices {
+	slices := t.wySlices
+	if !split {
+		slices = t.wyPlainSlices
+	}
+	for _, s := range slices {
 		if wy = base(s); fits(ir.GatedDeltaWY, wy, kernels.GDNWYSharedBytes) {
 			found = true
 			break
@@ -149,8 +155,8 @@ func chunkGDN(g *ir.Graph, t gdnTile, split bool, c ir.LaunchConfig) int {
 		switch {
 		case op.Kind == ir.CausalConv1dSiLU && op.Rows != nil:
 			p := op.Params.Clone()
-			// 8 rows a thread: 164 µs at 8K on the H200 against 179 at 4 (more
-			// of the window reused per load).
+			// 8 rows a thread: 164 µs at 8K on the H200 against 180 at 4 (more
+			// of the window reused per load; 16: 153).
 			p.SetInt("rows_per_thread", int64(max(8, p.Int("kernel")-1)))
 			if kernels.Families[ir.CausalConv1dSiLURows].CheckParams(p) == nil {
 				out = append(out, &ir.Op{Kind: ir.CausalConv1dSiLURows, Layer: op.Layer, Rows: op.Rows, Params: p, Operands: op.Operands})

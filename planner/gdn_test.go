@@ -47,15 +47,16 @@ func TestChunkGDN(t *testing.T) {
 		tiles  [3]int64 // wy slice, state slice, cols
 		split  bool
 	}{
-		{"real sm_90", arch.Real(), plan.SM90, PrefillGDNWY, 0, chunked, [3]int64{32, 128, 32}, true},
-		{"real sm_90 default", arch.Real(), plan.SM90, PrefillGDNDefault, 0, chunked, [3]int64{32, 128, 32}, true},
+		{"real sm_90", arch.Real(), plan.SM90, PrefillGDNWY, 0, chunked, [3]int64{64, 128, 32}, true},
+		{"real sm_90 default", arch.Real(), plan.SM90, PrefillGDNDefault, 0, chunked, [3]int64{64, 128, 32}, true},
 		{"real gfx1151 default", arch.Real(), plan.GFX1151, PrefillGDNDefault, 0, chunked, [3]int64{32, 32, 32}, true},
 		{"real sm_90 tf32", arch.Real(), plan.SM90, PrefillGDNTF32, 0, chunked, [3]int64{32, 128, 32}, false},
+		{"real gfx1151 tf32", arch.Real(), plan.GFX1151, PrefillGDNTF32, 0, chunked, [3]int64{32, 32, 32}, false},
 		{"real gfx1151", arch.Real(), plan.GFX1151, PrefillGDNWY, 0, chunked, [3]int64{32, 32, 32}, true},
 		{"real sm_90 chunked", arch.Real(), plan.SM90, PrefillGDNChunked, 0, serial, [3]int64{}, false},
 		{"real gfx1151 chunked", arch.Real(), plan.GFX1151, PrefillGDNChunked, 0, serial, [3]int64{}, false},
 		{"real cpu", arch.Real(), plan.CPU, PrefillGDNDefault, 0, serial, [3]int64{}, false},
-		{"real cpu wy", arch.Real(), plan.CPU, PrefillGDNWY, 0, chunked, [3]int64{32, 128, 32}, true},
+		{"real cpu wy", arch.Real(), plan.CPU, PrefillGDNWY, 0, chunked, [3]int64{64, 128, 32}, true},
 		{"tiny heads sm_90", &tiny, plan.SM90, PrefillGDNWY, 0, chunked, [3]int64{16, 16, 16}, true},
 		{"tiny heads sm_90 default", &tiny, plan.SM90, PrefillGDNDefault, 0, chunked, [3]int64{16, 16, 16}, true},
 		{"tiny heads gfx1151", &tiny, plan.GFX1151, PrefillGDNDefault, 0, chunked, [3]int64{16, 16, 16}, true},
