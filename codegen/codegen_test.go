@@ -47,8 +47,9 @@ func frozen(t *testing.T, target plan.Target) *plan.Plan {
 // with the tensor-core decode attention (DecodeMMAOn: attention_decode_mma,
 // off by default), and both GPU targets with its combine folded in
 // (DecodeMMAFused: attention_decode_mma_gate, on gfx1151 through WMMA); the first
-// sm_90 and gfx1151 plans take the chunked prefill GDN (--prefill-gdn wy, off
-// by default), the sm_90 tensor-core plan its plain tf32 variant.
+// sm_90 and gfx1151 plans keep the serial prefill GDN (--prefill-gdn
+// chunked: the frozen GPU plans take the chunked form), the sm_90
+// tensor-core plan the chunked form's plain tf32 variant.
 func optionPlans(t *testing.T) []*plan.Plan {
 	t.Helper()
 	m := planner.FromConfig(arch.RealName, arch.Real())

@@ -63,6 +63,7 @@ func gdnChunkKernels() []plan.Kernel {
 		gdnState(16, 32, 128, 128, 64, 32, 32, true),
 		gdnState(16, 32, 128, 128, 64, 128, 16, true),
 		gdnState(2, 4, 16, 16, 64, 16, 8, true),
+		gdnConv(8192, 4, 8),
 		gdnConv(8192, 4, 4),
 		gdnConv(300, 4, 3),
 	}

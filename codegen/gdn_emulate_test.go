@@ -90,6 +90,7 @@ const emuCopy = `DEVICE void f32_copy16(float* dst, const float* src, bool ok) {
 }
 DEVICE void f32_copy_commit() {}
 DEVICE void f32_copy_wait_all() {}
+DEVICE void f32_copy_wait_but_last() {}
 `
 
 const emuAtoms = `DEVICE unsigned int tf32_of(float x) {
@@ -120,7 +121,7 @@ DEVICE void mma_tf32(float (&c)[4], const unsigned int (&a)[4], const unsigned i
 var (
 	preludeSpan = regexp.MustCompile(`(?s)// ---- prelude: .*?(// ---- common helpers)`)
 	asmAtoms    = regexp.MustCompile(`(?s)DEVICE unsigned int tf32_of\(float x\) \{.*?\n\}\nDEVICE void mma_tf32\(.*?\n\}\n`)
-	copyAtoms   = regexp.MustCompile(`(?s)DEVICE void f32_copy16\(.*?\nDEVICE void f32_copy_wait_all\(\) \{[^\n]*\}\n`)
+	copyAtoms   = regexp.MustCompile(`(?s)DEVICE void f32_copy16\(.*?\nDEVICE void f32_copy_wait_but_last\(\) \{[^\n]*\}\n`)
 )
 
 // emulate compiles kernel k rendered for target as a host program and runs
@@ -398,12 +399,14 @@ func TestEmulateGDNChunk(t *testing.T) {
 		{"model_t64", gdnWY(1, 1, 128, 128, 64, 64, true), gdnState(1, 1, 128, 128, 64, 128, 32, true), 64, 0.3, false, plan.SM90, 2e-4},
 		{"model_t70_async", gdnWY(1, 1, 128, 128, 64, 64, true), gdnStateAsync(1, 1, 128, 128, 64, 128, 32, true, true), 70, 0.3, false, plan.SM90, 2e-4},
 		{"tiny_t65_async", wyT, gdnStateAsync(2, 4, 16, 16, 64, 16, 16, true, true), 65, 0.3, false, plan.SM90, 2e-4},
+		// four chunks: the two [w; qw] buffers taken in turn, the last chunk partial
+		{"tiny_t200_async", wyT, gdnStateAsync(2, 4, 16, 16, 64, 16, 16, true, true), 200, 0.3, false, plan.SM90, 2e-4},
 		{"model_t130_gfx", gdnWY(1, 1, 128, 128, 64, 32, true), gdnState(1, 1, 128, 128, 64, 32, 32, true), 130, 0.3, false, plan.GFX1151, 2e-4},
 	}
 	// The host runs a thread per GPU thread: by default the two cases that
 	// cover both launches, the ragged chunk and the async staging; every
 	// case with -emulate-all.
-	quick := map[string]bool{"tiny_t65": true, "tiny_t65_async": true}
+	quick := map[string]bool{"tiny_t65": true, "tiny_t200_async": true}
 	for i, c := range cases {
 		if !*emulateAll && !quick[c.name] {
 			continue

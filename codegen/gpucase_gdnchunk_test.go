@@ -49,9 +49,10 @@ func gdnCaseFill(name string, a *ir.Args, rng *rand.Rand, phys int) {
 	gdnFill(a, rng, phys, o.gmax, o.zeroState)
 }
 
-// The planner's tiles: sm_90 runs gated_delta_wy on slices of 64 dims and
-// gated_delta_state on the whole k_dim with 32 state columns a block, its
-// staging asynchronous; gfx1151 slices of 32 (its 64 KiB of LDS).
+// The planner's tiles: sm_90 runs gated_delta_wy split on slices of 64
+// dims (plain on 32) and gated_delta_state on the whole k_dim with 32
+// state columns a block, its staging asynchronous; gfx1151 slices of 32
+// for both (its 64 KiB of LDS).
 func gdnModelWY(split bool) plan.Kernel { return gdnWY(16, 32, 128, 128, 64, 64, split) }
 func gdnModelState(split bool, cols int) plan.Kernel {
 	return gdnStateAsync(16, 32, 128, 128, 64, 128, cols, split, true)
@@ -76,9 +77,12 @@ func gdnChunkCases() []gpuCase {
 	}
 	return append(cs,
 		gpuCase{"gdn_state_t200_zero", gdnModelState(true, 32), 200, 0},
+		gpuCase{"gdn_state_t520", gdnModelState(true, 32), 520, 0}, // nine chunks: the [w; qw] buffers in turn, a tail of 8
 		gpuCase{"gdn_wy_t130_decay", gdnModelWY(true), 130, 0},
 		gpuCase{"gdn_state_t130_decay", gdnModelState(true, 32), 130, 0},
-		gpuCase{"gdn_wy_gfxtile_t65", gdnWY(16, 32, 128, 128, 64, 32, true), 65, 0},
+		gpuCase{"gdn_wy_s32_t65", gdnWY(16, 32, 128, 128, 64, 32, true), 65, 0},
+		gpuCase{"gdn_wy_s32_t200", gdnWY(16, 32, 128, 128, 64, 32, true), 200, 0},
+		gpuCase{"gdn_wy_s32_plain_t200", gdnWY(16, 32, 128, 128, 64, 32, false), 200, 0},
 		gpuCase{"gdn_state_gfxtile_t65", gdnState(16, 32, 128, 128, 64, 32, 32, true), 65, 0},
 		gpuCase{"gdn_state_c16_t65", gdnModelState(true, 16), 65, 0},
 		gpuCase{"gdn_state_sync_t200", gdnState(16, 32, 128, 128, 64, 128, 32, true), 200, 0},
@@ -96,6 +100,13 @@ func gdnChunkCases() []gpuCase {
 		gpuCase{"conv_rows_t1", gdnConv(300, 4, 4), 1, 0},
 		gpuCase{"conv_rows_t200", gdnConv(8192, 4, 4), 200, 0},
 		gpuCase{"conv_rows_tiny_t9", gdnConv(128, 4, 3), 9, 0},
+		gpuCase{"conv_rows_r8_t3", gdnConv(8192, 4, 8), 3, 0},
+		gpuCase{"conv_rows_r8_t13", gdnConv(8192, 4, 8), 13, 0},
+		gpuCase{"conv_rows_r8_tiny_t200", gdnConv(320, 4, 8), 200, 0},
+		// the gated norm after the state pass, a warp per vector: the model's
+		// heads, the tiny fixtures' (a last block of 4 of its 8 warps)
+		gpuCase{"gated_rmsnorm_t200", kern("gated_rmsnorm", map[string]float64{"heads": 32, "dim": 128, "eps": 1e-6}), 200, 0},
+		gpuCase{"gated_rmsnorm_tiny_t7", kern("gated_rmsnorm", map[string]float64{"heads": 4, "dim": 16, "eps": 1e-6}), 7, 0},
 	)
 }
 
@@ -114,8 +125,9 @@ type gdnSpeed struct {
 // TestWriteGPUCasesGDNChunk writes the chunked GDN's correctness cases and
 // its speed cases at the model's size, 8192 tokens (one bucket): both
 // launches with the planner's tiles, split and plain, other slices and
-// column tiles, and the conv, the old serial one beside the parallel one.
-// Without -gpucases the speed cases are written at 512 tokens.
+// column tiles, and the conv, the old serial one beside the parallel one;
+// and the state pass over 131072 tokens. Without -gpucases the speed cases
+// are written at 512 and 1024 tokens.
 func TestWriteGPUCasesGDNChunk(t *testing.T) {
 	out := *gpuCases
 	if out == "" {
@@ -134,7 +146,7 @@ func TestWriteGPUCasesGDNChunk(t *testing.T) {
 		{"speed_gdn_wy_8k", gdnModelWY(true), 10, ""},
 		{"speed_gdn_wy_8k_plain", gdnModelWY(false), 10, "speed_gdn_wy_8k"},
 		{"speed_gdn_wy_8k_s32", gdnWY(16, 32, 128, 128, 64, 32, true), 10, "speed_gdn_wy_8k"},
-		{"speed_gdn_wy_8k_s128", gdnWY(16, 32, 128, 128, 64, 128, true), 10, "speed_gdn_wy_8k"},
+		{"speed_gdn_wy_8k_s32_plain", gdnWY(16, 32, 128, 128, 64, 32, false), 10, "speed_gdn_wy_8k"},
 		{"speed_gdn_state_8k", gdnModelState(true, 32), 10, ""},
 		{"speed_gdn_state_8k_plain", gdnModelState(false, 32), 10, "speed_gdn_state_8k"},
 		{"speed_gdn_state_8k_c16", gdnModelState(true, 16), 10, "speed_gdn_state_8k"},
@@ -142,13 +154,23 @@ func TestWriteGPUCasesGDNChunk(t *testing.T) {
 		{"speed_gdn_state_8k_s64", gdnState(16, 32, 128, 128, 64, 64, 32, true), 10, "speed_gdn_state_8k"},
 		{"speed_gdn_state_8k_sync", gdnState(16, 32, 128, 128, 64, 128, 32, true), 10, "speed_gdn_state_8k"},
 		{"speed_gdn_state_8k_plain_sync", gdnState(16, 32, 128, 128, 64, 128, 32, false), 10, "speed_gdn_state_8k"},
-		{"speed_conv_rows_8k", gdnConv(8192, 4, 4), 20, ""},
-		{"speed_conv_rows_8k_r8", gdnConv(8192, 4, 8), 20, "speed_conv_rows_8k"},
+		{"speed_conv_rows_8k", gdnConv(8192, 4, 8), 20, ""},
+		{"speed_conv_rows_8k_r4", gdnConv(8192, 4, 4), 20, "speed_conv_rows_8k"},
+		{"speed_conv_rows_8k_r16", gdnConv(8192, 4, 16), 20, "speed_conv_rows_8k"},
 		{"speed_conv_serial_8k", conv, 3, "speed_conv_rows_8k"},
+		{"speed_gated_rmsnorm_8k", kern("gated_rmsnorm", map[string]float64{"heads": 32, "dim": 128, "eps": 1e-6}), 20, ""},
 	}
 	for i, sp := range speeds {
 		writeGDNSpeed(t, filepath.Join(out, sp.name), out, sp, n, uint64(5100+i))
 	}
+	// The serial part at a whole 128K prompt in one segment: the state
+	// pass walks 2048 chunks a block (the engine's segments are buckets of
+	// up to 8K, so this is the pass's cost per token at its longest walk).
+	long := 131072
+	if *gpuCases == "" {
+		long = 1024
+	}
+	writeGDNSpeed(t, filepath.Join(out, "speed_gdn_state_128k"), out, gdnSpeed{"speed_gdn_state_128k", gdnModelState(true, 32), 2, ""}, long, 5199)
 }
 
 // gdnSpeedBytes is what one launch must move at least: every operand once
@@ -215,6 +237,8 @@ func writeGDNSpeed(t *testing.T, dir, root string, sp gdnSpeed, n int, seed uint
 		}
 		meta.Note = fmt.Sprintf("%d tokens of one GDN layer at the model's heads, %s, %d tf32 products per multiply-add (%s); files of %d rows repeated",
 			n, kernelShape(k), products, map[bool]string{true: "split: hi·hi + hi·lo + lo·hi", false: "plain"}[products == 3], period)
+	case ir.GatedRMSNorm:
+		meta.Note = fmt.Sprintf("%d tokens of the gated norm over %d heads of %d, a warp per vector; files of %d rows repeated", n, k.Params.Int("heads"), k.Params.Int("dim"), period)
 	default:
 		meta.Note = fmt.Sprintf("%d tokens of the conv over %d channels, %s; files of %d rows repeated", n, k.Params.Int("channels"), kernelShape(k), period)
 	}
@@ -235,7 +259,7 @@ func writeGDNSpeed(t *testing.T, dir, root string, sp gdnSpeed, n int, seed uint
 				}
 			}
 		}
-		if ir.Kind(k.Family) != ir.CausalConv1dSiLURows {
+		if ir.Kind(k.Family) == ir.GatedDeltaWY || ir.Kind(k.Family) == ir.GatedDeltaState {
 			gdnFill(a, rng, period, 0.3, false)
 		}
 		for i, o := range f.Operands {

@@ -49,11 +49,16 @@ func GDNWYSharedBytes(p ir.Params) int {
 }
 
 // GDNStateSharedBytes is gated_delta_state's: the state tile, k_dim ×
-// (cols + 8) floats; the w and qw slices, 2·chunk × (slice + 4); the kd
-// slice, chunk × (slice + 8); Vnew, chunk × (cols + 8).
+// (cols + 8) floats; the w and qw slices, 2·chunk × (slice + 4), twice with
+// async (the next chunk's copy lands in the second); the kd slice, chunk ×
+// (slice + 8); Vnew, chunk × (cols + 8).
 func GDNStateSharedBytes(p ir.Params) int {
 	c, s, n := p.Int("chunk"), p.Int("slice"), p.Int("cols")
-	return 4 * (p.Int("k_dim")*(n+8) + 2*c*(s+4) + c*(s+8) + c*(n+8))
+	wq := 1
+	if p.Flag("async") {
+		wq = 2
+	}
+	return 4 * (p.Int("k_dim")*(n+8) + wq*2*c*(s+4) + c*(s+8) + c*(n+8))
 }
 
 // GDNChunkFLOPs is the matrix work of the two launches over n tokens

@@ -8,53 +8,75 @@ import (
 	"github.com/aimaproject/aimac/plan"
 )
 
-// The gdn pass: asked for (PrefillGDNChunked, PrefillGDNTF32), each prefill step's gated_delta_chunked
+// The gdn pass: on GPU targets by default (PrefillGDNWY, PrefillGDNTF32 on
+// any target when asked), each prefill step's gated_delta_chunked
 // (the exact recurrence token by token, a block per value head) becomes
 // the chunked form on tensor cores — gated_delta_wy for every chunk at
 // once, then gated_delta_state walking the chunks with a block per value
 // head and column tile of the state — and causal_conv1d_silu (a thread per
 // channel over every row) causal_conv1d_silu_rows (a thread per channel and
 // row tile), docs/prefill-gdn.md. The old families stay the oracle and the
-// cpu plan's; a shape the tiles do not serve keeps them.
+// cpu plan's (PrefillGDNChunked keeps them on any target); a shape the
+// tiles do not serve, or whose shared memory the target cannot give, keeps
+// them.
 
 // PrefillGDN says which families run the prefill steps' gated delta rule
 // and conv.
 type PrefillGDN string
 
 const (
-	// PrefillGDNDefault is serial on every target for now: the chunked
-	// families are on by option until the H200 proof has run their cases
-	// (docs/prefill-gdn.md).
+	// PrefillGDNDefault is the target's: gdnDefault on GPU targets, the
+	// old families on the cpu (its plan is the oracle).
 	PrefillGDNDefault PrefillGDN = ""
-	PrefillGDNChunked PrefillGDN = "wy" // gated_delta_wy + gated_delta_state, conv rows, on every target (the cpu runs their references)
+	PrefillGDNWY      PrefillGDN = "wy" // gated_delta_wy + gated_delta_state (split tf32 products), conv rows, on every target (the cpu runs their references)
 	// PrefillGDNTF32 is the chunked form with plain tf32 products (10-bit
 	// operands instead of the split's ≈ 21 bits): faster, less exact.
-	PrefillGDNTF32   PrefillGDN = "wy-tf32"
-	PrefillGDNSerial PrefillGDN = "serial" // gated_delta_chunked and causal_conv1d_silu
+	PrefillGDNTF32    PrefillGDN = "wy-tf32"
+	PrefillGDNChunked PrefillGDN = "chunked" // gated_delta_chunked and causal_conv1d_silu, the serial families
 )
 
+// gdnDefault is a GPU target's default: split tf32 products on sm_90
+// (docs/prefill-gdn.md has the measured choice), gfx1151's products are f32
+// either way.
+const gdnDefault = PrefillGDNWY
+
+// gdnMode is the mode the options resolve to on their target.
+func (o *Options) gdnMode() PrefillGDN {
+	if o.PrefillGDN == PrefillGDNDefault {
+		if o.Target.GPU() {
+			return gdnDefault
+		}
+		return PrefillGDNChunked
+	}
+	return o.PrefillGDN
+}
+
 func (o *Options) chunksGDN() bool {
-	return o.PrefillGDN == PrefillGDNChunked || o.PrefillGDN == PrefillGDNTF32
+	m := o.gdnMode()
+	return m == PrefillGDNWY || m == PrefillGDNTF32
 }
 
 // gdnTiles are a target's tiles: gated_delta_wy's slices of k_dim and
 // v_dim, gated_delta_state's slices of k_dim and its state columns a
 // block, each list best first; the first that divides the head dims and
-// whose shared memory fits is taken. sm_90: slices of 64 (two blocks an SM),
-// the whole k_dim of 128 in one slice for the state pass, 32 columns (32
-// value heads × 4 = 128 blocks on 132 SMs); gfx1151 slices of 32 within its
-// 64 KiB of LDS. The cpu runs the references: sm_90's.
-// With async (sm_90) a state pass whose one slice is the whole k_dim
-// stages its tiles by asynchronous copies a phase ahead.
+// whose shared memory fits is taken. sm_90, measured on the H200 at 8K:
+// gated_delta_wy split on slices of 64 (1,063 µs against 1,192 at 32, no
+// spill), plain on slices of 32 (737 µs, three blocks an SM, against 783
+// at 64); the whole k_dim of 128 in one slice for the state pass (1,079 µs
+// against 1,979 at 64), 32 columns (32 value heads × 4 = 128 blocks on 132
+// SMs: 1,540 µs at 16, 1,697 at 64); gfx1151 slices of 32 within its
+// 64 KiB of LDS. The cpu runs the references: sm_90's. With async (sm_90)
+// a state pass whose one slice is the whole k_dim stages its tiles by
+// asynchronous copies ahead.
 type gdnTile struct {
-	wySlices, stateSlices, cols []int
-	async                       bool
+	wySlices, wyPlainSlices, stateSlices, cols []int
+	async                                      bool
 }
 
 var gdnTiles = map[plan.Target]gdnTile{
-	plan.SM90:    {[]int{64, 32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true},
-	plan.GFX1151: {[]int{32, 16}, []int{32, 16}, []int{32, 16, 8}, false},
-	plan.CPU:     {[]int{64, 32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true},
+	plan.SM90:    {[]int{64, 32, 16}, []int{32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true},
+	plan.GFX1151: {[]int{32, 16}, []int{32, 16}, []int{32, 16}, []int{32, 16, 8}, false},
+	plan.CPU:     {[]int{64, 32, 16}, []int{32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true},
 }
 
 func gdnPass(c *compilation) error {
@@ -66,7 +88,7 @@ func gdnPass(c *compilation) error {
 	if !c.o.Target.GPU() {
 		limits = plan.SM90.Launch()
 	}
-	split := c.o.PrefillGDN != PrefillGDNTF32
+	split := c.o.gdnMode() != PrefillGDNTF32
 	for i, g := range c.graphs {
 		if c.steps[i].Kind != plan.Prefill {
 			continue
@@ -95,7 +117,11 @@ func gdnParams(p ir.Params, t gdnTile, split bool, c ir.LaunchConfig) (wy, st ir
 		return kernels.Families[kind].CheckParams(q) == nil && bytes(q) <= c.MaxSharedBytes
 	}
 	found := false
-	for _, s := range t.wySlices {
+	slices := t.wySlices
+	if !split {
+		slices = t.wyPlainSlices
+	}
+	for _, s := range slices {
 		if wy = base(s); fits(ir.GatedDeltaWY, wy, kernels.GDNWYSharedBytes) {
 			found = true
 			break
@@ -129,7 +155,9 @@ func chunkGDN(g *ir.Graph, t gdnTile, split bool, c ir.LaunchConfig) int {
 		switch {
 		case op.Kind == ir.CausalConv1dSiLU && op.Rows != nil:
 			p := op.Params.Clone()
-			p.SetInt("rows_per_thread", int64(max(4, p.Int("kernel")-1)))
+			// 8 rows a thread: 164 µs at 8K on the H200 against 180 at 4 (more
+			// of the window reused per load; 16: 153).
+			p.SetInt("rows_per_thread", int64(max(8, p.Int("kernel")-1)))
 			if kernels.Families[ir.CausalConv1dSiLURows].CheckParams(p) == nil {
 				out = append(out, &ir.Op{Kind: ir.CausalConv1dSiLURows, Layer: op.Layer, Rows: op.Rows, Params: p, Operands: op.Operands})
 				n++

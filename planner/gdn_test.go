@@ -14,10 +14,11 @@ import (
 // gated_delta_chunked becomes gated_delta_wy then gated_delta_state (the
 // target's slices and column tile, split tf32 unless wy-tf32 asks for plain
 // products) and every prefill causal_conv1d_silu causal_conv1d_silu_rows;
-// the decode step keeps its families; every plan keeps the serial ones
-// unless asked (the default, for now), the state pass stages asynchronously
-// on sm_90 when one slice holds k_dim, a GPU plan keeps them when asked
-// (PrefillGDNSerial); the tiny fixtures' heads (dims 16) take the new
+// the decode step keeps its families; GPU plans take the chunked form by
+// default (split products), the cpu plan keeps the serial ones unless
+// asked, the state pass stages asynchronously on sm_90 when one slice
+// holds k_dim, a GPU plan keeps the serial ones when asked
+// (PrefillGDNChunked); the tiny fixtures' heads (dims 16) take the new
 // families with slices of 16, a chunk the tiles do not serve (8) keeps the
 // serial rule (the conv still goes parallel).
 func TestChunkGDN(t *testing.T) {
@@ -46,17 +47,21 @@ func TestChunkGDN(t *testing.T) {
 		tiles  [3]int64 // wy slice, state slice, cols
 		split  bool
 	}{
-		{"real sm_90", arch.Real(), plan.SM90, PrefillGDNChunked, 0, chunked, [3]int64{64, 128, 32}, true},
-		{"real sm_90 default", arch.Real(), plan.SM90, PrefillGDNDefault, 0, serial, [3]int64{}, false},
-		{"real gfx1151 default", arch.Real(), plan.GFX1151, PrefillGDNDefault, 0, serial, [3]int64{}, false},
-		{"real sm_90 tf32", arch.Real(), plan.SM90, PrefillGDNTF32, 0, chunked, [3]int64{64, 128, 32}, false},
-		{"real gfx1151", arch.Real(), plan.GFX1151, PrefillGDNChunked, 0, chunked, [3]int64{32, 32, 32}, true},
-		{"real sm_90 serial", arch.Real(), plan.SM90, PrefillGDNSerial, 0, serial, [3]int64{}, false},
+		{"real sm_90", arch.Real(), plan.SM90, PrefillGDNWY, 0, chunked, [3]int64{64, 128, 32}, true},
+		{"real sm_90 default", arch.Real(), plan.SM90, PrefillGDNDefault, 0, chunked, [3]int64{64, 128, 32}, true},
+		{"real gfx1151 default", arch.Real(), plan.GFX1151, PrefillGDNDefault, 0, chunked, [3]int64{32, 32, 32}, true},
+		{"real sm_90 tf32", arch.Real(), plan.SM90, PrefillGDNTF32, 0, chunked, [3]int64{32, 128, 32}, false},
+		{"real gfx1151 tf32", arch.Real(), plan.GFX1151, PrefillGDNTF32, 0, chunked, [3]int64{32, 32, 32}, false},
+		{"real gfx1151", arch.Real(), plan.GFX1151, PrefillGDNWY, 0, chunked, [3]int64{32, 32, 32}, true},
+		{"real sm_90 chunked", arch.Real(), plan.SM90, PrefillGDNChunked, 0, serial, [3]int64{}, false},
+		{"real gfx1151 chunked", arch.Real(), plan.GFX1151, PrefillGDNChunked, 0, serial, [3]int64{}, false},
 		{"real cpu", arch.Real(), plan.CPU, PrefillGDNDefault, 0, serial, [3]int64{}, false},
-		{"real cpu wy", arch.Real(), plan.CPU, PrefillGDNChunked, 0, chunked, [3]int64{64, 128, 32}, true},
-		{"tiny heads sm_90", &tiny, plan.SM90, PrefillGDNChunked, 0, chunked, [3]int64{16, 16, 16}, true},
-		{"tiny heads gfx1151", &tiny, plan.GFX1151, PrefillGDNChunked, 0, chunked, [3]int64{16, 16, 16}, true},
-		{"chunk 8 sm_90", arch.Real(), plan.SM90, PrefillGDNChunked, 8, map[ir.Kind]int{ir.GatedDeltaChunked: gdnLayers, ir.CausalConv1dSiLURows: gdnLayers}, [3]int64{}, false},
+		{"real cpu wy", arch.Real(), plan.CPU, PrefillGDNWY, 0, chunked, [3]int64{64, 128, 32}, true},
+		{"tiny heads sm_90", &tiny, plan.SM90, PrefillGDNWY, 0, chunked, [3]int64{16, 16, 16}, true},
+		{"tiny heads sm_90 default", &tiny, plan.SM90, PrefillGDNDefault, 0, chunked, [3]int64{16, 16, 16}, true},
+		{"tiny heads gfx1151", &tiny, plan.GFX1151, PrefillGDNDefault, 0, chunked, [3]int64{16, 16, 16}, true},
+		{"chunk 8 sm_90", arch.Real(), plan.SM90, PrefillGDNWY, 8, map[ir.Kind]int{ir.GatedDeltaChunked: gdnLayers, ir.CausalConv1dSiLURows: gdnLayers}, [3]int64{}, false},
+		{"chunk 8 sm_90 default", arch.Real(), plan.SM90, PrefillGDNDefault, 8, map[ir.Kind]int{ir.GatedDeltaChunked: gdnLayers, ir.CausalConv1dSiLURows: gdnLayers}, [3]int64{}, false},
 	} {
 		gs, err := Graphs(FromConfig("m", tc.c), Options{Target: tc.target, Buckets: []int{100}, ContextTokens: 256, Chunk: tc.chunk, PrefillGDN: tc.gdn}, "gdn")
 		if err != nil {

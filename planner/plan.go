@@ -88,9 +88,10 @@ type Options struct {
 	// PrefillFlash, PrefillFlashBF16 or PrefillEager on any target.
 	PrefillAttention PrefillAttention
 	// PrefillGDN chooses the prefill steps' gated delta rule and conv (the
-	// gdn pass): PrefillGDNDefault (the serial families, for now on every
-	// target), PrefillGDNChunked, PrefillGDNTF32 or PrefillGDNSerial on any
-	// target.
+	// gdn pass): PrefillGDNDefault (the chunked form on tensor cores on GPU
+	// targets where its tiles fit, the serial families on the cpu, whose
+	// plan is the oracle), PrefillGDNWY, PrefillGDNTF32 or PrefillGDNChunked
+	// (the serial families) on any target.
 	PrefillGDN PrefillGDN
 }
 
@@ -194,8 +195,8 @@ func (o *Options) check() error {
 	if (o.DecodeMMA == DecodeMMAOn || o.DecodeMMA == DecodeMMAFused) && o.DecodeStream {
 		errs = append(errs, fmt.Errorf("decode mma %s and decode stream both choose the decode attention's split kernel: ask for one", o.DecodeMMA))
 	}
-	if o.PrefillGDN != PrefillGDNDefault && o.PrefillGDN != PrefillGDNChunked && o.PrefillGDN != PrefillGDNTF32 && o.PrefillGDN != PrefillGDNSerial {
-		errs = append(errs, fmt.Errorf("prefill gdn %q: want %q, %q, %q or empty (the target's default)", o.PrefillGDN, PrefillGDNChunked, PrefillGDNTF32, PrefillGDNSerial))
+	if o.PrefillGDN != PrefillGDNDefault && o.PrefillGDN != PrefillGDNWY && o.PrefillGDN != PrefillGDNTF32 && o.PrefillGDN != PrefillGDNChunked {
+		errs = append(errs, fmt.Errorf("prefill gdn %q: want %q, %q, %q or empty (the target's default)", o.PrefillGDN, PrefillGDNWY, PrefillGDNTF32, PrefillGDNChunked))
 	}
 	if o.DecodeSplits < -1 || o.DecodeSplits > kernels.MaxSplits {
 		errs = append(errs, fmt.Errorf("decode splits %d: want -1 (attention), 0 (the target's) or 1 to %d", o.DecodeSplits, kernels.MaxSplits))

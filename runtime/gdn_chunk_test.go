@@ -46,7 +46,7 @@ func TestChunkedGDNPlanMatchesSerial(t *testing.T) {
 			}
 		}
 		chunked := families[ir.GatedDeltaWY] > 0 && families[ir.GatedDeltaState] > 0 && families[ir.CausalConv1dSiLURows] > 0
-		if (g == planner.PrefillGDNChunked) != chunked || (chunked && families[ir.GatedDeltaChunked] > 0) {
+		if (g == planner.PrefillGDNWY) != chunked || (chunked && families[ir.GatedDeltaChunked] > 0) {
 			t.Fatalf("prefill gdn %q: launches by family %v", g, families)
 		}
 		e, err := runtime.NewEngine(p, runtime.NewCPU(), runtime.CheckpointWeights(ck))
@@ -72,7 +72,7 @@ func TestChunkedGDNPlanMatchesSerial(t *testing.T) {
 		}
 		return out
 	}
-	a, b := run(planner.PrefillGDNChunked), run(planner.PrefillGDNSerial)
+	a, b := run(planner.PrefillGDNWY), run(planner.PrefillGDNChunked)
 	for s := range a {
 		var diff, mag float64
 		for i := range a[s] {

@@ -70,9 +70,10 @@ func TestHuggingFaceLogits(t *testing.T) {
 // TestHuggingFaceLogitsTiled holds the tiled plan (gemm, gemm_add and the
 // grouped MoE chain in prefill and the logits pass, their references
 // computing what the tensor cores do: the activations as two bf16 terms
-// where the plan splits them) to transformers by the CPU's own gate, run
-// on the CPU: what the GPU plans compute, to within the order of their
-// fp32 sums.
+// where the plan splits them; the prefill GDN in the chunked form,
+// gated_delta_wy + gated_delta_state and the parallel conv, as the GPU
+// plans' default) to transformers by the CPU's own gate, run on the CPU:
+// what the GPU plans compute, to within the order of their fp32 sums.
 func TestHuggingFaceLogitsTiled(t *testing.T) {
 	ref := readReference(t)
 	ck, err := checkpoint.Open(hfFixture)
@@ -85,7 +86,7 @@ func TestHuggingFaceLogitsTiled(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, buckets := range [][]int{{256}, {8, 32}} {
-		p, err := planner.Plan(m, planner.Options{Target: plan.CPU, Buckets: buckets, ContextTokens: 512, Tiling: planner.TileOn})
+		p, err := planner.Plan(m, planner.Options{Target: plan.CPU, Buckets: buckets, ContextTokens: 512, Tiling: planner.TileOn, PrefillGDN: planner.PrefillGDNWY})
 		if err != nil {
 			t.Fatal(err)
 		}

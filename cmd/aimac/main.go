@@ -143,8 +143,8 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 	_ = c.RegisterFlagCompletionFunc("tiling", cobra.FixedCompletions([]string{"on", "off"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = c.RegisterFlagCompletionFunc("decode-mma", cobra.FixedCompletions([]string{"on", "fused", "off"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = c.RegisterFlagCompletionFunc("prefill-attention", cobra.FixedCompletions([]string{"flash", "flash-bf16", "eager"}, cobra.ShellCompDirectiveNoFileComp))
-	c.Flags().StringVar(&prefillGDN, "prefill-gdn", "", "the prefill steps' gated delta rule and conv `FAMILY`: wy (gated_delta_wy + gated_delta_state, the chunked form on tensor cores with split tf32 operands, and causal_conv1d_silu_rows), wy-tf32 (the same with plain tf32 operands: faster, less exact), serial (gated_delta_chunked + causal_conv1d_silu), or empty for the default (serial, on every target for now)")
-	_ = c.RegisterFlagCompletionFunc("prefill-gdn", cobra.FixedCompletions([]string{"wy", "wy-tf32", "serial"}, cobra.ShellCompDirectiveNoFileComp))
+	c.Flags().StringVar(&prefillGDN, "prefill-gdn", "", "the prefill steps' gated delta rule and conv `FAMILY`: wy (gated_delta_wy + gated_delta_state, the chunked form on tensor cores with split tf32 operands, and causal_conv1d_silu_rows), wy-tf32 (the same with plain tf32 operands: faster, less exact), chunked (gated_delta_chunked + causal_conv1d_silu, the token-by-token recurrence and the serial conv), or empty for the target's default (wy on GPU targets where its tiles fit, chunked on the cpu, whose plan is the oracle)")
+	_ = c.RegisterFlagCompletionFunc("prefill-gdn", cobra.FixedCompletions([]string{"wy", "wy-tf32", "chunked"}, cobra.ShellCompDirectiveNoFileComp))
 	return c
 }
 

@@ -122,7 +122,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"plan", "--fusion", "maybe"}, `fusion "maybe": want "on", "off"`},
 		{[]string{"plan", "--tiling", "maybe"}, `tiling "maybe": want "on", "off"`},
 		{[]string{"plan", "--prefill-attention", "fast"}, `prefill attention "fast": want "flash", "flash-bf16", "eager"`},
-		{[]string{"plan", "--prefill-gdn", "fast"}, `prefill gdn "fast": want "wy", "wy-tf32", "serial"`},
+		{[]string{"plan", "--prefill-gdn", "fast"}, `prefill gdn "fast": want "wy", "wy-tf32", "chunked"`},
 		{[]string{"plan", "--decode-splits", "5000"}, `invalid argument "5000" for "--decode-splits" flag: want -1 to 1024`},
 		{[]string{"plan", "--decode-mma", "maybe"}, `decode mma "maybe": want "on", "fused", "off"`},
 		{[]string{"plan", "--target", "sm_90", "--decode-mma", "on", "--decode-stream"}, "decode mma on and decode stream"},

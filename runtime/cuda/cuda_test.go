@@ -72,10 +72,14 @@ type promptResult struct {
 }
 
 type results struct {
-	Device         string         `json:"device"`
-	Target         string         `json:"target"`
-	Compiler       string         `json:"compiler"`
-	Kernels        int            `json:"kernels_compiled"`
+	Device   string `json:"device"`
+	Target   string `json:"target"`
+	Compiler string `json:"compiler"`
+	Kernels  int    `json:"kernels_compiled"`
+	// PrefillGDN counts the default plans' prefill launches of the GDN
+	// families: the chunked form on tensor cores (gated_delta_wy,
+	// gated_delta_state, causal_conv1d_silu_rows), not the serial ones.
+	PrefillGDN     map[string]int `json:"prefill_gdn_launches"`
 	LimitKLD       float64        `json:"limit_max_kld"`
 	LimitKLDvsCPU  float64        `json:"limit_max_kld_vs_cpu"`
 	LimitTop1      float64        `json:"limit_top1"`
@@ -110,9 +114,32 @@ type results struct {
 	Seconds          float64                    `json:"seconds"`
 }
 
-// gpu compiles the fixture's sm_90 plan for buckets and context and opens
-// it on the CUDA backend. It returns the engine and the compiled count.
-func gpu(t *testing.T, c *hipcc.Compiler, cache string, buckets []int, contextTokens int, kv ir.DType) (*loader.Loaded, int) {
+// prefillGDN counts p's prefill launches of the GDN families, old and new.
+func prefillGDN(p *plan.Plan) map[string]int {
+	family := map[string]ir.Kind{}
+	for _, k := range p.Kernels {
+		family[k.Name] = ir.Kind(k.Family)
+	}
+	n := map[string]int{}
+	for _, ph := range p.Phases {
+		if ph.Kind != plan.Prefill {
+			continue
+		}
+		for _, l := range ph.Launches {
+			switch f := family[l.Kernel]; f {
+			case ir.GatedDeltaWY, ir.GatedDeltaState, ir.CausalConv1dSiLURows, ir.GatedDeltaChunked, ir.CausalConv1dSiLU:
+				n[string(f)]++
+			}
+		}
+	}
+	return n
+}
+
+// gpu compiles the fixture's sm_90 plan for buckets and context (the
+// planner's defaults: the prefill GDN in the chunked form, checked here)
+// and opens it on the CUDA backend. It returns the engine, the compiled
+// count and the plan's prefill GDN launches by family.
+func gpu(t *testing.T, c *hipcc.Compiler, cache string, buckets []int, contextTokens int, kv ir.DType) (*loader.Loaded, int, map[string]int) {
 	t.Helper()
 	ck, err := checkpoint.Open(hfFixture)
 	if err != nil {
@@ -126,6 +153,11 @@ func gpu(t *testing.T, c *hipcc.Compiler, cache string, buckets []int, contextTo
 	p, err := planner.Plan(m, planner.Options{Target: cuda.Target, Buckets: buckets, ContextTokens: contextTokens, KVDType: kv, CertifiedHead: true})
 	if err != nil {
 		t.Fatal(err)
+	}
+	gdn := prefillGDN(p)
+	if gdn[string(ir.GatedDeltaWY)] == 0 || gdn[string(ir.GatedDeltaState)] == 0 || gdn[string(ir.CausalConv1dSiLURows)] == 0 ||
+		gdn[string(ir.GatedDeltaChunked)] != 0 || gdn[string(ir.CausalConv1dSiLU)] != 0 {
+		t.Errorf("buckets %v: the default plan's prefill GDN launches %v, want the chunked form only", buckets, gdn)
 	}
 	planFile := filepath.Join(t.TempDir(), "plan.json")
 	if err := p.WriteFile(planFile); err != nil {
@@ -151,7 +183,7 @@ func gpu(t *testing.T, c *hipcc.Compiler, cache string, buckets []int, contextTo
 	if err != nil {
 		t.Fatal(err)
 	}
-	return l, len(res)
+	return l, len(res), gdn
 }
 
 // TestHuggingFaceOnGPU runs the fixture on the GPU: teacher-forced logits
@@ -183,8 +215,9 @@ func TestHuggingFaceOnGPU(t *testing.T) {
 		kv      ir.DType
 	}{{[]int{256}, ir.F32}, {[]int{8, 32}, ir.F32}, {[]int{8, 32}, ir.BF16}} {
 		buckets := v.buckets
-		l, n := gpu(t, c, cache, buckets, 512, v.kv)
+		l, n, gdn := gpu(t, c, cache, buckets, 512, v.kv)
 		out.Kernels += n
+		out.PrefillGDN = gdn
 		if be, ok := l.Backend.(*cuda.CUDA); ok {
 			out.Device = be.Device()
 		}
@@ -265,7 +298,7 @@ func TestHuggingFaceOnGPU(t *testing.T) {
 		}
 		return got
 	}
-	l, n := gpu(t, c, cache, []int{4, 16}, 128, ir.F32)
+	l, n, _ := gpu(t, c, cache, []int{4, 16}, 128, ir.F32)
 	out.Kernels += n
 	if !l.Engine.Graphs() {
 		t.Error("the CUDA engine does not replay the decode step as a graph")

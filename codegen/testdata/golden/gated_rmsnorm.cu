@@ -169,20 +169,20 @@ DEVICE float softplusf(float x) {
 DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // gated_rmsnorm (SPEC §2.2, linear_attn.norm): vector r < n·HEADS of DIM elements,
 // y = w ⊙ (o · rsqrt(mean(o²) + eps)) ⊙ silu(z).
-// Grid: one block per vector (BID_X); y may alias o.
+// Grid: one warp per vector (BID_X · warps + WARP), no block barrier; y may alias o
+// (each lane reads its elements before writing them).
 constexpr int HEADS = 32;
 constexpr int DIM = 128;
 constexpr float EPS = 0x1.0c6f7ap-20f;
 KERNEL void gated_rmsnorm_fd66ca06(float* y, const float* o, const float* z, const float* w, int n, const int* params) {
   if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
-  SHARED float red[BDIM_X / WARP_SIZE];
-  const int r = BID_X;
+  const int r = BID_X * (BDIM_X / WARP_SIZE) + WARP;
   if (r >= n * HEADS) return;
   const long long base = (long long)r * DIM;
   float ss = 0.0f;
-  for (int i = TID_X; i < DIM; i += BDIM_X) ss += o[base + i] * o[base + i];
-  ss = block_sum(ss, red);
+  for (int i = LANE; i < DIM; i += WARP_SIZE) ss += o[base + i] * o[base + i];
+  ss = warp_sum(ss);
   const float inv = rsqrtf_ref(ss / (float)DIM + EPS);
-  for (int i = TID_X; i < DIM; i += BDIM_X) y[base + i] = w[i] * (o[base + i] * inv) * siluf(z[base + i]);
+  for (int i = LANE; i < DIM; i += WARP_SIZE) y[base + i] = w[i] * (o[base + i] * inv) * siluf(z[base + i]);
 }
