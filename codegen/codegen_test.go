@@ -131,29 +131,50 @@ func representatives(t *testing.T) []plan.Kernel {
 }
 
 // TestGolden renders a representative kernel of every family in both
-// dialects and compares with testdata/golden (go test ./codegen -update).
+// dialects and compares with testdata/golden (go test ./codegen -update);
+// the sm_90 plan's first wgmma gemm as gemm_wgmma.cu (the representative
+// gemm is gfx1151's, whose plan keeps the mma tile).
 func TestGolden(t *testing.T) {
+	type golden struct {
+		k      plan.Kernel
+		target plan.Target
+		file   string
+	}
+	var gs []golden
 	for _, k := range representatives(t) {
 		for _, target := range plan.GPUTargets() {
-			s, err := Render(target, k)
-			if err != nil {
+			d, _ := target.Dialect()
+			gs = append(gs, golden{k, target, k.Family + d.SourceExt()})
+		}
+	}
+	var wg *plan.Kernel
+	for _, k := range frozen(t, plan.SM90).Kernels {
+		if k.Family == "gemm" && k.Params.Flag("wgmma") && (wg == nil || k.Name < wg.Name) {
+			wg = &k
+		}
+	}
+	if wg == nil {
+		t.Fatal("the sm_90 plan has no wgmma gemm")
+	}
+	gs = append(gs, golden{*wg, plan.SM90, "gemm_wgmma.cu"})
+	for _, g := range gs {
+		s, err := Render(g.target, g.k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join("testdata", "golden", g.file)
+		if *update {
+			if err := os.WriteFile(path, []byte(s.Code), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			d, _ := target.Dialect()
-			path := filepath.Join("testdata", "golden", k.Family+d.SourceExt())
-			if *update {
-				if err := os.WriteFile(path, []byte(s.Code), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./codegen -update)", err)
-			}
-			if string(want) != s.Code {
-				t.Errorf("%s is out of date (run go test ./codegen -update and review the diff)", path)
-			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run go test ./codegen -update)", err)
+		}
+		if string(want) != s.Code {
+			t.Errorf("%s is out of date (run go test ./codegen -update and review the diff)", path)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package codegen
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -13,15 +14,30 @@ import (
 )
 
 // gemmKern is a tensor-core GEMM case kernel of the shape K → N, its
-// activations as terms bf16 terms (sm_90's plans: three; gfx1151's: two).
+// activations as terms bf16 terms (sm_90's plans: three; gfx1151's: two),
+// on the mma tile.
 func gemmKern(family string, k, n float64, terms int) plan.Kernel {
-	return kern(family, termsParams(map[string]float64{"k": k, "n": n, "tile_n": kernels.GEMMTileCols}, terms))
+	return kern(family, termsParams(map[string]float64{"k": k, "n": n, "tile_n": kernels.GEMMTileCols, "wgmma": 0}, terms))
 }
 
 // termsParams is p with the flags that stage A in terms bf16 terms.
 func termsParams(p map[string]float64, terms int) map[string]float64 {
 	p["split_a"], p["split_a3"] = flagValue(terms >= 2), flagValue(terms >= 3)
 	return p
+}
+
+// gemmKernWGMMA is gemmKern on the wgmma tile of cols columns (sm_90a only).
+func gemmKernWGMMA(family string, k, n float64, terms, cols int) plan.Kernel {
+	kk := wgmmaKernel(gemmKern(family, k, n, terms))
+	kk.Params.SetInt("tile_n", int64(cols))
+	return kk
+}
+
+// wgmmaKernel is k (a tiled GEMM family's) on the wgmma tile.
+func wgmmaKernel(k plan.Kernel) plan.Kernel {
+	k.Params = k.Params.Clone()
+	k.Params.SetFlag("wgmma", true)
+	return k
 }
 
 // gemmKernWide is gemmKern with the 256-column tile (sm_90 only: its
@@ -35,9 +51,11 @@ func gemmKernWide(family string, k, n float64, terms int) plan.Kernel {
 // wideTile says whether a case takes the 256-column tile.
 func wideTile(k plan.Kernel) bool { return k.Params.Int("tile_n") == kernels.GEMMTileColsWide }
 
-// sm90Tile says whether a case's tile fits sm_90's shared memory only: the
-// wide tile, or three A terms (gfx1151's 64 KiB hold two).
-func sm90Tile(k plan.Kernel) bool { return wideTile(k) || kernels.ATerms(k.Params) == 3 }
+// sm90Tile says whether a case's tile is sm_90's alone: the wide tile, three
+// A terms (gfx1151's 64 KiB hold two), or the wgmma tile (sm_90a).
+func sm90Tile(k plan.Kernel) bool {
+	return wideTile(k) || kernels.ATerms(k.Params) == 3 || k.Params.Flag("wgmma")
+}
 
 // flagValue is a case parameter's value for a flag.
 func flagValue(v bool) float64 {
@@ -82,6 +100,39 @@ var gemmCases = []gpuCase{
 	{"gemm_wide_t65", gemmKernWide("gemm", 2048, 264, 3), 65, 0},
 	{"gemm_wide_kodd", gemmKernWide("gemm", 1001, 300, 3), 129, 0},
 	{"gemm_add_wide_t257", gemmKernWide("gemm_add", 4096, 2048, 3), 257, 0},
+	// The wgmma tile (sm_90a), 256 and 128 columns: rows 1, 63, 64, 65, 200 (a
+	// warpgroup's 64 rows, one past, a partial second row tile), N and K not
+	// multiples of the tile (N 264, 300, 7; K 2056: a partial k-tile of 64;
+	// K 1001 and 20: W and A staged one element at a time), K shorter than
+	// one k-tile, the tiny fixtures' shapes, gemm_add; three bf16 terms (sm_90's
+	// plans), a few as two and one.
+	// K of one 16-deep slice, one k-tile, two k-tiles: which of the slice
+	// step, the k-tile and the pipeline a failure is in.
+	{"gemm_wg_k16", gemmKernWGMMA("gemm", 16, 256, 3, 256), 64, 0},
+	{"gemm_wg128_k16", gemmKernWGMMA("gemm", 16, 128, 1, 128), 128, 0},
+	{"gemm_wg_k64", gemmKernWGMMA("gemm", 64, 256, 3, 256), 128, 0},
+	{"gemm_wg_k128", gemmKernWGMMA("gemm", 128, 512, 3, 256), 256, 0},
+	{"gemm_wg_t1", gemmKernWGMMA("gemm", 2048, 8192, 3, 256), 1, 0},
+	{"gemm_wg_t63", gemmKernWGMMA("gemm", 2048, 264, 3, 256), 63, 0},
+	{"gemm_wg_t64", gemmKernWGMMA("gemm", 2048, 264, 3, 256), 64, 0},
+	{"gemm_wg_t65", gemmKernWGMMA("gemm", 2048, 264, 3, 256), 65, 0},
+	{"gemm_wg_t200", gemmKernWGMMA("gemm", 2056, 520, 3, 256), 200, 0},
+	{"gemm_wg_kodd", gemmKernWGMMA("gemm", 1001, 300, 3, 256), 129, 0},
+	{"gemm_wg_kodd4", gemmKernWGMMA("gemm", 20, 7, 3, 256), 65, 0},
+	{"gemm_wg_kshort", gemmKernWGMMA("gemm", 8, 24, 3, 256), 3, 0},
+	{"gemm_wg_tiny_qkv", gemmKernWGMMA("gemm", 64, 192, 3, 256), 63, 0},
+	{"gemm_wg_tiny_down", gemmKernWGMMA("gemm", 32, 64, 3, 128), 65, 0},
+	{"gemm_wg128_t65", gemmKernWGMMA("gemm", 2048, 264, 3, 128), 65, 0},
+	{"gemm_wg128_t200", gemmKernWGMMA("gemm", 2056, 136, 3, 128), 200, 0},
+	{"gemm_wg128_kodd", gemmKernWGMMA("gemm", 1001, 300, 3, 128), 129, 0},
+	{"gemm_add_wg_t65", gemmKernWGMMA("gemm_add", 4096, 2048, 3, 256), 65, 0},
+	{"gemm_add_wg_t257", gemmKernWGMMA("gemm_add", 4096, 2048, 3, 256), 257, 0},
+	{"gemm_add_wg_odd", gemmKernWGMMA("gemm_add", 20, 7, 3, 256), 63, 0},
+	{"gemm_add_wg128_t65", gemmKernWGMMA("gemm_add", 4096, 2048, 3, 128), 65, 0},
+	{"gemm_wg_plain_t65", gemmKernWGMMA("gemm", 2048, 264, 1, 256), 65, 0},
+	{"gemm_add_wg_plain_t200", gemmKernWGMMA("gemm_add", 4096, 2048, 1, 128), 200, 0},
+	{"gemm_wg_s2_t65", gemmKernWGMMA("gemm", 2048, 264, 2, 256), 65, 0},
+	{"gemm_add_wg128_s2_t257", gemmKernWGMMA("gemm_add", 4096, 2048, 2, 128), 257, 0},
 }
 
 // TestCompileGEMMCases compiles every tensor-core case kernel for gfx1151
@@ -89,9 +140,10 @@ var gemmCases = []gpuCase{
 // (mma.sync, ldmatrix and cp.async present, no warning).
 func TestCompileGEMMCases(t *testing.T) {
 	c := clang(t)
+	cases := allTensorCases() // once: the cases' operands are megabytes of random numbers
 	render := func(tg plan.Target) []hipcc.Source {
 		var srcs []hipcc.Source
-		for _, gc := range allTensorCases() {
+		for _, gc := range cases {
 			if tg == plan.GFX1151 && sm90Tile(gc.k) {
 				continue // sm_90's tile only
 			}
@@ -108,12 +160,22 @@ func TestCompileGEMMCases(t *testing.T) {
 	// The instructions each tensor-core kernel must show in its PTX: every
 	// one the mma atoms, cp.async where its weight rows are 16-byte aligned.
 	tensorInstructions := map[string][]string{}
-	for _, gc := range allTensorCases() {
+	for _, gc := range cases {
 		if !strings.HasPrefix(gc.k.Family, "gemm") && !strings.HasSuffix(gc.k.Family, "_group") {
 			continue
 		}
 		ins := []string{"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "ldmatrix.sync.aligned.m8n8.x4.shared.b16"}
-		if tensorK(gc.k)%8 == 0 {
+		if gc.k.Params.Flag("wgmma") {
+			cols := gc.k.Params.Int("tile_n")
+			if cols == 0 {
+				cols = kernels.GEMMTileCols // the grouped GEMMs' tile
+			}
+			ins = []string{fmt.Sprintf("wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16", cols),
+				"wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned 0", "fence.proxy.async.shared::cta"}
+			if tensorK(gc.k)%4 == 0 {
+				ins = append(ins, "cp.async.cg.shared.global")
+			}
+		} else if tensorK(gc.k)%8 == 0 {
 			ins = append(ins, "cp.async.cg.shared.global")
 		}
 		tensorInstructions[gc.name] = ins
@@ -143,7 +205,7 @@ func TestCompileGEMMCases(t *testing.T) {
 	}
 	// LDS: the static part the compiler reports and the launch's dynamic part.
 	dynamic := map[string]int{}
-	for _, gc := range allTensorCases() {
+	for _, gc := range cases {
 		dynamic[gc.name] = kernels.Families[ir.Kind(gc.k.Family)].Launch(gc.k.Params, gc.n, plan.GFX1151.Launch()).SharedBytes
 	}
 	for _, r := range results {

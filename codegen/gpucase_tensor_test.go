@@ -3,9 +3,11 @@ package codegen
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -204,7 +206,7 @@ func gemmCase(name string, kk plan.Kernel, rows, check int, seed uint64) tensorC
 // has the same reference).
 func moeCases(prefix string, experts, hidden, inter, k, rows, pool int, odd bool, terms int, grid bool, seed uint64) []tensorCase {
 	f := filler{rand.New(rand.NewPCG(seed, 17))}
-	mp := termsParams(map[string]float64{"experts": float64(experts), "hidden": float64(hidden), "inter": float64(inter), "k": float64(k)}, terms)
+	mp := termsParams(map[string]float64{"experts": float64(experts), "hidden": float64(hidden), "inter": float64(inter), "k": float64(k), "wgmma": 0}, terms)
 	sortK := kern("moe_sort", map[string]float64{"experts": float64(experts), "k": float64(k)})
 	countK := kern("moe_count", map[string]float64{"experts": float64(experts), "k": float64(k)})
 	guK, dnK := kern("moe_gate_up_group", mp), kern("moe_down_group", mp)
@@ -284,6 +286,26 @@ func tensorCorrectness() []tensorCase {
 	out = append(out, moeCases("moe_s2_wide", 16, 2048, 512, 8, 65, 16, false, 2, false, 412)[2:4]...)
 	out = append(out, moeCases("moe_plain_t65", 16, 64, 32, 4, 65, 16, true, 1, false, 407)[2:4]...)
 	out = append(out, moeCases("moe_plain_wide", 16, 2048, 512, 8, 65, 16, false, 1, false, 408)[2:4]...)
+	// The grouped GEMMs on the wgmma tile (sm_90a), on the mma tile's cases
+	// (the same operands and references): the tiny fixtures' experts, odd
+	// sizes, several tiles of one expert, the model's widths, two terms, one.
+	wg := map[string]bool{"moe_tiny_t1": true, "moe_tiny_t65": true, "moe_odd": true, "moe_tiles": true, "moe_wide": true, "moe_s2_wide": true, "moe_plain_wide": true}
+	for _, c := range out {
+		prefix := strings.TrimSuffix(strings.TrimSuffix(c.name, "_gate_up"), "_down")
+		if !wg[prefix] || !strings.HasSuffix(c.k.Family, "_group") {
+			continue
+		}
+		c.name = "moe_wg_" + strings.TrimPrefix(c.name, "moe_")
+		c.k = wgmmaKernel(c.k)
+		// Its own memory: writing a case runs the reference in place.
+		mem := map[string][]byte{}
+		for name, b := range c.mem {
+			mem[name] = aligned(int64(len(b)))
+			copy(mem[name], b)
+		}
+		c.mem, c.stored = mem, maps.Clone(c.stored)
+		out = append(out, c)
+	}
 	// Several chunks of moe_count and moe_sort: 1000 tokens × top-8 over 256
 	// experts (4 blocks, the last one partial), and 2048 pairs exactly.
 	out = append(out, moeCases("moe_chunks", 256, 64, 32, 8, 1000, 256, true, 3, false, 409)[:2]...)
@@ -337,6 +359,10 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 		dense("speed_gemm_4096", "gemm", 2048, 4096, 502),
 		dense("speed_gemm_add_2048", "gemm_add", 4096, 2048, 503),
 	}
+	// The attention layer's k and v projections (2048 → 512): 16 column
+	// tiles of 128 rows, on the mma wide tile and the wgmma tile only.
+	kv := dense("speed_gemm_512", "gemm", 2048, 512, 506)
+	kv.k.Params.SetInt("tile_n", kernels.GEMMTileColsWide)
 	const H, I, top = 2048, 512, 8
 	moe := moeCasesChecked("speed_moe", E, H, I, top, T, pool, check, 504)
 	pairs := int64(T * top)
@@ -372,6 +398,12 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 		k.Params.SetInt("tile_n", kernels.GEMMTileColsWide)
 		return k
 	}
+	wgmma := func(k plan.Kernel, cols int) plan.Kernel {
+		k.Params = k.Params.Clone()
+		k.Params.SetFlag("wgmma", true)
+		k.Params.SetInt("tile_n", int64(cols))
+		return k
+	}
 	for _, c := range cases[:3] {
 		writeSibling(t, out, c.name+"_plain", plain(c.k), T, c.name, 20, "one bf16 term (1 product), on "+c.name+"'s files")
 		writeSibling(t, out, c.name+"_wide", wide(c.k), T, c.name, 20, "the 128 × 256 tile, three terms, on "+c.name+"'s files")
@@ -380,8 +412,19 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 	}
 	writeSibling(t, out, "speed_moe_gate_up_s2", two(moe[2].k), T, moe[2].name, 20, "two bf16 terms, on speed_moe_gate_up's files")
 	writeSibling(t, out, "speed_moe_down_s2", two(moe[3].k), T, moe[3].name, 20, "two bf16 terms, on speed_moe_down's files")
+	// The wgmma tile on the same files: 256 and 128 columns with three
+	// terms, 256 with two and one (what each term costs there), beside the mma tiles above.
+	writeTensorCase(t, filepath.Join(out, kv.name), kv)
+	for _, c := range append(cases[:3:3], kv) {
+		writeSibling(t, out, c.name+"_wg", wgmma(c.k, kernels.GEMMTileColsWide), T, c.name, 20, "the wgmma tile, 128 × 256, three terms, on "+c.name+"'s files")
+		writeSibling(t, out, c.name+"_wg128", wgmma(c.k, kernels.GEMMTileCols), T, c.name, 20, "the wgmma tile, 128 × 128, three terms, on "+c.name+"'s files")
+		writeSibling(t, out, c.name+"_wg_s2", two(wgmma(c.k, kernels.GEMMTileColsWide)), T, c.name, 20, "the wgmma tile, 128 × 256, two terms, on "+c.name+"'s files")
+		writeSibling(t, out, c.name+"_wg_plain", plain(wgmma(c.k, kernels.GEMMTileColsWide)), T, c.name, 20, "the wgmma tile, 128 × 256, one bf16 term, on "+c.name+"'s files")
+	}
 	writeSibling(t, out, "speed_moe_gate_up_plain", plain(moe[2].k), T, moe[2].name, 20, "one bf16 term, on speed_moe_gate_up's files")
 	writeSibling(t, out, "speed_moe_down_plain", plain(moe[3].k), T, moe[3].name, 20, "one bf16 term, on speed_moe_down's files")
+	writeSibling(t, out, "speed_moe_gate_up_wg", wgmmaKernel(moe[2].k), T, moe[2].name, 20, "the wgmma tile, three terms, on speed_moe_gate_up's files")
+	writeSibling(t, out, "speed_moe_down_wg", wgmmaKernel(moe[3].k), T, moe[3].name, 20, "the wgmma tile, three terms, on speed_moe_down's files")
 	writeSibling(t, out, "speed_matmul_8192", kern("matmul", map[string]float64{"k": 2048, "n": 8192}), T, "speed_gemm_8192", 1,
 		"the family gemm replaces, on its files")
 }

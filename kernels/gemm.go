@@ -2,6 +2,8 @@ package kernels
 
 import (
 	"fmt"
+	"maps"
+	"strings"
 	"unsafe"
 
 	"github.com/aimaproject/aimac/bf16"
@@ -16,6 +18,14 @@ const (
 	GEMMTileRows     = 128
 	GEMMTileCols     = 128
 	GEMMTileColsWide = 256
+)
+
+// The wgmma tile (gemm_wgmma.tmpl, sm_90a): k-tiles of GEMMWGMMADepth (one
+// 128-byte row of bf16 weights, the swizzle's width), and the 1 KiB its
+// shared memory gives to aligning the stages on 1024 bytes.
+const (
+	GEMMWGMMADepth = 64
+	gemmWGMMAAlign = 1024
 )
 
 // gemmTileCols is the weight rows of a block: tile_n where the family has
@@ -49,7 +59,18 @@ func gemmLaunch(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
 // configuration's shared memory holds two, else once (gfx1151's 64 KiB with
 // split_a: one more barrier a k-tile). The template reads its A buffers
 // back from this figure.
+//
+// With wgmma the stages hold an f32 A k-tile (128 × 64) and a bf16 W k-tile
+// (tile_n × 64), as many as fit up to the configuration's stages (sm_90:
+// four of 48 KiB with 128 columns, three of 64 KiB with 256), after the
+// alignment; there are no bf16 A tiles (the fragments are rounded in
+// registers).
 func GEMMSharedBytes(p ir.Params, c ir.LaunchConfig) int {
+	if p.Flag("wgmma") {
+		stage := GEMMTileRows*GEMMWGMMADepth*4 + gemmTileCols(p)*GEMMWGMMADepth*2
+		stages := max(2, min(c.Stages, (c.MaxSharedBytes-gemmWGMMAAlign)/stage))
+		return gemmWGMMAAlign + stages*stage
+	}
 	const k = 32
 	stages := max(c.Stages, 2) * (GEMMTileRows*k*4 + gemmTileCols(p)*k*2)
 	a := ATerms(p) * GEMMTileRows * k * 2
@@ -97,7 +118,7 @@ func gemmFamily(kind, of ir.Kind) *ir.Family {
 	return &ir.Family{
 		Kind:     kind,
 		Operands: operandsOf(of),
-		Params:   cat(ir.Ints("k", "n", "tile_n"), ir.Flags("split_a", "split_a3")),
+		Params:   cat(ir.Ints("k", "n", "tile_n"), ir.Flags("split_a", "split_a3", "wgmma")),
 		Check: func(p ir.Params) error {
 			if n := p.Int("tile_n"); n != GEMMTileCols && n != GEMMTileColsWide {
 				return fmt.Errorf("tile_n %d: the tile takes %d or %d weight rows", n, GEMMTileCols, GEMMTileColsWide)
@@ -115,8 +136,35 @@ func gemmFamily(kind, of ir.Kind) *ir.Family {
 		},
 		Template: "gemm.tmpl",
 		TemplateData: func(p ir.Params) map[string]any {
-			return map[string]any{"accumulate": kind == ir.GEMMAdd, "tile_cols": gemmTileCols(p)}
+			d := map[string]any{"accumulate": kind == ir.GEMMAdd, "tile_cols": gemmTileCols(p)}
+			if p.Flag("wgmma") {
+				maps.Copy(d, wgmmaOperands(gemmTileCols(p)))
+			}
+			return d
 		},
+	}
+}
+
+// wgmmaOperands is the template data of wgmma.tmpl's wgmma_rs for a product
+// of n columns: the n/2 accumulator registers of a thread in the
+// instruction's order (register r is element r%8 of atom r/8: an atom's 16
+// columns are two of the instruction's 8-column groups, laid out as the
+// m16n8k16 accumulator), then the four A registers, the B descriptor and the
+// accumulate predicate's input.
+func wgmmaOperands(n int) map[string]any {
+	regs := n / 2
+	d, outs := make([]string, regs), make([]string, regs)
+	for r := range regs {
+		d[r] = fmt.Sprintf("%%%d", r)
+		outs[r] = fmt.Sprintf(`"+f"(acc[%d].v[%d])`, r/8, r%8)
+	}
+	return map[string]any{
+		"wgmma_atoms": n / 16,
+		"wgmma_d":     strings.Join(d, ", "),
+		"wgmma_outs":  strings.Join(outs, ", "),
+		"wgmma_a":     fmt.Sprintf("%%%d, %%%d, %%%d, %%%d", regs, regs+1, regs+2, regs+3),
+		"wgmma_b":     regs + 4,
+		"wgmma_scale": regs + 5,
 	}
 }
 

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"maps"
 
 	"github.com/aimaproject/aimac/ir"
 )
@@ -67,7 +68,15 @@ func moeGroupCheck(p ir.Params) error {
 }
 
 func moeGroupFamilies() []*ir.Family {
-	moeParams := cat(ir.Ints("experts", "hidden", "inter", "k"), ir.Flags("split_a", "split_a3"))
+	moeParams := cat(ir.Ints("experts", "hidden", "inter", "k"), ir.Flags("split_a", "split_a3", "wgmma"))
+	// Both grouped GEMMs take the 128-column tile, mma or wgmma.
+	tileData := func(p ir.Params) map[string]any {
+		d := map[string]any{"tile_cols": GEMMTileCols}
+		if p.Flag("wgmma") {
+			maps.Copy(d, wgmmaOperands(GEMMTileCols))
+		}
+		return d
+	}
 	tileGrid := func(cols string, per int) func(ir.Params, int, ir.LaunchConfig) ir.LaunchShape {
 		return func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
 			return gemmShared(c.Blocks(ir.Ceil(p.Int(cols), per), MoETiles(max(rows, 1), p.Int("k"), p.Int("experts")), 1), p, c)
@@ -120,7 +129,7 @@ func moeGroupFamilies() []*ir.Family {
 			// (half tiles of gate and up rows, row tiles): a block's 128 weight
 			// rows are 64 gate rows and the 64 up rows of the same outputs.
 			Launch:       tileGrid("inter", GEMMTileCols/2),
-			TemplateData: func(ir.Params) map[string]any { return map[string]any{"tile_cols": GEMMTileCols} },
+			TemplateData: tileData,
 			Reference: func(a *ir.Args) error {
 				return MoEGateUpGroup(a.F32("act"), a.F32("x"), a.I32("order"), a.I32("tiles"), a.BF16("gate_up"),
 					a.N, a.Int("hidden"), a.Int("inter"), a.Int("k"), a.Int("experts"), ATerms(a.Params))
@@ -138,7 +147,7 @@ func moeGroupFamilies() []*ir.Family {
 			Params:       moeParams,
 			Check:        topK,
 			Launch:       tileGrid("hidden", GEMMTileCols),
-			TemplateData: func(ir.Params) map[string]any { return map[string]any{"tile_cols": GEMMTileCols} },
+			TemplateData: tileData,
 			Reference: func(a *ir.Args) error {
 				return MoEDownGroup(a.F32("ys"), a.F32("act"), a.I32("order"), a.I32("tiles"), a.F32("weights"), a.BF16("down"),
 					a.N, a.Int("hidden"), a.Int("inter"), a.Int("k"), a.Int("experts"), ATerms(a.Params))

@@ -93,6 +93,11 @@ type Options struct {
 	// plan is the oracle), PrefillGDNWY, PrefillGDNTF32 or PrefillGDNChunked
 	// (the serial families) on any target.
 	PrefillGDN PrefillGDN
+	// GEMMTile chooses the tile of the tiled GEMMs (gemm, gemm_add and the
+	// grouped MoE's; the tile pass): GEMMTileDefault (the target's:
+	// wgmmaDefault), GEMMTileWGMMA (sm_90a's warpgroup products, sm_90 only)
+	// or GEMMTileMMA (mma.sync on sm_90, WMMA on gfx1151).
+	GEMMTile GEMMTile
 }
 
 // DefaultBuckets are the real model's prefill buckets.
@@ -179,6 +184,15 @@ func (o *Options) check() error {
 	}
 	if o.Tiling != TileDefault && o.Tiling != TileOn && o.Tiling != TileOff {
 		errs = append(errs, fmt.Errorf("tiling %q: want %q, %q or empty (the target's default)", o.Tiling, TileOn, TileOff))
+	}
+	switch o.GEMMTile {
+	case GEMMTileDefault, GEMMTileMMA:
+	case GEMMTileWGMMA:
+		if !wgmmaTargets[o.Target] {
+			errs = append(errs, fmt.Errorf("gemm tile %q: target %s has no wgmma (sm_90 only)", o.GEMMTile, o.Target))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("gemm tile %q: want %q, %q or empty (the target's default)", o.GEMMTile, GEMMTileWGMMA, GEMMTileMMA))
 	}
 	if o.Fusion != FuseDefault && o.Fusion != FuseOn && o.Fusion != FuseOff {
 		errs = append(errs, fmt.Errorf("fusion %q: want %q, %q or empty (the target's default)", o.Fusion, FuseOn, FuseOff))

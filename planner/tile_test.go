@@ -116,11 +116,61 @@ func TestTileColsFit(t *testing.T) {
 	}
 	for _, op := range tiledGraphs(t, plan.SM90, TileDefault, []int{4})["prefill_4"].Ops {
 		want := kernels.GEMMTileColsWide
-		if op.Params.Int("n") <= kernels.GEMMTileCols {
+		if n := op.Params.Int("n"); n <= kernels.GEMMTileCols || (op.Params.Flag("wgmma") && n <= 2*kernels.GEMMTileCols) {
 			want = kernels.GEMMTileCols
 		}
 		if op.Kind == ir.GEMM && op.Params.Int("tile_n") != want {
 			t.Errorf("sm_90 gemm of %d columns with tile_n %d, want %d", op.Params.Int("n"), op.Params.Int("tile_n"), want)
+		}
+	}
+}
+
+// TestGEMMTileOption: the tiled GEMMs of a prefill take the wgmma tile on
+// sm_90 by default and with GEMMTileWGMMA, the mma tile with GEMMTileMMA
+// and on gfx1151; wgmma on a target without it, and an unknown tile, are
+// refused by name.
+func TestGEMMTileOption(t *testing.T) {
+	m := FromConfig("tiny", tinyConfig(t))
+	tiled := map[ir.Kind]bool{ir.GEMM: true, ir.GEMMAdd: true, ir.MoEGateUpGroup: true, ir.MoEDownGroup: true}
+	for _, c := range []struct {
+		target plan.Target
+		tile   GEMMTile
+		want   bool
+	}{
+		{plan.SM90, GEMMTileDefault, true},
+		{plan.SM90, GEMMTileWGMMA, true},
+		{plan.SM90, GEMMTileMMA, false},
+		{plan.GFX1151, GEMMTileDefault, false},
+		{plan.GFX1151, GEMMTileMMA, false},
+	} {
+		gs, err := Graphs(m, Options{Target: c.target, Buckets: []int{4}, ContextTokens: 64, GEMMTile: c.tile}, "tile")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[bool]int{}
+		for _, g := range gs {
+			for _, op := range g.Ops {
+				if tiled[op.Kind] {
+					got[op.Params.Flag("wgmma")]++
+				}
+			}
+		}
+		if got[!c.want] != 0 || got[c.want] == 0 {
+			t.Errorf("%s, gemm tile %q: tiled GEMMs by wgmma flag %v, want every one %v", c.target, c.tile, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		target plan.Target
+		tile   GEMMTile
+		want   string
+	}{
+		{plan.GFX1151, GEMMTileWGMMA, `gemm tile "wgmma": target gfx1151 has no wgmma`},
+		{plan.CPU, GEMMTileWGMMA, `gemm tile "wgmma": target cpu has no wgmma`},
+		{plan.SM90, "sideways", `gemm tile "sideways": want "wgmma", "mma"`},
+	} {
+		_, err := Plan(m, Options{Target: c.target, Buckets: []int{4}, ContextTokens: 64, GEMMTile: c.tile})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s, gemm tile %q: err = %v, want %q", c.target, c.tile, err, c.want)
 		}
 	}
 }

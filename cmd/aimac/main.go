@@ -83,7 +83,7 @@ func parseBuckets(s string) ([]int, error) {
 }
 
 func planCmd() *cobra.Command {
-	var dir, target, buckets, out, kvDType, fusion, tiling, prefillAttn, prefillGDN string
+	var dir, target, buckets, out, kvDType, fusion, tiling, prefillAttn, prefillGDN, gemmTile string
 	var ctxTokens, decodeSplits, gdnColTile int
 	var decodeStream, gdnPeer, moeRouter, certifiedHead bool
 	var decodeMMA string
@@ -106,7 +106,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 			}
 			p, err := planner.Plan(m, planner.Options{Target: plan.Target(target), Buckets: bs, ContextTokens: ctxTokens, KVDType: ir.DType(kvDType), Fusion: planner.Fusion(fusion),
 				Tiling: planner.Tiling(tiling), DecodeSplits: decodeSplits, DecodeStream: decodeStream, DecodeMMA: planner.DecodeMMA(decodeMMA), MoERouter: moeRouter, CertifiedHead: certifiedHead, GDNColumnTile: gdnColTile, GDNPeer: gdnPeer, PrefillAttention: planner.PrefillAttention(prefillAttn),
-				PrefillGDN: planner.PrefillGDN(prefillGDN)})
+				PrefillGDN: planner.PrefillGDN(prefillGDN), GEMMTile: planner.GEMMTile(gemmTile)})
 			if err != nil {
 				return err
 			}
@@ -145,6 +145,8 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 	_ = c.RegisterFlagCompletionFunc("prefill-attention", cobra.FixedCompletions([]string{"flash", "flash-bf16", "eager"}, cobra.ShellCompDirectiveNoFileComp))
 	c.Flags().StringVar(&prefillGDN, "prefill-gdn", "", "the prefill steps' gated delta rule and conv `FAMILY`: wy (gated_delta_wy + gated_delta_state, the chunked form on tensor cores with split tf32 operands, and causal_conv1d_silu_rows), wy-tf32 (the same with plain tf32 operands: faster, less exact), chunked (gated_delta_chunked + causal_conv1d_silu, the token-by-token recurrence and the serial conv), or empty for the target's default (wy on GPU targets where its tiles fit, chunked on the cpu, whose plan is the oracle)")
 	_ = c.RegisterFlagCompletionFunc("prefill-gdn", cobra.FixedCompletions([]string{"wy", "wy-tf32", "chunked"}, cobra.ShellCompDirectiveNoFileComp))
+	c.Flags().StringVar(&gemmTile, "gemm-tile", "", "the tile `KIND` under the tiled GEMMs (gemm, gemm_add, the grouped MoE's): wgmma (sm_90a's warpgroup products, sm_90 only), mma (mma.sync on sm_90, WMMA on gfx1151), or empty for the target's default (wgmma on sm_90: see docs/prefill-gemm.md)")
+	_ = c.RegisterFlagCompletionFunc("gemm-tile", cobra.FixedCompletions([]string{"wgmma", "mma"}, cobra.ShellCompDirectiveNoFileComp))
 	return c
 }
 
