@@ -16,6 +16,8 @@ func moeDecode(family string, experts, hidden, inter, k, shared, rpw, unroll flo
 		"shared_inter": shared, "rows_per_warp": rpw, "unroll": unroll}
 	if family == "moe_decode_down" {
 		p["warp_per_slot"] = 0
+	} else {
+		p["l2_prefetch"] = 0
 	}
 	return kern(family, p)
 }
@@ -48,6 +50,15 @@ var moeDecodeCases = []gpuCase{
 	{"moe_dec_gu_rows2", moeDecode("moe_decode_gate_up", 40, 264, 24, 8, 8, 2, 4), 2, 0},
 	{"moe_dec_gu_wide", moeDecode("moe_decode_gate_up", 64, 2048, 72, 8, 40, 2, 4), 1, 0},
 	{"moe_dec_gu_real", moeDecode("moe_decode_gate_up", 12, 2048, 512, 8, 512, 1, 4), 1, 0},
+	// gate_up with the shared expert's rows asked of the L2 before the
+	// wait: the tiny fixtures', odd widths (no prefetch), a shared expert
+	// past a block's rows, the real sizes, two rows.
+	{"moe_dec_gu_l2pf_tiny", l2pf(moeDecode("moe_decode_gate_up", 16, 64, 32, 4, 32, 1, 1)), 1, 0},
+	{"moe_dec_gu_l2pf_synth", l2pf(moeDecode("moe_decode_gate_up", 8, 64, 32, 2, 32, 1, 1)), 1, 0},
+	{"moe_dec_gu_l2pf_odd", l2pf(moeDecode("moe_decode_gate_up", 5, 20, 6, 3, 10, 2, 1)), 1, 0},
+	{"moe_dec_gu_l2pf_rows2", l2pf(moeDecode("moe_decode_gate_up", 40, 264, 24, 8, 8, 2, 4)), 2, 0},
+	{"moe_dec_gu_l2pf_wide", l2pf(moeDecode("moe_decode_gate_up", 64, 2048, 72, 8, 40, 2, 4)), 1, 0},
+	{"moe_dec_gu_l2pf_real", l2pf(moeDecode("moe_decode_gate_up", 12, 2048, 512, 8, 512, 2, 4)), 1, 0},
 	{"moe_dec_dn_tiny", moeDecode("moe_decode_down", 16, 64, 32, 4, 32, 1, 1), 1, 0},
 	{"moe_dec_dn_synth", moeDecode("moe_decode_down", 8, 64, 32, 2, 32, 1, 1), 1, 0},
 	{"moe_dec_dn_odd", moeDecode("moe_decode_down", 5, 13, 10, 3, 6, 2, 1), 1, 0},

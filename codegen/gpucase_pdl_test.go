@@ -5,6 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/aimaproject/aimac/ir"
+	"github.com/aimaproject/aimac/kernels"
 )
 
 // chainMeta is a chain case's meta.json: no kernel of its own, the cases
@@ -61,11 +64,74 @@ func TestWriteGPUCasesPDLChain(t *testing.T) {
 		{gpuCase{"chain_norm_qkvzba_early", early(normGEMV(H, Q, 4, 1, 4, true)), 1, 0}, caseSpeed{reps: 200, rotate: 6, bytes: normBytes,
 			from: "chain_norm_qkvzba_late", note: "the same, its lanes' first 4 chunks of each of 4 rows loaded before the wait"}},
 	}
+	// The rest of a decode layer for the layer chains: the attention
+	// layer's q|k|v projection, q/k norm + RoPE + KV append, split
+	// attention at 8K (132 splits, bf16 KV) and its combine; the router;
+	// each streaming launch also with its first bytes asked of the L2
+	// before the wait (l2_prefetch, on the late kernel's inputs).
+	const hq, hkv, d = 16, 2, 256
+	QKV, R := 9216/scale, 256/scale
+	ctx := int(8192 / scale)
+	qkvBytes := int64(QKV)*H*2 + H*4*3 + int64(QKV)*4
+	routerBytes := int64(R)*H*2 + H*4*3 + int64(R)*4
+	records := int64(hq * 132 * kernels.PartialStride(d) * 4)
+	members = append(members, []struct {
+		c  gpuCase
+		sp caseSpeed
+	}{
+		{gpuCase{"chain_norm_qkvzba_l2pf", l2pf(normGEMV(H, Q, 4, 1, 4, true)), 1, 0}, caseSpeed{reps: 200, rotate: 6, bytes: normBytes,
+			from: "chain_norm_qkvzba_late", note: "the same, the first third of every warp's row slices (16 MiB) asked of the L2 before the wait"}},
+		{gpuCase{"chain_gemv_add_l2pf", l2pf(gemvAdd(4096, N, 1, 2, 4)), 1, 0}, caseSpeed{reps: 200, rotate: 16, bytes: addBytes,
+			from: "chain_gemv_add_late", note: "the same, its whole 16.8 MB asked of the L2 before the wait (one bulk prefetch a warp)"}},
+		{gpuCase{"chain_norm_router_late", normGEMV(H, R, 1, 8, 1, true), 1, 0}, caseSpeed{reps: 200, rotate: 32, bytes: routerBytes,
+			note: "post-attention norm + router (rmsnorm_gemv, split 8), 32 copies (34 MB): waits at its entry"}},
+		{gpuCase{"chain_norm_router_l2pf", l2pf(normGEMV(H, R, 1, 8, 1, true)), 1, 0}, caseSpeed{reps: 200, rotate: 32, bytes: routerBytes,
+			from: "chain_norm_router_late", note: "the same, its 1 MB asked of the L2 before the wait"}},
+		{gpuCase{"chain_norm_qkv_late", normGEMV(H, QKV, 4, 1, 4, true), 1, 0}, caseSpeed{reps: 200, rotate: 8, bytes: qkvBytes,
+			note: "input norm + attention q|k|v (rmsnorm_gemv, 4 rows a warp), 8 copies (302 MB): waits at its entry"}},
+		{gpuCase{"chain_norm_qkv_l2pf", l2pf(normGEMV(H, QKV, 4, 1, 4, true)), 1, 0}, caseSpeed{reps: 200, rotate: 8, bytes: qkvBytes,
+			from: "chain_norm_qkv_late", note: "the same, the first 44 % of every warp's row slices (16 MiB) asked of the L2 before the wait"}},
+		{gpuCase{"chain_qknorm", qkNormKernel(hq, hkv, d, 64, 64, true), 1, 63}, caseSpeed{reps: 200,
+			bytes: (2*hq*d+2*hkv*d+hq*d)*4 + 2*hkv*d*2, note: "q/k norm + RoPE + KV append (18 blocks): latency-bound"}},
+		{gpuCase{"chain_attn_combine", combineGateKernel(hq, d, 132), 1, 0}, caseSpeed{reps: 200,
+			bytes: records + 3*hq*d*4, note: "combine + gate of the 132 splits' records"}},
+	}...)
 	bytes := map[string]int64{}
 	for i, m := range members {
 		sp := m.sp
 		writeTimedCase(t, filepath.Join(out, m.c.name), m.c, uint64(500+i), &sp)
 		bytes[m.c.name] = sp.bytes
+	}
+	// Split attention over an 8K context (pos 8191), the caches tiled from
+	// one period of positions: 16.8 MB of bf16 KV a launch, which the
+	// chain's other launches (≥ 100 MB a round) push out of the L2.
+	split := gpuCase{"chain_attn_split_8k", splitKernel(hq, hkv, d, ctx, 132, 32, true), 1, ctx - 1}
+	sp := caseSpeed{reps: 200, bytes: 2*int64(ctx)*hkv*d*2 + hq*d*4 + records,
+		note: "attention_decode_split over 8K positions, bf16 KV, 132 splits (the plans' choice)"}
+	writeCaseFull(t, filepath.Join(out, split.name), split, 560, min(speedPeriod, ctx), &sp)
+	bytes[split.name] = sp.bytes
+	// moe_decode_gate_up over the real 256 experts, one token routed to the
+	// stored 8 (favoured logits), 8 copies of its operands (302 MB a
+	// rotation: from HBM as in the step).
+	E := 256 / scale
+	guBytes := int64(top*2*I*H*2+2*S*H*2) + H*4 + int64(E)*4 + (top*I+S)*4 + top*8
+	favour := func(a *ir.Args) {
+		logits := a.F32("logits")
+		for j := range top {
+			logits[j] += 8
+		}
+	}
+	for i, c := range []streamCase{
+		{"chain_moe_gu_late", moeDecode("moe_decode_gate_up", E, H, I, top, S, 2, 4), guBytes, "",
+			"moe_decode_gate_up (top-8 ranked in every block, 8 routed + the shared expert), 8 copies (302 MB): waits at its entry",
+			map[string]int64{"gate_up": top * 2 * I * H}},
+		{"chain_moe_gu_l2pf", l2pf(moeDecode("moe_decode_gate_up", E, H, I, top, S, 2, 4)), guBytes, "chain_moe_gu_late",
+			"the same, the shared expert's 4.2 MB asked of the L2 before the wait", map[string]int64{"gate_up": top * 2 * I * H}},
+	} {
+		dir := filepath.Join(out, c.name)
+		writeStreamCaseRows(t, dir, c, uint64(570+i), 1, favour)
+		rotateCase(t, dir, 8)
+		bytes[c.name] = c.bytes
 	}
 	chains := []struct {
 		name    string
@@ -80,6 +146,19 @@ func TestWriteGPUCasesPDLChain(t *testing.T) {
 		{"chain_gemv_add_staged_only", []string{"chain_gemv_add_staged"}, "the same, staged rows"},
 		{"chain_moe_norm_late", []string{"chain_moe_dn", "chain_norm_qkvzba_late"}, "the MoE block's end and the next GDN layer's input projection; rmsnorm_gemv waits at its entry"},
 		{"chain_moe_norm_early", []string{"chain_moe_dn", "chain_norm_qkvzba_early"}, "the same with rmsnorm_gemv's early stream"},
+		// The L2 prefetch: the pairs above, then whole decode layers as the
+		// step launches them (docs/pdl.md).
+		{"chain_gdn_gemv_add_l2pf", []string{"chain_gdn_split", "chain_gemv_add_l2pf"}, "gdn_decode_split → gemv_add with gemv_add's 16.8 MB asked of the L2 before its wait"},
+		{"chain_gemv_add_l2pf_only", []string{"chain_gemv_add_l2pf"}, "gemv_add after gemv_add, L2 prefetch"},
+		{"chain_moe_norm_l2pf", []string{"chain_moe_dn", "chain_norm_qkvzba_l2pf"}, "moe_decode_down → qkv|z|b|a with 16 MiB of it asked of the L2 before its wait"},
+		{"chain_gdn_layer_late", []string{"chain_norm_qkvzba_late", "chain_gdn_split", "chain_gemv_add_late", "chain_norm_router_late", "chain_moe_gu_late", "chain_moe_dn"},
+			"a GDN layer's six launches as the decode step runs them; every kernel waits at its entry"},
+		{"chain_gdn_layer_l2pf", []string{"chain_norm_qkvzba_l2pf", "chain_gdn_split", "chain_gemv_add_l2pf", "chain_norm_router_l2pf", "chain_moe_gu_l2pf", "chain_moe_dn"},
+			"the same with the L2 prefetch in qkv|z|b|a, gemv_add, the router and gate_up's shared expert"},
+		{"chain_attn_layer_late", []string{"chain_norm_qkv_late", "chain_qknorm", "chain_attn_split_8k", "chain_attn_combine", "chain_gemv_add_late", "chain_norm_router_late", "chain_moe_gu_late", "chain_moe_dn"},
+			"an attention layer's eight launches at 8K context as the decode step runs them; every kernel waits at its entry"},
+		{"chain_attn_layer_l2pf", []string{"chain_norm_qkv_l2pf", "chain_qknorm", "chain_attn_split_8k", "chain_attn_combine", "chain_gemv_add_l2pf", "chain_norm_router_l2pf", "chain_moe_gu_l2pf", "chain_moe_dn"},
+			"the same with the L2 prefetch in q|k|v, gemv_add, the router and gate_up's shared expert"},
 	}
 	for _, c := range chains {
 		m := chainMeta{Chain: c.members, Reps: 64, Note: c.note}

@@ -26,6 +26,10 @@ import (
 //	PDL_TRIGGER()           let the next launch start (its blocks then sit
 //	                        in its own PDL_WAIT)
 //	PDL_ENTRY()             PDL_WAIT(); PDL_TRIGGER();
+//	PDL_PREFETCH_L2(p, b)   ask the L2 for the b bytes of weights at p (b and
+//	                        p multiples of 16) without holding a register or
+//	                        waiting: what a kernel streams first, before its
+//	                        PDL_WAIT() (docs/pdl.md)
 //	GDIM_X GDIM_Y           the grid's blocks in x and y (blocks are 1-D)
 //	grid_arrive(c, leader)  a block's arrival at the grid barrier on count c
 //	grid_wait(c, ticket)    wait until every block of the grid has arrived
@@ -53,7 +57,9 @@ import (
 // template does not call PDL_WAIT() itself (pdlEntry), so a new family is
 // safe without doing anything; a template that calls it itself (to issue
 // its first weight loads before the wait) calls PDL_TRIGGER() too. On HIP
-// all three are no-ops.
+// all three are no-ops. PDL_PREFETCH_L2 reads only what PDL_WAIT's rule lets
+// a kernel read before the wait (weights); on HIP it is a no-op too (gfx1151
+// has no bulk prefetch into its L2, and nothing overlaps the launch before).
 //
 // {THREADS} and {WARP} stand for the target's launch configuration
 // (plan.TargetSpec.Launch): the block every kernel is launched with and the
@@ -109,6 +115,7 @@ DEVICE double drint(double x) { return __builtin_rint(x); }
 #define PDL_WAIT() ((void)0)
 #define PDL_TRIGGER() ((void)0)
 #define PDL_ENTRY() ((void)0)
+#define PDL_PREFETCH_L2(p, bytes) ((void)(p), (void)(bytes))
 // The grid's blocks (the dispatch's work-items over the 1-D block's size: 1 in y).
 #define GDIM_X ((int)(__builtin_amdgcn_grid_size_x() / (unsigned int)BDIM_X))
 #define GDIM_Y ((int)__builtin_amdgcn_grid_size_y())
@@ -188,6 +195,13 @@ DEVICE void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" :::
 #define PDL_WAIT() pdl_wait()
 #define PDL_TRIGGER() pdl_trigger()
 #define PDL_ENTRY() (pdl_wait(), pdl_trigger())
+// A bulk prefetch into the L2 (sm_90, the copy engine's cp.async.bulk): one
+// instruction for up to a row's bytes, no register, no shared memory, no
+// completion to wait for; the lines arrive while the thread goes on.
+DEVICE void pdl_prefetch_l2(const void* p, unsigned int bytes) {
+  asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %0; cp.async.bulk.prefetch.L2.global [g], %1; }" ::"l"(p), "r"(bytes));
+}
+#define PDL_PREFETCH_L2(p, bytes) pdl_prefetch_l2((p), (bytes))
 DEVICE int sreg_nctaid_x() { int r; asm("mov.u32 %0, %%nctaid.x;" : "=r"(r)); return r; }
 DEVICE int sreg_nctaid_y() { int r; asm("mov.u32 %0, %%nctaid.y;" : "=r"(r)); return r; }
 #define GDIM_X sreg_nctaid_x()

@@ -27,7 +27,12 @@ import (
 //   - staged (the same three): the block's whole weight rows are copied to
 //     shared memory (cp.async on sm_90) before the wait and read from
 //     there, for launches whose weights fit on chip (gemv_add's 16.8 MB is
-//     ≈ 127 KB an SM); at most one of early and staged.
+//     ≈ 127 KB an SM); at most one of early and staged;
+//   - l2_prefetch (the same three): before PDL_WAIT() each warp asks the L2
+//     for the first GEMVPrefetchChunks chunks of its rows' slices, one bulk
+//     prefetch a row (sm_90's cp.async.bulk.prefetch.L2): the stream after
+//     the wait starts from the L2, with no register or shared memory held
+//     (docs/pdl.md); at most one of early, staged and l2_prefetch.
 //
 // Any K: a lane reads 8 BF16 weights (16 bytes) a load when K % 8 == 0,
 // and one element at a time otherwise.
@@ -91,7 +96,26 @@ const (
 	// GEMVStageBytes bounds a staged block's weight rows in shared memory
 	// (static shared memory, 48 KiB on both targets).
 	GEMVStageBytes = 48 << 10
+	// L2PrefetchBytes bounds what one launch asks the L2 for before its
+	// PDL_WAIT() (l2_prefetch): a third of the H200's 50 MB, so the lines
+	// stay there beside what the launch before it streams (≤ 19 MB in the
+	// decode step but for the LM head, which nothing prefetches beside).
+	L2PrefetchBytes = 16 << 20
 )
+
+// GEMVPrefetchChunks are the 16-byte chunks of each warp's slice of a row
+// that an l2_prefetch gemv block prefetches: the whole slice when the
+// launch's n × k matrix is within L2PrefetchBytes, else the same fraction
+// of every slice (at least one chunk), so the launch's total stays within
+// it and every warp's first loads find the L2.
+func GEMVPrefetchChunks(p ir.Params) int {
+	k, n := int64(p.Int("k")), int64(p.Int("n"))
+	per := (k/8 + int64(p.Int("split_k")) - 1) / int64(p.Int("split_k"))
+	if total := n * k * 2; total > L2PrefetchBytes {
+		per = max(1, per*L2PrefetchBytes/total)
+	}
+	return int(per)
+}
 
 // GEMVStagedBytes are the shared-memory bytes a staged gemv block holds:
 // its row groups' rows (a block of GEMVMaxSplitK warps) of k BF16 weights.
@@ -129,10 +153,13 @@ func gemvFamily(kind, of ir.Kind) *ir.Family {
 	return &ir.Family{
 		Kind:     kind,
 		Operands: operandsOf(of),
-		Params:   cat(ir.Ints("k", "n", "split_k"), streamParams(), ir.Flags("early", "staged")),
+		Params:   cat(ir.Ints("k", "n", "split_k"), streamParams(), ir.Flags("early", "staged", "l2_prefetch")),
 		Check: func(p ir.Params) error {
 			if s := p.Int("split_k"); s&(s-1) != 0 || s > GEMVMaxSplitK {
 				return fmt.Errorf("split_k %d: want a power of two up to %d (it divides a block's warps)", s, GEMVMaxSplitK)
+			}
+			if p.Flag("l2_prefetch") && (p.Flag("early") || p.Flag("staged")) {
+				return fmt.Errorf("l2_prefetch with early or staged: a kernel reads one of them before its wait, not two")
 			}
 			if p.Flag("staged") {
 				if p.Flag("early") {
@@ -151,9 +178,9 @@ func gemvFamily(kind, of ir.Kind) *ir.Family {
 		},
 		Reference: func(a *ir.Args) error { return Families[of].Reference(a) },
 		// gemv writes y, gemv_add adds into it; rmsnorm_gemv norms x first.
-		TemplateData: func(ir.Params) map[string]any {
+		TemplateData: func(p ir.Params) map[string]any {
 			return map[string]any{"accumulate": kind == ir.GEMVAdd, "norm": kind == ir.RMSNormGEMV, "max_loads": GEMVMaxLoads,
-				"stage_bytes": GEMVStageBytes}
+				"stage_bytes": GEMVStageBytes, "prefetch_chunks": GEMVPrefetchChunks(p)}
 		},
 	}
 }

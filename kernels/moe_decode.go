@@ -30,7 +30,7 @@ func moeDecodeFamilies() []*ir.Family {
 		return int64(p.Int("experts")) * 2 * int64(p.Int("inter")) * int64(p.Int("hidden"))
 	}
 	act := func(p ir.Params, rows int64) int64 { return rows * int64(MoEDecodeActWidth(p)) }
-	params := cat(ir.Ints("experts", "hidden", "inter", "k", "shared_inter"), streamParams())
+	params := moeDecodeParamSpecs()
 	return []*ir.Family{
 		{
 			Kind: ir.MoEDecodeGateUp,
@@ -44,7 +44,9 @@ func moeDecodeFamilies() []*ir.Family {
 				{Name: "shared_gate", DType: ir.BF16, Access: ir.Read, Extent: ir.Fixed("shared_inter", "hidden")},
 				{Name: "shared_up", DType: ir.BF16, Access: ir.Read, Extent: ir.Fixed("shared_inter", "hidden")},
 			},
-			Params: params,
+			// l2_prefetch: the shared expert's warps ask the L2 for their
+			// rows before PDL_WAIT() (docs/pdl.md).
+			Params: cat(params, ir.Flags("l2_prefetch")),
 			Check: func(p ir.Params) error {
 				if err := moeDecodeCheck(p); err != nil {
 					return err
@@ -123,6 +125,12 @@ const MoEDecodeMaxExperts = 512
 // MoEDecodeMaxBlockRows bounds a warp_per_slot down block's output rows:
 // their partial sums, k + 1 a row, sit in shared memory.
 const MoEDecodeMaxBlockRows = 16
+
+// moeDecodeParamSpecs are the shape and streaming parameters every fused MoE
+// decode family takes.
+func moeDecodeParamSpecs() []ir.ParamSpec {
+	return cat(ir.Ints("experts", "hidden", "inter", "k", "shared_inter"), streamParams())
+}
 
 // moeDecodeCheck is what both fused MoE families need of their parameters:
 // top-k within the experts, every slot's loads in flight at once (at most
@@ -241,7 +249,7 @@ func moeDecodeRouteGateUp() *ir.Family {
 			op("gate_up"), op("shared_gate"), op("shared_up"),
 			{Name: "barrier", DType: ir.I32, Access: ir.ReadWrite, Extent: ir.Const(1)},
 		},
-		Params: cat(gu.Params, ir.Ints("blocks"), ir.Reals("eps"), ir.Flags("one_plus")),
+		Params: cat(moeDecodeParamSpecs(), ir.Ints("blocks"), ir.Reals("eps"), ir.Flags("one_plus")),
 		Check: func(p ir.Params) error {
 			if err := gu.Check(p); err != nil {
 				return err

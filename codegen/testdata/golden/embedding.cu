@@ -42,6 +42,13 @@ DEVICE void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" :::
 #define PDL_WAIT() pdl_wait()
 #define PDL_TRIGGER() pdl_trigger()
 #define PDL_ENTRY() (pdl_wait(), pdl_trigger())
+// A bulk prefetch into the L2 (sm_90, the copy engine's cp.async.bulk): one
+// instruction for up to a row's bytes, no register, no shared memory, no
+// completion to wait for; the lines arrive while the thread goes on.
+DEVICE void pdl_prefetch_l2(const void* p, unsigned int bytes) {
+  asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %0; cp.async.bulk.prefetch.L2.global [g], %1; }" ::"l"(p), "r"(bytes));
+}
+#define PDL_PREFETCH_L2(p, bytes) pdl_prefetch_l2((p), (bytes))
 DEVICE int sreg_nctaid_x() { int r; asm("mov.u32 %0, %%nctaid.x;" : "=r"(r)); return r; }
 DEVICE int sreg_nctaid_y() { int r; asm("mov.u32 %0, %%nctaid.y;" : "=r"(r)); return r; }
 #define GDIM_X sreg_nctaid_x()
