@@ -91,6 +91,10 @@ func TestWriteGPUCasesPDLChain(t *testing.T) {
 			note: "input norm + attention q|k|v (rmsnorm_gemv, 4 rows a warp), 8 copies (302 MB): waits at its entry"}},
 		{gpuCase{"chain_norm_qkv_l2pf", l2pf(normGEMV(H, QKV, 4, 1, 4, true)), 1, 0}, caseSpeed{reps: 200, rotate: 8, bytes: qkvBytes,
 			from: "chain_norm_qkv_late", note: "the same, the first 44 % of every warp's row slices (16 MiB) asked of the L2 before the wait"}},
+		{gpuCase{"chain_router_topk_l2pf", l2pf(routerTopK(H, R, 1, 8, 1, top)), 1, 0}, caseSpeed{reps: 200, rotate: 32, bytes: routerBytes + top*8,
+			note: "the router ranking top-8 once (rmsnorm_router_topk: its last block to arrive), its 1 MB asked of the L2 before the wait"}},
+		{gpuCase{"chain_moe_dn_early_ids", earlyIDs(moeDownSlots(top, H, I, top, S, 8, 2)), 1, 0}, caseSpeed{reps: 200, rotate: 16, bytes: dnBytes,
+			note: "moe_decode_down reading its ids before the wait (written two launches back) and asking the L2 for its experts' rows, 16 copies"}},
 		{gpuCase{"chain_qknorm", qkNormKernel(hq, hkv, d, 64, 64, true), 1, 63}, caseSpeed{reps: 200,
 			bytes: (2*hq*d+2*hkv*d+hq*d)*4 + 2*hkv*d*2, note: "q/k norm + RoPE + KV append (18 blocks): latency-bound"}},
 		{gpuCase{"chain_attn_combine", combineGateKernel(hq, d, 132), 1, 0}, caseSpeed{reps: 200,
@@ -127,9 +131,16 @@ func TestWriteGPUCasesPDLChain(t *testing.T) {
 			map[string]int64{"gate_up": top * 2 * I * H}},
 		{"chain_moe_gu_l2pf", l2pf(moeDecode("moe_decode_gate_up", E, H, I, top, S, 2, 4)), guBytes, "chain_moe_gu_late",
 			"the same, the shared expert's 4.2 MB asked of the L2 before the wait", map[string]int64{"gate_up": top * 2 * I * H}},
+		{"chain_moe_gu_ranked_l2pf", l2pf(ranked(moeDecode("moe_decode_gate_up", E, H, I, top, S, 2, 4))), guBytes - int64(E)*4 - top*4, "",
+			"moe_decode_gate_up_ranked: the 8 ids the router ranked, no ranking in its blocks; the shared expert asked of the L2 before the wait; 8 copies",
+			map[string]int64{"gate_up": top * 2 * I * H}},
 	} {
 		dir := filepath.Join(out, c.name)
-		writeStreamCaseRows(t, dir, c, uint64(570+i), 1, favour)
+		prep := favour
+		if c.k.Family == "moe_decode_gate_up_ranked" {
+			prep = nil // its ids, a permutation of the stored 8 experts, are the routing
+		}
+		writeStreamCaseRows(t, dir, c, uint64(570+i), 1, prep)
 		rotateCase(t, dir, 8)
 		bytes[c.name] = c.bytes
 	}
@@ -155,10 +166,16 @@ func TestWriteGPUCasesPDLChain(t *testing.T) {
 			"a GDN layer's six launches as the decode step runs them; every kernel waits at its entry"},
 		{"chain_gdn_layer_l2pf", []string{"chain_norm_qkvzba_l2pf", "chain_gdn_split", "chain_gemv_add_l2pf", "chain_norm_router_l2pf", "chain_moe_gu_l2pf", "chain_moe_dn"},
 			"the same with the L2 prefetch in qkv|z|b|a, gemv_add, the router and gate_up's shared expert"},
+		{"chain_gdn_layer_ranked", []string{"chain_norm_qkvzba_l2pf", "chain_gdn_split", "chain_gemv_add_l2pf", "chain_router_topk_l2pf", "chain_moe_gu_ranked_l2pf", "chain_moe_dn_early_ids"},
+			"the L2 prefetch, and the router ranking top-8 once: gate_up reads 8 ids, down reads them before its wait and prefetches its experts"},
+		{"chain_moe_late", []string{"chain_norm_router_late", "chain_moe_gu_late", "chain_moe_dn"}, "the MoE block alone: router, gate_up ranking in every block, down"},
+		{"chain_moe_ranked", []string{"chain_router_topk_l2pf", "chain_moe_gu_ranked_l2pf", "chain_moe_dn_early_ids"}, "the same ranked once in the router, with the prefetches"},
 		{"chain_attn_layer_late", []string{"chain_norm_qkv_late", "chain_qknorm", "chain_attn_split_8k", "chain_attn_combine", "chain_gemv_add_late", "chain_norm_router_late", "chain_moe_gu_late", "chain_moe_dn"},
 			"an attention layer's eight launches at 8K context as the decode step runs them; every kernel waits at its entry"},
 		{"chain_attn_layer_l2pf", []string{"chain_norm_qkv_l2pf", "chain_qknorm", "chain_attn_split_8k", "chain_attn_combine", "chain_gemv_add_l2pf", "chain_norm_router_l2pf", "chain_moe_gu_l2pf", "chain_moe_dn"},
 			"the same with the L2 prefetch in q|k|v, gemv_add, the router and gate_up's shared expert"},
+		{"chain_attn_layer_ranked", []string{"chain_norm_qkv_l2pf", "chain_qknorm", "chain_attn_split_8k", "chain_attn_combine", "chain_gemv_add_l2pf", "chain_router_topk_l2pf", "chain_moe_gu_ranked_l2pf", "chain_moe_dn_early_ids"},
+			"the same with the router ranking top-8 once"},
 	}
 	for _, c := range chains {
 		m := chainMeta{Chain: c.members, Reps: 64, Note: c.note}

@@ -35,6 +35,13 @@ import (
 //	grid_wait(c, ticket)    wait until every block of the grid has arrived
 //	grid_barrier(c)         both, block 0 the leader (docs/fusion.md)
 //	grid_load(p)            a float another block wrote before the barrier
+//	grid_load_int(p)        the same for an int (also: what a launch two
+//	                        before wrote, read before PDL_WAIT(); docs/pdl.md)
+//	grid_arrive_of(c, leader, blocks)  grid_arrive for a grid of blocks arrivals
+//	grid_last(old, leader, blocks)     whether the arrival that returned old
+//	                        was the last of the blocks (thread 0's answer)
+//	grid_acquire()          the last block's acquire: after it plain loads
+//	                        and grid_load see every block's writes
 //
 // The grid barrier is a count in global memory whose low 31 bits are 0
 // between launches (the runtime's reset zeroes state): every block's thread
@@ -122,16 +129,19 @@ DEVICE double drint(double x) { return __builtin_rint(x); }
 // Grid barrier (see codegen/prelude.go): agent-scope release before the
 // arrival, acquire after the wait in every thread (it invalidates the CU's
 // caches, so plain loads see the other blocks' writes).
-DEVICE unsigned int grid_arrive(int* count, bool leader) {
+DEVICE unsigned int grid_arrive_of(int* count, bool leader, unsigned int blocks) {
   block_sync();
   unsigned int old = 0;
   if (TID_X == 0) {
-    const unsigned int blocks = (unsigned int)GDIM_X * (unsigned int)GDIM_Y;
     __builtin_amdgcn_fence(__ATOMIC_RELEASE, "agent");
     old = __atomic_fetch_add((unsigned int*)count, leader ? 0x80000000u - (blocks - 1u) : 1u, __ATOMIC_RELAXED);
   }
   return old;
 }
+DEVICE unsigned int grid_arrive(int* count, bool leader) {
+  return grid_arrive_of(count, leader, (unsigned int)GDIM_X * (unsigned int)GDIM_Y);
+}
+DEVICE void grid_acquire() { __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "agent"); }
 DEVICE void grid_wait(int* count, unsigned int ticket) {
   if (TID_X == 0) {
     unsigned int spins = 0;
@@ -145,6 +155,15 @@ DEVICE void grid_wait(int* count, unsigned int ticket) {
 }
 DEVICE void grid_barrier(int* count) { grid_wait(count, grid_arrive(count, BID_X == 0 && BID_Y == 0)); }
 DEVICE float grid_load(const float* p) { return *p; }
+DEVICE int grid_load_int(const int* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+` + gridLast
+
+// gridLast is both dialects' grid_last: the arrivals add up to 2³¹ (the
+// leader's 2³¹ − (blocks − 1) and one from each other block), so the last
+// arrival is the one after which the count's low 31 bits are 0 again.
+const gridLast = `DEVICE bool grid_last(unsigned int old, bool leader, unsigned int blocks) {
+  return ((old + (leader ? 0x80000000u - (blocks - 1u) : 1u)) & 0x7fffffffu) == 0u;
+}
 `
 
 // cudaPrelude works for nvcc (which predefines the CUDA keywords) and for
@@ -209,15 +228,18 @@ DEVICE int sreg_nctaid_y() { int r; asm("mov.u32 %0, %%nctaid.y;" : "=r"(r)); re
 // Grid barrier (see codegen/prelude.go), as cooperative groups spell it:
 // the block's writes ordered by the barrier, thread 0's gpu-scope release
 // add, its acquire polls, the block released by a second barrier.
-DEVICE unsigned int grid_arrive(int* count, bool leader) {
+DEVICE unsigned int grid_arrive_of(int* count, bool leader, unsigned int blocks) {
   block_sync();
   unsigned int old = 0;
   if (TID_X == 0) {
-    const unsigned int blocks = (unsigned int)GDIM_X * (unsigned int)GDIM_Y;
     asm volatile("atom.release.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(count), "r"(leader ? 0x80000000u - (blocks - 1u) : 1u) : "memory");
   }
   return old;
 }
+DEVICE unsigned int grid_arrive(int* count, bool leader) {
+  return grid_arrive_of(count, leader, (unsigned int)GDIM_X * (unsigned int)GDIM_Y);
+}
+DEVICE void grid_acquire() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 DEVICE void grid_wait(int* count, unsigned int ticket) {
   if (TID_X == 0) {
     unsigned int spins = 0, cur;
@@ -233,6 +255,11 @@ DEVICE void grid_barrier(int* count) { grid_wait(count, grid_arrive(count, BID_X
 DEVICE float grid_load(const float* p) {
   float v;
   asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
+  return v;
+}
+DEVICE int grid_load_int(const int* p) {
+  int v;
+  asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
 DEVICE double drint(double x) { double r; asm("cvt.rni.f64.f64 %0, %1;" : "=d"(r) : "d"(x)); return r; }
@@ -275,4 +302,4 @@ DEVICE float flog(float x) {
   p = p * s2 + 1.0f;
   return (float)e * 0.693147181f + 2.0f * s * p;
 }
-`
+` + gridLast

@@ -41,6 +41,7 @@ func gemvFamilies() []*ir.Family {
 		gemvFamily(ir.GEMV, ir.MatMul),
 		gemvFamily(ir.GEMVAdd, ir.MatMulAdd),
 		rmsnormGEMV(),
+		rmsnormRouterTopK(),
 		{
 			Kind:     ir.MoEGateUpGEMV,
 			Operands: operandsOf(ir.MoEGateUp),
@@ -180,7 +181,7 @@ func gemvFamily(kind, of ir.Kind) *ir.Family {
 		// gemv writes y, gemv_add adds into it; rmsnorm_gemv norms x first.
 		TemplateData: func(p ir.Params) map[string]any {
 			return map[string]any{"accumulate": kind == ir.GEMVAdd, "norm": kind == ir.RMSNormGEMV, "max_loads": GEMVMaxLoads,
-				"stage_bytes": GEMVStageBytes, "prefetch_chunks": GEMVPrefetchChunks(p)}
+				"stage_bytes": GEMVStageBytes, "prefetch_chunks": GEMVPrefetchChunks(p), "topk": false}
 		},
 	}
 }
@@ -215,6 +216,69 @@ func rmsnormGEMV() *ir.Family {
 	}
 	return f
 }
+
+// rmsnormRouterTopK declares rmsnorm_router_topk: rmsnorm_gemv over the
+// router's rows (n = the experts) with router_topk folded in. Its blocks
+// compute the logits as rmsnorm_gemv's do, then arrive on count (a state
+// the runtime's reset zeroes, flipped by 2³¹ a launch as the grid barrier's
+// count); the last block to arrive reads every row's logits back and
+// ranks them (softmax, top_k, renormalized), writing ids and weights. No
+// block waits for another, so the grid need not be resident at once. The
+// MoE launches after it read the ids instead of ranking 256 logits in
+// every block, and moe_decode_down, two launches later, may read them
+// before its programmatic wait (docs/pdl.md). Its reference is
+// rmsnorm_gemv's, then router_topk's, and the count flipped.
+func rmsnormRouterTopK() *ir.Family {
+	f := rmsnormGEMV()
+	f.Kind = ir.RMSNormRouterTopK
+	f.Operands = append(f.Operands,
+		ir.OperandSpec{Name: "ids", DType: ir.I32, Access: ir.Write, Extent: ir.PerRow("top_k")},
+		ir.OperandSpec{Name: "weights", DType: ir.F32, Access: ir.Write, Extent: ir.PerRow("top_k")},
+		ir.OperandSpec{Name: "count", DType: ir.I32, Access: ir.ReadWrite, Extent: ir.Const(1)},
+	)
+	f.Params = cat(f.Params, ir.Ints("top_k"))
+	check := f.Check
+	f.Check = func(p ir.Params) error {
+		if err := check(p); err != nil {
+			return err
+		}
+		if k, n := p.Int("top_k"), p.Int("n"); k > n || k > WarpLanes {
+			return fmt.Errorf("top_k %d: want at most the %d router rows and the %d lanes that write them", k, n, WarpLanes)
+		}
+		if n := p.Int("n"); n > MoEDecodeMaxExperts {
+			return fmt.Errorf("n %d: one warp ranks at most %d router logits", n, MoEDecodeMaxExperts)
+		}
+		return nil
+	}
+	data := f.TemplateData
+	f.TemplateData = func(p ir.Params) map[string]any {
+		d := data(p)
+		d["norm"], d["topk"] = true, true
+		return d
+	}
+	gemv := f.Reference
+	f.Reference = func(a *ir.Args) error {
+		count := a.I32("count")
+		if c := uint32(count[0]); c&^MoEDecodeRouteBarrierFlip != 0 {
+			return fmt.Errorf("rmsnorm_router_topk: the arrival count is %#x, want 0 or 2³¹ (a launch did not finish)", c)
+		}
+		if a.N <= 0 {
+			return nil
+		}
+		if err := gemv(a); err != nil {
+			return err
+		}
+		RouterTopK(a.I32("ids"), a.F32("weights"), a.F32("y"), a.N, a.Int("n"), a.Int("top_k"))
+		count[0] = int32(uint32(count[0]) ^ MoEDecodeRouteBarrierFlip)
+		return nil
+	}
+	return f
+}
+
+// WarpLanes is the lanes of the narrowest warp of the GPU targets (wave32
+// on gfx1151): a kernel whose lane k writes slot k takes at most as many
+// slots.
+const WarpLanes = 32
 
 // RMSNormGEMVNormParams are the rmsnorm parameters an rmsnorm_gemv's norm
 // runs with: one vector of k per row, the rows packed.

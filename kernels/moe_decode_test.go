@@ -24,6 +24,7 @@ func init() {
 func moeDownParams(p ir.Params, warpPerSlot bool) ir.Params {
 	p = p.Clone()
 	p.SetFlag("warp_per_slot", warpPerSlot)
+	p.SetFlag("early_ids", false)
 	return p
 }
 
