@@ -31,6 +31,10 @@ type streamTuning struct {
 	// the L2 for their first weight bytes before PDL_WAIT() (kernels'
 	// l2_prefetch flag), for launches of at most L2PrefetchMaxBytes.
 	L2Prefetch bool
+	// RankOnce: the decode step's MoE blocks rank their top-k once, in the
+	// router's launch (fuseMoERank), and moe_decode_down reads the ids
+	// before its wait.
+	RankOnce bool
 }
 
 // L2PrefetchMaxBytes bounds the matrices whose launches prefetch: the
@@ -105,13 +109,15 @@ func streamOneRow(g *ir.Graph, t plan.Target) error {
 			maps.Copy(p.Ints, map[string]int64{"rows_per_warp": int64(rpw),
 				"unroll": int64(unroll(chunks(p.Int("inter")), t.Launch().Warp, slots*rpw, tune))})
 			op.Kind = ir.MoEDownGEMV
-		case ir.MoEDecodeGateUp:
+		case ir.MoEDecodeGateUp, ir.MoEDecodeGateUpRanked:
 			// The k routed experts' rows and the shared expert's, a gate and
 			// an up row each.
 			rpw, u := moeGateUpStream(p, t, tune)
 			maps.Copy(p.Ints, map[string]int64{"rows_per_warp": int64(rpw), "unroll": int64(u)})
+			f := kernels.Families[op.Kind]
+			sg, su := op.Operands[f.Operand("shared_gate")], op.Operands[f.Operand("shared_up")]
 			p.SetFlag("l2_prefetch", tune.L2Prefetch && t.Programmatic() && p.Int("hidden")%8 == 0 &&
-				g.Tensors[op.Operands[6].Tensor].Role == ir.Weight && g.Tensors[op.Operands[7].Tensor].Role == ir.Weight)
+				g.Tensors[sg.Tensor].Role == ir.Weight && g.Tensors[su.Tensor].Role == ir.Weight)
 		case ir.MoEDecodeDown:
 			if p.Flag("warp_per_slot") {
 				// A block's rows of one expert a warp: as many rows as keep
