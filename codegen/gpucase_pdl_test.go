@@ -93,6 +93,8 @@ func TestWriteGPUCasesPDLChain(t *testing.T) {
 			from: "chain_norm_qkv_late", note: "the same, the first 44 % of every warp's row slices (16 MiB) asked of the L2 before the wait"}},
 		{gpuCase{"chain_router_topk_l2pf", l2pf(routerTopK(H, R, 1, 8, 1, top)), 1, 0}, caseSpeed{reps: 200, rotate: 32, bytes: routerBytes + top*8,
 			note: "the router ranking top-8 once (rmsnorm_router_topk: its last block to arrive), its 1 MB asked of the L2 before the wait"}},
+		{gpuCase{"chain_router_topk", routerTopK(H, R, 1, 8, 1, top), 1, 0}, caseSpeed{reps: 200, rotate: 32, bytes: routerBytes + top*8,
+			from: "chain_router_topk_l2pf", note: "the router ranking top-8 once, waiting at its entry"}},
 		{gpuCase{"chain_moe_dn_early_ids", earlyIDs(moeDownSlots(top, H, I, top, S, 8, 2)), 1, 0}, caseSpeed{reps: 200, rotate: 16, bytes: dnBytes,
 			note: "moe_decode_down reading its ids before the wait (written two launches back) and asking the L2 for its experts' rows, 16 copies"}},
 		{gpuCase{"chain_qknorm", qkNormKernel(hq, hkv, d, 64, 64, true), 1, 63}, caseSpeed{reps: 200,
@@ -134,6 +136,8 @@ func TestWriteGPUCasesPDLChain(t *testing.T) {
 		{"chain_moe_gu_ranked_l2pf", l2pf(ranked(moeDecode("moe_decode_gate_up", E, H, I, top, S, 2, 4))), guBytes - int64(E)*4 - top*4, "",
 			"moe_decode_gate_up_ranked: the 8 ids the router ranked, no ranking in its blocks; the shared expert asked of the L2 before the wait; 8 copies",
 			map[string]int64{"gate_up": top * 2 * I * H}},
+		{"chain_moe_gu_ranked", ranked(moeDecode("moe_decode_gate_up", E, H, I, top, S, 2, 4)), guBytes - int64(E)*4 - top*4, "chain_moe_gu_ranked_l2pf",
+			"moe_decode_gate_up_ranked waiting at its entry", map[string]int64{"gate_up": top * 2 * I * H}},
 	} {
 		dir := filepath.Join(out, c.name)
 		prep := favour
@@ -168,6 +172,8 @@ func TestWriteGPUCasesPDLChain(t *testing.T) {
 			"the same with the L2 prefetch in qkv|z|b|a, gemv_add, the router and gate_up's shared expert"},
 		{"chain_gdn_layer_ranked", []string{"chain_norm_qkvzba_l2pf", "chain_gdn_split", "chain_gemv_add_l2pf", "chain_router_topk_l2pf", "chain_moe_gu_ranked_l2pf", "chain_moe_dn_early_ids"},
 			"the L2 prefetch, and the router ranking top-8 once: gate_up reads 8 ids, down reads them before its wait and prefetches its experts"},
+		{"chain_gdn_layer_ranked_only", []string{"chain_norm_qkvzba_late", "chain_gdn_split", "chain_gemv_add_late", "chain_router_topk", "chain_moe_gu_ranked", "chain_moe_dn_early_ids"},
+			"the router ranking top-8 once without the L2 prefetch of the projections (down's early ids and their prefetch kept)"},
 		{"chain_moe_late", []string{"chain_norm_router_late", "chain_moe_gu_late", "chain_moe_dn"}, "the MoE block alone: router, gate_up ranking in every block, down"},
 		{"chain_moe_ranked", []string{"chain_router_topk_l2pf", "chain_moe_gu_ranked_l2pf", "chain_moe_dn_early_ids"}, "the same ranked once in the router, with the prefetches"},
 		{"chain_attn_layer_late", []string{"chain_norm_qkv_late", "chain_qknorm", "chain_attn_split_8k", "chain_attn_combine", "chain_gemv_add_late", "chain_norm_router_late", "chain_moe_gu_late", "chain_moe_dn"},
