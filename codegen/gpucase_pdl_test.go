@@ -32,8 +32,17 @@ type chainMeta struct {
 // Every member rotates through copies of its operands so that the chain's
 // weights exceed the L2 (gemv_add 16 × 16.8 MB, qkvzba 6 × 50.6 MB, the
 // down experts 16 × 18.9 MB): each launch streams from HBM, as in the
-// step. Without -gpucases the members are written at a sixteenth of the
-// rows, to a temporary directory.
+// step. Then the L2 prefetch before the wait (l2_prefetch) in the same
+// pairs, and whole decode layers as the step launches them — the GDN
+// layer's six (qkv|z|b|a, gdn_decode_split, gemv_add, the router,
+// moe_decode_gate_up, moe_decode_down) and the attention layer's eight at
+// 8K context (q|k|v, qk_norm_rope_append, attention_decode_split,
+// attention_combine_gate, then the same four) — late, with the prefetch,
+// and with the router ranking top-k once (rmsnorm_router_topk,
+// moe_decode_gate_up_ranked, moe_decode_down reading its ids before its
+// wait), so each planner flag is measured alone and together. Without
+// -gpucases the members are written at a sixteenth of the rows, to a
+// temporary directory.
 func TestWriteGPUCasesPDLChain(t *testing.T) {
 	out, scale := *gpuCases, 1.0
 	if out == "" {
@@ -97,6 +106,8 @@ func TestWriteGPUCasesPDLChain(t *testing.T) {
 			from: "chain_router_topk_l2pf", note: "the router ranking top-8 once, waiting at its entry"}},
 		{gpuCase{"chain_moe_dn_early_ids", earlyIDs(moeDownSlots(top, H, I, top, S, 8, 2)), 1, 0}, caseSpeed{reps: 200, rotate: 16, bytes: dnBytes,
 			note: "moe_decode_down reading its ids before the wait (written two launches back) and asking the L2 for its experts' rows, 16 copies"}},
+		{gpuCase{"chain_moe_dn_early_ids_u1", earlyIDs(moeDownSlots(top, H, I, top, S, 8, 1)), 1, 0}, caseSpeed{reps: 200, rotate: 16, bytes: dnBytes,
+			from: "chain_moe_dn_early_ids", note: "the same at unroll 1: two passes a row from the L2 its prefetch filled, fewer registers (room beside it for the next projection)"}},
 		{gpuCase{"chain_qknorm", qkNormKernel(hq, hkv, d, 64, 64, true), 1, 63}, caseSpeed{reps: 200,
 			bytes: (2*hq*d+2*hkv*d+hq*d)*4 + 2*hkv*d*2, note: "q/k norm + RoPE + KV append (18 blocks): latency-bound"}},
 		{gpuCase{"chain_attn_combine", combineGateKernel(hq, d, 132), 1, 0}, caseSpeed{reps: 200,
@@ -174,6 +185,8 @@ func TestWriteGPUCasesPDLChain(t *testing.T) {
 			"the L2 prefetch, and the router ranking top-8 once: gate_up reads 8 ids, down reads them before its wait and prefetches its experts"},
 		{"chain_gdn_layer_ranked_only", []string{"chain_norm_qkvzba_late", "chain_gdn_split", "chain_gemv_add_late", "chain_router_topk", "chain_moe_gu_ranked", "chain_moe_dn_early_ids"},
 			"the router ranking top-8 once without the L2 prefetch of the projections (down's early ids and their prefetch kept)"},
+		{"chain_gdn_layer_ranked_u1", []string{"chain_norm_qkvzba_l2pf", "chain_gdn_split", "chain_gemv_add_l2pf", "chain_router_topk_l2pf", "chain_moe_gu_ranked_l2pf", "chain_moe_dn_early_ids_u1"},
+			"chain_gdn_layer_ranked with down at unroll 1 (its registers leave the next layer's qkv|z|b|a room to start early)"},
 		{"chain_moe_late", []string{"chain_norm_router_late", "chain_moe_gu_late", "chain_moe_dn"}, "the MoE block alone: router, gate_up ranking in every block, down"},
 		{"chain_moe_ranked", []string{"chain_router_topk_l2pf", "chain_moe_gu_ranked_l2pf", "chain_moe_dn_early_ids"}, "the same ranked once in the router, with the prefetches"},
 		{"chain_attn_layer_late", []string{"chain_norm_qkv_late", "chain_qknorm", "chain_attn_split_8k", "chain_attn_combine", "chain_gemv_add_late", "chain_norm_router_late", "chain_moe_gu_late", "chain_moe_dn"},
