@@ -8,6 +8,7 @@ import (
 
 	"github.com/aimaproject/aimac/ir"
 	"github.com/aimaproject/aimac/kernels"
+	"github.com/aimaproject/aimac/plan"
 )
 
 // chainMeta is a chain case's meta.json: no kernel of its own, the cases
@@ -36,7 +37,7 @@ type chainMeta struct {
 // pairs, and whole decode layers as the step launches them — the GDN
 // layer's six (qkv|z|b|a, gdn_decode_split, gemv_add, the router,
 // moe_decode_gate_up, moe_decode_down) and the attention layer's eight at
-// 8K context (q|k|v, qk_norm_rope_append, attention_decode_split,
+// 8K context (q|k|v, qk_norm_rope_append, attention_decode_mma,
 // attention_combine_gate, then the same four) — late, with the prefetch,
 // and with the router ranking top-k once (rmsnorm_router_topk,
 // moe_decode_gate_up_ranked, moe_decode_down reading its ids before its
@@ -75,7 +76,8 @@ func TestWriteGPUCasesPDLChain(t *testing.T) {
 	}
 	// The rest of a decode layer for the layer chains: the attention
 	// layer's q|k|v projection, q/k norm + RoPE + KV append, split
-	// attention at 8K (132 splits, bf16 KV) and its combine; the router;
+	// attention at 8K on tensor cores (attention_decode_mma, 66 splits, bf16
+	// KV: the sm_90 plans' kernel) and its combine; the router;
 	// each streaming launch also with its first bytes asked of the L2
 	// before the wait (l2_prefetch, on the late kernel's inputs).
 	const hq, hkv, d = 16, 2, 256
@@ -83,7 +85,8 @@ func TestWriteGPUCasesPDLChain(t *testing.T) {
 	ctx := int(8192 / scale)
 	qkvBytes := int64(QKV)*H*2 + H*4*3 + int64(QKV)*4
 	routerBytes := int64(R)*H*2 + H*4*3 + int64(R)*4
-	records := int64(hq * 132 * kernels.PartialStride(d) * 4)
+	const splits = 66
+	records := int64(hq * splits * kernels.PartialStride(d) * 4)
 	members = append(members, []struct {
 		c  gpuCase
 		sp caseSpeed
@@ -110,8 +113,8 @@ func TestWriteGPUCasesPDLChain(t *testing.T) {
 			from: "chain_moe_dn_early_ids", note: "the same at unroll 1: two passes a row from the L2 its prefetch filled, fewer registers (room beside it for the next projection)"}},
 		{gpuCase{"chain_qknorm", qkNormKernel(hq, hkv, d, 64, 64, true), 1, 63}, caseSpeed{reps: 200,
 			bytes: (2*hq*d+2*hkv*d+hq*d)*4 + 2*hkv*d*2, note: "q/k norm + RoPE + KV append (18 blocks): latency-bound"}},
-		{gpuCase{"chain_attn_combine", combineGateKernel(hq, d, 132), 1, 0}, caseSpeed{reps: 200,
-			bytes: records + 3*hq*d*4, note: "combine + gate of the 132 splits' records"}},
+		{gpuCase{"chain_attn_combine", combineGateKernel(hq, d, splits), 1, 0}, caseSpeed{reps: 200,
+			bytes: records + 3*hq*d*4, note: "combine + gate of the 66 splits' records"}},
 	}...)
 	bytes := map[string]int64{}
 	for i, m := range members {
@@ -119,12 +122,12 @@ func TestWriteGPUCasesPDLChain(t *testing.T) {
 		writeTimedCase(t, filepath.Join(out, m.c.name), m.c, uint64(500+i), &sp)
 		bytes[m.c.name] = sp.bytes
 	}
-	// Split attention over an 8K context (pos 8191), the caches tiled from
-	// one period of positions: 16.8 MB of bf16 KV a launch, which the
-	// chain's other launches (≥ 100 MB a round) push out of the L2.
-	split := gpuCase{"chain_attn_split_8k", splitKernel(hq, hkv, d, ctx, 132, 32, true), 1, ctx - 1}
-	sp := caseSpeed{reps: 200, bytes: 2*int64(ctx)*hkv*d*2 + hq*d*4 + records,
-		note: "attention_decode_split over 8K positions, bf16 KV, 132 splits (the plans' choice)"}
+	// Split attention over an 8K context (pos 8191) on tensor cores, the
+	// caches tiled from one period of positions, 4 copies: 16.8 MB of bf16
+	// KV a launch, from HBM.
+	split := gpuCase{"chain_attn_mma_8k", mmaKernel(plan.SM90, hq, hkv, d, ctx, splits, 32), 1, ctx - 1}
+	sp := caseSpeed{reps: 200, rotate: 4, bytes: 2*int64(ctx)*hkv*d*2 + hq*d*4 + records,
+		note: "attention_decode_mma over 8K positions, bf16 KV, 66 splits (the sm_90 plans' kernel), 4 copies"}
 	writeCaseFull(t, filepath.Join(out, split.name), split, 560, min(speedPeriod, ctx), &sp)
 	bytes[split.name] = sp.bytes
 	// moe_decode_gate_up over the real 256 experts, one token routed to the
@@ -192,11 +195,11 @@ func TestWriteGPUCasesPDLChain(t *testing.T) {
 			"chain_gdn_layer_ranked with down at unroll 1 (its registers leave the next layer's qkv|z|b|a room to start early)"},
 		{"chain_moe_late", []string{"chain_norm_router_late", "chain_moe_gu_late", "chain_moe_dn"}, "the MoE block alone: router, gate_up ranking in every block, down"},
 		{"chain_moe_ranked", []string{"chain_router_topk_l2pf", "chain_moe_gu_ranked_l2pf", "chain_moe_dn_early_ids"}, "the same ranked once in the router, with the prefetches"},
-		{"chain_attn_layer_late", []string{"chain_norm_qkv_late", "chain_qknorm", "chain_attn_split_8k", "chain_attn_combine", "chain_gemv_add_late", "chain_norm_router_late", "chain_moe_gu_late", "chain_moe_dn"},
+		{"chain_attn_layer_late", []string{"chain_norm_qkv_late", "chain_qknorm", "chain_attn_mma_8k", "chain_attn_combine", "chain_gemv_add_late", "chain_norm_router_late", "chain_moe_gu_late", "chain_moe_dn"},
 			"an attention layer's eight launches at 8K context as the decode step runs them; every kernel waits at its entry"},
-		{"chain_attn_layer_l2pf", []string{"chain_norm_qkv_l2pf", "chain_qknorm", "chain_attn_split_8k", "chain_attn_combine", "chain_gemv_add_l2pf", "chain_norm_router_l2pf", "chain_moe_gu_l2pf", "chain_moe_dn"},
+		{"chain_attn_layer_l2pf", []string{"chain_norm_qkv_l2pf", "chain_qknorm", "chain_attn_mma_8k", "chain_attn_combine", "chain_gemv_add_l2pf", "chain_norm_router_l2pf", "chain_moe_gu_l2pf", "chain_moe_dn"},
 			"the same with the L2 prefetch in q|k|v, gemv_add, the router and gate_up's shared expert"},
-		{"chain_attn_layer_ranked", []string{"chain_norm_qkv_l2pf", "chain_qknorm", "chain_attn_split_8k", "chain_attn_combine", "chain_gemv_add_l2pf", "chain_router_topk_l2pf", "chain_moe_gu_ranked_l2pf", "chain_moe_dn_early_ids"},
+		{"chain_attn_layer_ranked", []string{"chain_norm_qkv_l2pf", "chain_qknorm", "chain_attn_mma_8k", "chain_attn_combine", "chain_gemv_add_l2pf", "chain_router_topk_l2pf", "chain_moe_gu_ranked_l2pf", "chain_moe_dn_early_ids"},
 			"the same with the router ranking top-8 once"},
 	}
 	for _, c := range chains {
