@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/aimaproject/aimac/arch"
 	"github.com/aimaproject/aimac/ir"
 	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
@@ -145,4 +146,39 @@ func unrank(g *ir.Graph, router, gu *ir.Op) (*ir.Op, *ir.Op) {
 	gate := &ir.Op{Kind: ir.MoEDecodeGateUp, Layer: gu.Layer, Rows: gu.Rows, Params: gu.Params,
 		Operands: []ir.Operand{gu.Operands[0], ids, w, gu.Operands[2], router.Operands[0], gu.Operands[3], gu.Operands[4], gu.Operands[5]}}
 	return nm, gate
+}
+
+// TestL2PrefetchFlags checks where the stream row's L2Prefetch puts the
+// kernels' l2_prefetch flag in the real model's sm_90 decode step: on
+// every weight projection of one wave (qkv|z|b|a, q|k|v, the output
+// projections, the router) and on gate_up's shared expert, not on the
+// LM head (1 GB, many waves); off everywhere while the row leaves it off,
+// and the plan validates either way.
+func TestL2PrefetchFlags(t *testing.T) {
+	m := FromConfig(arch.RealName, arch.Real())
+	for _, on := range []bool{false, true} {
+		tune := streamTable[plan.SM90]
+		old := tune
+		tune.L2Prefetch = on
+		streamTable[plan.SM90] = tune
+		d := graphsAfter(t, m, plan.SM90, "configure", FuseDefault)["decode"]
+		got := map[string]bool{}
+		for _, op := range d.Ops {
+			switch op.Kind {
+			case ir.RMSNormGEMV, ir.GEMVAdd, ir.GEMV:
+				got[fmt.Sprintf("%s n=%d", op.Kind, op.Params.Int("n"))] = op.Params.Flag("l2_prefetch")
+			case ir.MoEDecodeGateUp:
+				got[string(op.Kind)] = op.Params.Flag("l2_prefetch")
+			}
+		}
+		want := map[string]bool{"rmsnorm_gemv n=12352": on, "rmsnorm_gemv n=9216": on, "rmsnorm_gemv n=256": on,
+			"rmsnorm_gemv n=248320": false, "gemv_add n=2048": on, "moe_decode_gate_up": on}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("L2Prefetch %v: l2_prefetch by launch (-want +got):\n%s", on, diff)
+		}
+		if _, err := Plan(m, Options{Target: plan.SM90, Buckets: []int{16}, ContextTokens: 64}); err != nil {
+			t.Errorf("L2Prefetch %v: %v", on, err)
+		}
+		streamTable[plan.SM90] = old
+	}
 }
