@@ -65,6 +65,8 @@ func optionPlans(t *testing.T) []*plan.Plan {
 		{Target: plan.SM90, CertifiedHead: true}, {Target: plan.GFX1151, CertifiedHead: true},
 		// the router folded into the MoE block behind a grid barrier (--moe-router)
 		{Target: plan.SM90, MoERouter: true}, {Target: plan.GFX1151, MoERouter: true},
+		// the router ranking top-k once, down reading the ids before its wait (--moe-rank)
+		{Target: plan.SM90, MoERank: true}, {Target: plan.GFX1151, MoERank: true},
 
 		// the tensor-core decode attention with the combine folded in (sm_90),
 		// and its WMMA path (gfx1151: off by default there)

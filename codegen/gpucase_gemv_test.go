@@ -21,7 +21,7 @@ import (
 // (the stream waits at the kernel's entry; early moves its first loads
 // above the wait).
 func gemv(k, n, rpw, split, unroll float64) plan.Kernel {
-	return kern("gemv", map[string]float64{"k": k, "n": n, "rows_per_warp": rpw, "split_k": split, "unroll": unroll, "early": 0, "staged": 0})
+	return kern("gemv", map[string]float64{"k": k, "n": n, "rows_per_warp": rpw, "split_k": split, "unroll": unroll, "early": 0, "staged": 0, "l2_prefetch": 0})
 }
 
 // early is k with its first weight loads before PDL_WAIT() (the early
@@ -42,9 +42,19 @@ func staged(k plan.Kernel) plan.Kernel {
 	return k
 }
 
+// l2pf is k with its first weight bytes asked of the L2 before PDL_WAIT()
+// (the l2_prefetch flag of the gemv families and moe_decode_gate_up),
+// named for it.
+func l2pf(k plan.Kernel) plan.Kernel {
+	k.Params = k.Params.Clone()
+	k.Params.SetFlag("l2_prefetch", true)
+	k.Name = k.Family + "_l2pf_case"
+	return k
+}
+
 // gemvAdd is a gemv_add case kernel, as gemv.
 func gemvAdd(k, n, rpw, split, unroll float64) plan.Kernel {
-	return kern("gemv_add", map[string]float64{"k": k, "n": n, "rows_per_warp": rpw, "split_k": split, "unroll": unroll, "early": 0, "staged": 0})
+	return kern("gemv_add", map[string]float64{"k": k, "n": n, "rows_per_warp": rpw, "split_k": split, "unroll": unroll, "early": 0, "staged": 0, "l2_prefetch": 0})
 }
 
 // normGEMV is an rmsnorm_gemv case kernel: the matmul shape, the launch
@@ -55,7 +65,7 @@ func normGEMV(k, n, rpw, split, unroll float64, onePlus bool) plan.Kernel {
 		flag = 1
 	}
 	return kern("rmsnorm_gemv", map[string]float64{"k": k, "n": n, "rows_per_warp": rpw, "split_k": split, "unroll": unroll,
-		"eps": 1e-6, "one_plus": flag, "early": 0, "staged": 0})
+		"eps": 1e-6, "one_plus": flag, "early": 0, "staged": 0, "l2_prefetch": 0})
 }
 
 func moeStream(family string, experts, hidden, inter, k, rpw, unroll float64) plan.Kernel {
@@ -209,6 +219,36 @@ var gemvCases = []gpuCase{
 	{"norm_gemv_early_router", early(normGEMV(2048, 256, 1, 8, 1, true)), 1, 0},
 	{"norm_gemv_early_tiny_qkvzba", early(normGEMV(64, 200, 1, 1, 1, true)), 1, 0},
 	{"norm_gemv_early_tiny_router", early(normGEMV(64, 16, 1, 2, 1, true)), 1, 0},
+	// The L2 prefetch before the wait (launched without programmatic
+	// serialization: the prefetch, then the loads): rows past N (no
+	// prefetch for them), a split whose last slice is short, K % 8 ≠ 0 (no
+	// prefetch), slices prefetched whole (matrices within the budget) and
+	// in part (the real qkv|z|b|a, 50.6 MB: a third of every slice), every
+	// family, the tiny fixture's shapes, two rows.
+	{"gemv_l2pf_45", l2pf(gemv(2048, 45, 2, 1, 4)), 1, 0},
+	{"gemv_l2pf_rows2", l2pf(gemv(2048, 45, 4, 1, 4)), 2, 0},
+	{"gemv_l2pf_odd", l2pf(gemv(20, 7, 2, 2, 4)), 2, 0},
+	{"gemv_l2pf_split_rem", l2pf(gemv(1000, 19, 2, 4, 2)), 1, 0},
+	{"gemv_l2pf_kodd_split", l2pf(gemv(2051, 5, 1, 8, 1)), 1, 0},
+	{"gemv_l2pf_n1", l2pf(gemv(2048, 1, 1, 8, 1)), 1, 0},
+	{"gemv_l2pf_tiny_qkv", l2pf(gemv(64, 192, 1, 1, 1)), 1, 0},
+	{"gemv_l2pf_tiny_down", l2pf(gemv(32, 64, 1, 1, 1)), 1, 0},
+	{"gemv_add_l2pf_out", l2pf(gemvAdd(4096, 300, 1, 2, 4)), 1, 0},
+	{"gemv_add_l2pf_real", l2pf(gemvAdd(4096, 2048, 1, 2, 4)), 1, 0},
+	{"gemv_add_l2pf_rows2", l2pf(gemvAdd(4096, 45, 2, 2, 4)), 2, 0},
+	{"gemv_add_l2pf_split_rem", l2pf(gemvAdd(1000, 19, 2, 4, 2)), 1, 0},
+	{"gemv_add_l2pf_odd", l2pf(gemvAdd(20, 7, 2, 2, 4)), 2, 0},
+	{"gemv_add_l2pf_tiny", l2pf(gemvAdd(64, 64, 1, 1, 1)), 1, 0},
+	{"norm_gemv_l2pf_45", l2pf(normGEMV(2048, 45, 2, 1, 4, true)), 1, 0},
+	{"norm_gemv_l2pf_rows2", l2pf(normGEMV(2048, 45, 4, 1, 4, true)), 2, 0},
+	{"norm_gemv_l2pf_odd", l2pf(normGEMV(20, 7, 2, 2, 4, true)), 2, 0},
+	{"norm_gemv_l2pf_kodd_split", l2pf(normGEMV(2051, 5, 1, 8, 1, true)), 1, 0},
+	{"norm_gemv_l2pf_plain_w", l2pf(normGEMV(1000, 19, 2, 4, 2, false)), 1, 0},
+	{"norm_gemv_l2pf_qkvzba", l2pf(normGEMV(2048, 12352, 4, 1, 4, true)), 1, 0},
+	{"norm_gemv_l2pf_qkv", l2pf(normGEMV(2048, 9216, 4, 1, 4, true)), 1, 0},
+	{"norm_gemv_l2pf_router", l2pf(normGEMV(2048, 256, 1, 8, 1, true)), 1, 0},
+	{"norm_gemv_l2pf_tiny_qkvzba", l2pf(normGEMV(64, 200, 1, 1, 1, true)), 1, 0},
+	{"norm_gemv_l2pf_tiny_router", l2pf(normGEMV(64, 16, 1, 2, 1, true)), 1, 0},
 	{"moe_gu_gemv", moeStream("moe_gate_up_gemv", 16, 256, 64, 4, 1, 1), 1, 0},
 	{"moe_gu_gemv_wide", moeStream("moe_gate_up_gemv", 8, 2048, 72, 8, 2, 4), 1, 0},
 	{"moe_gu_gemv_rows2", moeStream("moe_gate_up_gemv", 8, 2048, 72, 8, 1, 4), 2, 0},
@@ -279,8 +319,12 @@ func TestWriteGPUCasesGEMVSpeed(t *testing.T) {
 		// must not be slower (an L2-prefetch variant was: 64 → 88 µs).
 		{"speed_gemv_65536_early", early(gemv(K, N, 4, 1, 4)), wBytes + K*4 + int64(N)*4, "speed_gemv_65536", hbm + "; first loads before the wait (no attribute: the wait returns at once)", nil},
 		{"speed_gemv_65536_staged", staged(gemv(K, N, 1, 2, 4)), wBytes + K*4 + int64(N)*4, "speed_gemv_65536", hbm + "; each block's 4 rows staged in shared memory (what staging costs on a long stream)", nil},
+		// The L2 prefetch on the same bytes without the attribute: the prefetch of a sixteenth
+		// of every slice, then the loads at once. What the prefetch instructions cost a stream.
+		{"speed_gemv_65536_l2pf", l2pf(gemv(K, N, 4, 1, 4)), wBytes + K*4 + int64(N)*4, "speed_gemv_65536", hbm + "; the first sixteenth of every slice asked of the L2 first (no attribute: the loads follow at once)", nil},
 		{"speed_matmul_65536", kern("matmul", map[string]float64{"k": K, "n": N}), wBytes + K*4 + int64(N)*4, "speed_gemv_65536", hbm + " (the family gemv replaces)", nil},
 		{"speed_gemv_out", gemv(4096, 2048, 1, 2, 4), 2048*4096*2 + 4096*4 + 2048*4, "", "out_proj / o_proj shape; 16 MB: L2-favoured", nil},
+		{"speed_gemv_out_l2pf", l2pf(gemv(4096, 2048, 1, 2, 4)), 2048*4096*2 + 4096*4 + 2048*4, "speed_gemv_out", "out_proj / o_proj shape; 16 MB: L2-favoured; its whole slices asked of the L2 first", nil},
 		{"speed_matmul_out", kern("matmul", map[string]float64{"k": 4096, "n": 2048}), 2048*4096*2 + 4096*4 + 2048*4, "speed_gemv_out", "out_proj / o_proj shape; 16 MB: L2-favoured", nil},
 		{"speed_gemv_router", gemv(K, 256, 1, 8, 1), 256*K*2 + K*4 + 256*4, "", "router shape; 1 MB: latency-bound", nil},
 		{"speed_matmul_router", kern("matmul", map[string]float64{"k": K, "n": 256}), 256*K*2 + K*4 + 256*4, "speed_gemv_router", "router shape; 1 MB: latency-bound", nil},

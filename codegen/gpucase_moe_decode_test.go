@@ -15,7 +15,9 @@ func moeDecode(family string, experts, hidden, inter, k, shared, rpw, unroll flo
 	p := map[string]float64{"experts": experts, "hidden": hidden, "inter": inter, "k": k,
 		"shared_inter": shared, "rows_per_warp": rpw, "unroll": unroll}
 	if family == "moe_decode_down" {
-		p["warp_per_slot"] = 0
+		p["warp_per_slot"], p["early_ids"] = 0, 0
+	} else {
+		p["l2_prefetch"] = 0
 	}
 	return kern(family, p)
 }
@@ -24,7 +26,32 @@ func moeDecode(family string, experts, hidden, inter, k, shared, rpw, unroll flo
 // layout: a block owns rows output rows, a warp streams one slot's.
 func moeDownSlots(experts, hidden, inter, k, shared, rows, unroll float64) plan.Kernel {
 	return kern("moe_decode_down", map[string]float64{"experts": experts, "hidden": hidden, "inter": inter, "k": k,
-		"shared_inter": shared, "rows_per_warp": rows, "unroll": unroll, "warp_per_slot": 1})
+		"shared_inter": shared, "rows_per_warp": rows, "unroll": unroll, "warp_per_slot": 1, "early_ids": 0})
+}
+
+// routerTopK is an rmsnorm_router_topk case kernel: the router's
+// rmsnorm_gemv (width k, n experts, the model's eps and 1+w) ranking top.
+func routerTopK(k, n, rpw, split, unroll, top float64) plan.Kernel {
+	nk := normGEMV(k, n, rpw, split, unroll, true)
+	nk.Params.SetInt("top_k", int64(top))
+	nk.Family, nk.Name = "rmsnorm_router_topk", "rmsnorm_router_topk_case"
+	return nk
+}
+
+// ranked is a moe_decode_gate_up case kernel as moe_decode_gate_up_ranked
+// (the same parameters, ids read).
+func ranked(k plan.Kernel) plan.Kernel {
+	k.Family, k.Name = "moe_decode_gate_up_ranked", "moe_decode_gate_up_ranked_case"
+	return k
+}
+
+// earlyIDs is a warp-per-slot moe_decode_down case kernel reading its ids
+// before the wait.
+func earlyIDs(k plan.Kernel) plan.Kernel {
+	k.Params = k.Params.Clone()
+	k.Params.SetFlag("early_ids", true)
+	k.Name = k.Family + "_early_ids_case"
+	return k
 }
 
 // moeDecodeCases are the correctness cases of moe_decode_gate_up and
@@ -48,6 +75,41 @@ var moeDecodeCases = []gpuCase{
 	{"moe_dec_gu_rows2", moeDecode("moe_decode_gate_up", 40, 264, 24, 8, 8, 2, 4), 2, 0},
 	{"moe_dec_gu_wide", moeDecode("moe_decode_gate_up", 64, 2048, 72, 8, 40, 2, 4), 1, 0},
 	{"moe_dec_gu_real", moeDecode("moe_decode_gate_up", 12, 2048, 512, 8, 512, 1, 4), 1, 0},
+	// gate_up with the shared expert's rows asked of the L2 before the
+	// wait: the tiny fixtures', odd widths (no prefetch), a shared expert
+	// past a block's rows, the real sizes, two rows.
+	{"moe_dec_gu_l2pf_tiny", l2pf(moeDecode("moe_decode_gate_up", 16, 64, 32, 4, 32, 1, 1)), 1, 0},
+	{"moe_dec_gu_l2pf_synth", l2pf(moeDecode("moe_decode_gate_up", 8, 64, 32, 2, 32, 1, 1)), 1, 0},
+	{"moe_dec_gu_l2pf_odd", l2pf(moeDecode("moe_decode_gate_up", 5, 20, 6, 3, 10, 2, 1)), 1, 0},
+	{"moe_dec_gu_l2pf_rows2", l2pf(moeDecode("moe_decode_gate_up", 40, 264, 24, 8, 8, 2, 4)), 2, 0},
+	{"moe_dec_gu_l2pf_wide", l2pf(moeDecode("moe_decode_gate_up", 64, 2048, 72, 8, 40, 2, 4)), 1, 0},
+	{"moe_dec_gu_l2pf_real", l2pf(moeDecode("moe_decode_gate_up", 12, 2048, 512, 8, 512, 2, 4)), 1, 0},
+	// The router ranking once (rmsnorm_router_topk: the last block to
+	// arrive ranks every row): the real router (split 8, top-8), the tiny
+	// fixtures' (16 experts top-4, 8 top-2), odd widths (K % 8 ≠ 0, rows
+	// past N in a block), top-1, two and three rows (each row's blocks
+	// arrive on one count), with the L2 prefetch; then gate_up on the
+	// ranked ids (an id outside the experts in the first row's last slot)
+	// and down reading its ids before the wait.
+	{"moe_rank_router_real", routerTopK(2048, 256, 1, 8, 1, 8), 1, 0},
+	{"moe_rank_router_l2pf", l2pf(routerTopK(2048, 256, 1, 8, 1, 8)), 1, 0},
+	{"moe_rank_router_tiny", routerTopK(64, 16, 1, 2, 1, 4), 1, 0},
+	{"moe_rank_router_synth", routerTopK(64, 8, 1, 2, 1, 2), 1, 0},
+	{"moe_rank_router_odd", routerTopK(20, 7, 2, 2, 4, 3), 2, 0},
+	{"moe_rank_router_k1", routerTopK(16, 7, 1, 1, 1, 1), 1, 0},
+	{"moe_rank_router_rows3", routerTopK(2048, 256, 1, 8, 1, 8), 3, 0},
+	{"moe_rank_router_wide", routerTopK(264, 40, 4, 1, 4, 8), 2, 0},
+	{"moe_rank_gu_real", ranked(moeDecode("moe_decode_gate_up", 12, 2048, 512, 8, 512, 2, 4)), 1, 0},
+	{"moe_rank_gu_l2pf", l2pf(ranked(moeDecode("moe_decode_gate_up", 12, 2048, 512, 8, 512, 2, 4))), 1, 0},
+	{"moe_rank_gu_tiny", ranked(moeDecode("moe_decode_gate_up", 16, 64, 32, 4, 32, 1, 1)), 1, 0},
+	{"moe_rank_gu_odd", ranked(moeDecode("moe_decode_gate_up", 5, 20, 6, 3, 10, 2, 1)), 1, 0},
+	{"moe_rank_gu_rows2", ranked(moeDecode("moe_decode_gate_up", 40, 264, 24, 8, 8, 2, 4)), 2, 0},
+	{"moe_rank_dns_real", earlyIDs(moeDownSlots(9, 2048, 512, 8, 512, 8, 2)), 1, 0},
+	{"moe_rank_dns_rem", earlyIDs(moeDownSlots(8, 1030, 512, 8, 256, 12, 1)), 2, 0},
+	{"moe_rank_dns_tiny", earlyIDs(moeDownSlots(16, 64, 32, 4, 32, 8, 1)), 1, 0},
+	{"moe_rank_dns_odd", earlyIDs(moeDownSlots(5, 13, 10, 3, 6, 8, 1)), 1, 0},
+	{"moe_rank_dns_k1", earlyIDs(moeDownSlots(7, 16, 5, 1, 3, 8, 1)), 1, 0},
+	{"moe_rank_dns_r16", earlyIDs(moeDownSlots(16, 1024, 512, 8, 520, 16, 1)), 2, 0},
 	{"moe_dec_dn_tiny", moeDecode("moe_decode_down", 16, 64, 32, 4, 32, 1, 1), 1, 0},
 	{"moe_dec_dn_synth", moeDecode("moe_decode_down", 8, 64, 32, 2, 32, 1, 1), 1, 0},
 	{"moe_dec_dn_odd", moeDecode("moe_decode_down", 5, 13, 10, 3, 6, 2, 1), 1, 0},

@@ -322,6 +322,14 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 		for j := range logits {
 			logits[j] *= 4
 		}
+	case ir.RMSNormRouterTopK:
+		// Outputs poisoned; the arrival count as a launch before left it
+		// (2³¹: this launch flips it to 0).
+		ids := a.I32("ids")
+		for j := range ids {
+			ids[j] = -5
+		}
+		a.I32("count")[0] = math.MinInt32
 	case ir.MoEDecodeRouteGateUp:
 		// Outputs poisoned; the barrier count as a launch before left it
 		// (2³¹: this launch flips it to 0).
@@ -330,7 +338,7 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 			ids[j] = -5
 		}
 		a.I32("barrier")[0] = math.MinInt32
-	case ir.MoEGateUp, ir.MoEDown, ir.MoEGateUpGEMV, ir.MoEDownGEMV, ir.MoEDecodeDown:
+	case ir.MoEGateUp, ir.MoEDown, ir.MoEGateUpGEMV, ir.MoEDownGEMV, ir.MoEDecodeDown, ir.MoEDecodeGateUpRanked:
 		k := p.Int("k")
 		down := ir.Kind(c.k.Family) == ir.MoEDown || ir.Kind(c.k.Family) == ir.MoEDownGEMV || ir.Kind(c.k.Family) == ir.MoEDecodeDown
 		ids := a.I32("ids")

@@ -26,11 +26,22 @@ import (
 //	PDL_TRIGGER()           let the next launch start (its blocks then sit
 //	                        in its own PDL_WAIT)
 //	PDL_ENTRY()             PDL_WAIT(); PDL_TRIGGER();
+//	PDL_PREFETCH_L2(p, b)   ask the L2 for the b bytes of weights at p (b and
+//	                        p multiples of 16) without holding a register or
+//	                        waiting: what a kernel streams first, before its
+//	                        PDL_WAIT() (docs/pdl.md)
 //	GDIM_X GDIM_Y           the grid's blocks in x and y (blocks are 1-D)
 //	grid_arrive(c, leader)  a block's arrival at the grid barrier on count c
 //	grid_wait(c, ticket)    wait until every block of the grid has arrived
 //	grid_barrier(c)         both, block 0 the leader (docs/fusion.md)
 //	grid_load(p)            a float another block wrote before the barrier
+//	grid_load_int(p)        the same for an int (also: what a launch two
+//	                        before wrote, read before PDL_WAIT(); docs/pdl.md)
+//	grid_arrive_of(c, leader, blocks)  grid_arrive for a grid of blocks arrivals
+//	grid_last(old, leader, blocks)     whether the arrival that returned old
+//	                        was the last of the blocks (thread 0's answer)
+//	grid_acquire()          the last block's acquire: after it plain loads
+//	                        and grid_load see every block's writes
 //
 // The grid barrier is a count in global memory whose low 31 bits are 0
 // between launches (the runtime's reset zeroes state): every block's thread
@@ -53,7 +64,9 @@ import (
 // template does not call PDL_WAIT() itself (pdlEntry), so a new family is
 // safe without doing anything; a template that calls it itself (to issue
 // its first weight loads before the wait) calls PDL_TRIGGER() too. On HIP
-// all three are no-ops.
+// all three are no-ops. PDL_PREFETCH_L2 reads only what PDL_WAIT's rule lets
+// a kernel read before the wait (weights); on HIP it is a no-op too (gfx1151
+// has no bulk prefetch into its L2, and nothing overlaps the launch before).
 //
 // {THREADS} and {WARP} stand for the target's launch configuration
 // (plan.TargetSpec.Launch): the block every kernel is launched with and the
@@ -109,22 +122,26 @@ DEVICE double drint(double x) { return __builtin_rint(x); }
 #define PDL_WAIT() ((void)0)
 #define PDL_TRIGGER() ((void)0)
 #define PDL_ENTRY() ((void)0)
+#define PDL_PREFETCH_L2(p, bytes) ((void)(p), (void)(bytes))
 // The grid's blocks (the dispatch's work-items over the 1-D block's size: 1 in y).
 #define GDIM_X ((int)(__builtin_amdgcn_grid_size_x() / (unsigned int)BDIM_X))
 #define GDIM_Y ((int)__builtin_amdgcn_grid_size_y())
 // Grid barrier (see codegen/prelude.go): agent-scope release before the
 // arrival, acquire after the wait in every thread (it invalidates the CU's
 // caches, so plain loads see the other blocks' writes).
-DEVICE unsigned int grid_arrive(int* count, bool leader) {
+DEVICE unsigned int grid_arrive_of(int* count, bool leader, unsigned int blocks) {
   block_sync();
   unsigned int old = 0;
   if (TID_X == 0) {
-    const unsigned int blocks = (unsigned int)GDIM_X * (unsigned int)GDIM_Y;
     __builtin_amdgcn_fence(__ATOMIC_RELEASE, "agent");
     old = __atomic_fetch_add((unsigned int*)count, leader ? 0x80000000u - (blocks - 1u) : 1u, __ATOMIC_RELAXED);
   }
   return old;
 }
+DEVICE unsigned int grid_arrive(int* count, bool leader) {
+  return grid_arrive_of(count, leader, (unsigned int)GDIM_X * (unsigned int)GDIM_Y);
+}
+DEVICE void grid_acquire() { __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "agent"); }
 DEVICE void grid_wait(int* count, unsigned int ticket) {
   if (TID_X == 0) {
     unsigned int spins = 0;
@@ -138,6 +155,15 @@ DEVICE void grid_wait(int* count, unsigned int ticket) {
 }
 DEVICE void grid_barrier(int* count) { grid_wait(count, grid_arrive(count, BID_X == 0 && BID_Y == 0)); }
 DEVICE float grid_load(const float* p) { return *p; }
+DEVICE int grid_load_int(const int* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+` + gridLast
+
+// gridLast is both dialects' grid_last: the arrivals add up to 2³¹ (the
+// leader's 2³¹ − (blocks − 1) and one from each other block), so the last
+// arrival is the one after which the count's low 31 bits are 0 again.
+const gridLast = `DEVICE bool grid_last(unsigned int old, bool leader, unsigned int blocks) {
+  return ((old + (leader ? 0x80000000u - (blocks - 1u) : 1u)) & 0x7fffffffu) == 0u;
+}
 `
 
 // cudaPrelude works for nvcc (which predefines the CUDA keywords) and for
@@ -188,6 +214,13 @@ DEVICE void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" :::
 #define PDL_WAIT() pdl_wait()
 #define PDL_TRIGGER() pdl_trigger()
 #define PDL_ENTRY() (pdl_wait(), pdl_trigger())
+// A bulk prefetch into the L2 (sm_90, the copy engine's cp.async.bulk): one
+// instruction for up to a row's bytes, no register, no shared memory, no
+// completion to wait for; the lines arrive while the thread goes on.
+DEVICE void pdl_prefetch_l2(const void* p, unsigned int bytes) {
+  asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %0; cp.async.bulk.prefetch.L2.global [g], %1; }" ::"l"(p), "r"(bytes));
+}
+#define PDL_PREFETCH_L2(p, bytes) pdl_prefetch_l2((p), (bytes))
 DEVICE int sreg_nctaid_x() { int r; asm("mov.u32 %0, %%nctaid.x;" : "=r"(r)); return r; }
 DEVICE int sreg_nctaid_y() { int r; asm("mov.u32 %0, %%nctaid.y;" : "=r"(r)); return r; }
 #define GDIM_X sreg_nctaid_x()
@@ -195,15 +228,18 @@ DEVICE int sreg_nctaid_y() { int r; asm("mov.u32 %0, %%nctaid.y;" : "=r"(r)); re
 // Grid barrier (see codegen/prelude.go), as cooperative groups spell it:
 // the block's writes ordered by the barrier, thread 0's gpu-scope release
 // add, its acquire polls, the block released by a second barrier.
-DEVICE unsigned int grid_arrive(int* count, bool leader) {
+DEVICE unsigned int grid_arrive_of(int* count, bool leader, unsigned int blocks) {
   block_sync();
   unsigned int old = 0;
   if (TID_X == 0) {
-    const unsigned int blocks = (unsigned int)GDIM_X * (unsigned int)GDIM_Y;
     asm volatile("atom.release.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(count), "r"(leader ? 0x80000000u - (blocks - 1u) : 1u) : "memory");
   }
   return old;
 }
+DEVICE unsigned int grid_arrive(int* count, bool leader) {
+  return grid_arrive_of(count, leader, (unsigned int)GDIM_X * (unsigned int)GDIM_Y);
+}
+DEVICE void grid_acquire() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 DEVICE void grid_wait(int* count, unsigned int ticket) {
   if (TID_X == 0) {
     unsigned int spins = 0, cur;
@@ -219,6 +255,11 @@ DEVICE void grid_barrier(int* count) { grid_wait(count, grid_arrive(count, BID_X
 DEVICE float grid_load(const float* p) {
   float v;
   asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
+  return v;
+}
+DEVICE int grid_load_int(const int* p) {
+  int v;
+  asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
 DEVICE double drint(double x) { double r; asm("cvt.rni.f64.f64 %0, %1;" : "=d"(r) : "d"(x)); return r; }
@@ -261,4 +302,4 @@ DEVICE float flog(float x) {
   p = p * s2 + 1.0f;
   return (float)e * 0.693147181f + 2.0f * s * p;
 }
-`
+` + gridLast

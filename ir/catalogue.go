@@ -53,6 +53,13 @@ const (
 	// at a grid barrier (all blocks co-resident) before ranking top-k and
 	// streaming the routed experts. Its oracle is the pair's references.
 	MoEDecodeRouteGateUp Kind = "moe_decode_route_gate_up"
+	// RMSNormRouterTopK is the router's rmsnorm_gemv with router_topk
+	// folded in: the last of its blocks to arrive ranks the logits once and
+	// writes ids and weights. MoEDecodeGateUpRanked is moe_decode_gate_up on
+	// those ids (no ranking in its blocks). Their oracles are the
+	// references of rmsnorm_gemv, router_topk and moe_decode_gate_up.
+	RMSNormRouterTopK     Kind = "rmsnorm_router_topk"
+	MoEDecodeGateUpRanked Kind = "moe_decode_gate_up_ranked"
 )
 
 // Split kinds: made by the planner's split_kv pass from one op of the kinds

@@ -27,7 +27,12 @@ import (
 //   - staged (the same three): the block's whole weight rows are copied to
 //     shared memory (cp.async on sm_90) before the wait and read from
 //     there, for launches whose weights fit on chip (gemv_add's 16.8 MB is
-//     ≈ 127 KB an SM); at most one of early and staged.
+//     ≈ 127 KB an SM); at most one of early and staged;
+//   - l2_prefetch (the same three): before PDL_WAIT() each warp asks the L2
+//     for the first GEMVPrefetchChunks chunks of its rows' slices, one bulk
+//     prefetch a row (sm_90's cp.async.bulk.prefetch.L2): the stream after
+//     the wait starts from the L2, with no register or shared memory held
+//     (docs/pdl.md); at most one of early, staged and l2_prefetch.
 //
 // Any K: a lane reads 8 BF16 weights (16 bytes) a load when K % 8 == 0,
 // and one element at a time otherwise.
@@ -36,6 +41,7 @@ func gemvFamilies() []*ir.Family {
 		gemvFamily(ir.GEMV, ir.MatMul),
 		gemvFamily(ir.GEMVAdd, ir.MatMulAdd),
 		rmsnormGEMV(),
+		rmsnormRouterTopK(),
 		{
 			Kind:     ir.MoEGateUpGEMV,
 			Operands: operandsOf(ir.MoEGateUp),
@@ -91,7 +97,26 @@ const (
 	// GEMVStageBytes bounds a staged block's weight rows in shared memory
 	// (static shared memory, 48 KiB on both targets).
 	GEMVStageBytes = 48 << 10
+	// L2PrefetchBytes bounds what one launch asks the L2 for before its
+	// PDL_WAIT() (l2_prefetch): a third of the H200's 50 MB, so the lines
+	// stay there beside what the launch before it streams (≤ 19 MB in the
+	// decode step but for the LM head, which nothing prefetches beside).
+	L2PrefetchBytes = 16 << 20
 )
+
+// GEMVPrefetchChunks are the 16-byte chunks of each warp's slice of a row
+// that an l2_prefetch gemv block prefetches: the whole slice when the
+// launch's n × k matrix is within L2PrefetchBytes, else the same fraction
+// of every slice (at least one chunk), so the launch's total stays within
+// it and every warp's first loads find the L2.
+func GEMVPrefetchChunks(p ir.Params) int {
+	k, n := int64(p.Int("k")), int64(p.Int("n"))
+	per := (k/8 + int64(p.Int("split_k")) - 1) / int64(p.Int("split_k"))
+	if total := n * k * 2; total > L2PrefetchBytes {
+		per = max(1, per*L2PrefetchBytes/total)
+	}
+	return int(per)
+}
 
 // GEMVStagedBytes are the shared-memory bytes a staged gemv block holds:
 // its row groups' rows (a block of GEMVMaxSplitK warps) of k BF16 weights.
@@ -129,10 +154,13 @@ func gemvFamily(kind, of ir.Kind) *ir.Family {
 	return &ir.Family{
 		Kind:     kind,
 		Operands: operandsOf(of),
-		Params:   cat(ir.Ints("k", "n", "split_k"), streamParams(), ir.Flags("early", "staged")),
+		Params:   cat(ir.Ints("k", "n", "split_k"), streamParams(), ir.Flags("early", "staged", "l2_prefetch")),
 		Check: func(p ir.Params) error {
 			if s := p.Int("split_k"); s&(s-1) != 0 || s > GEMVMaxSplitK {
 				return fmt.Errorf("split_k %d: want a power of two up to %d (it divides a block's warps)", s, GEMVMaxSplitK)
+			}
+			if p.Flag("l2_prefetch") && (p.Flag("early") || p.Flag("staged")) {
+				return fmt.Errorf("l2_prefetch with early or staged: a kernel reads one of them before its wait, not two")
 			}
 			if p.Flag("staged") {
 				if p.Flag("early") {
@@ -151,9 +179,9 @@ func gemvFamily(kind, of ir.Kind) *ir.Family {
 		},
 		Reference: func(a *ir.Args) error { return Families[of].Reference(a) },
 		// gemv writes y, gemv_add adds into it; rmsnorm_gemv norms x first.
-		TemplateData: func(ir.Params) map[string]any {
+		TemplateData: func(p ir.Params) map[string]any {
 			return map[string]any{"accumulate": kind == ir.GEMVAdd, "norm": kind == ir.RMSNormGEMV, "max_loads": GEMVMaxLoads,
-				"stage_bytes": GEMVStageBytes}
+				"stage_bytes": GEMVStageBytes, "prefetch_chunks": GEMVPrefetchChunks(p), "topk": false}
 		},
 	}
 }
@@ -188,6 +216,69 @@ func rmsnormGEMV() *ir.Family {
 	}
 	return f
 }
+
+// rmsnormRouterTopK declares rmsnorm_router_topk: rmsnorm_gemv over the
+// router's rows (n = the experts) with router_topk folded in. Its blocks
+// compute the logits as rmsnorm_gemv's do, then arrive on count (a state
+// the runtime's reset zeroes, flipped by 2³¹ a launch as the grid barrier's
+// count); the last block to arrive reads every row's logits back and
+// ranks them (softmax, top_k, renormalized), writing ids and weights. No
+// block waits for another, so the grid need not be resident at once. The
+// MoE launches after it read the ids instead of ranking 256 logits in
+// every block, and moe_decode_down, two launches later, may read them
+// before its programmatic wait (docs/pdl.md). Its reference is
+// rmsnorm_gemv's, then router_topk's, and the count flipped.
+func rmsnormRouterTopK() *ir.Family {
+	f := rmsnormGEMV()
+	f.Kind = ir.RMSNormRouterTopK
+	f.Operands = append(f.Operands,
+		ir.OperandSpec{Name: "ids", DType: ir.I32, Access: ir.Write, Extent: ir.PerRow("top_k")},
+		ir.OperandSpec{Name: "weights", DType: ir.F32, Access: ir.Write, Extent: ir.PerRow("top_k")},
+		ir.OperandSpec{Name: "count", DType: ir.I32, Access: ir.ReadWrite, Extent: ir.Const(1)},
+	)
+	f.Params = cat(f.Params, ir.Ints("top_k"))
+	check := f.Check
+	f.Check = func(p ir.Params) error {
+		if err := check(p); err != nil {
+			return err
+		}
+		if k, n := p.Int("top_k"), p.Int("n"); k > n || k > WarpLanes {
+			return fmt.Errorf("top_k %d: want at most the %d router rows and the %d lanes that write them", k, n, WarpLanes)
+		}
+		if n := p.Int("n"); n > MoEDecodeMaxExperts {
+			return fmt.Errorf("n %d: one warp ranks at most %d router logits", n, MoEDecodeMaxExperts)
+		}
+		return nil
+	}
+	data := f.TemplateData
+	f.TemplateData = func(p ir.Params) map[string]any {
+		d := data(p)
+		d["norm"], d["topk"] = true, true
+		return d
+	}
+	gemv := f.Reference
+	f.Reference = func(a *ir.Args) error {
+		count := a.I32("count")
+		if c := uint32(count[0]); c&^MoEDecodeRouteBarrierFlip != 0 {
+			return fmt.Errorf("rmsnorm_router_topk: the arrival count is %#x, want 0 or 2³¹ (a launch did not finish)", c)
+		}
+		if a.N <= 0 {
+			return nil
+		}
+		if err := gemv(a); err != nil {
+			return err
+		}
+		RouterTopK(a.I32("ids"), a.F32("weights"), a.F32("y"), a.N, a.Int("n"), a.Int("top_k"))
+		count[0] = int32(uint32(count[0]) ^ MoEDecodeRouteBarrierFlip)
+		return nil
+	}
+	return f
+}
+
+// WarpLanes is the lanes of the narrowest warp of the GPU targets (wave32
+// on gfx1151): a kernel whose lane k writes slot k takes at most as many
+// slots.
+const WarpLanes = 32
 
 // RMSNormGEMVNormParams are the rmsnorm parameters an rmsnorm_gemv's norm
 // runs with: one vector of k per row, the rows packed.

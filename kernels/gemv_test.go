@@ -12,8 +12,8 @@ import (
 )
 
 func init() {
-	examples[ir.GEMV] = ir.Params{Ints: map[string]int64{"k": 8, "n": 3, "rows_per_warp": 2, "split_k": 2, "unroll": 4}, Flags: map[string]bool{"early": true, "staged": false}}
-	examples[ir.GEMVAdd] = ir.Params{Ints: map[string]int64{"k": 12, "n": 5, "rows_per_warp": 1, "split_k": 4, "unroll": 1}, Flags: map[string]bool{"early": false, "staged": false}}
+	examples[ir.GEMV] = ir.Params{Ints: map[string]int64{"k": 8, "n": 3, "rows_per_warp": 2, "split_k": 2, "unroll": 4}, Flags: map[string]bool{"early": true, "staged": false, "l2_prefetch": false}}
+	examples[ir.GEMVAdd] = ir.Params{Ints: map[string]int64{"k": 12, "n": 5, "rows_per_warp": 1, "split_k": 4, "unroll": 1}, Flags: map[string]bool{"early": false, "staged": false, "l2_prefetch": false}}
 	examples[ir.RMSNormGEMV] = rmsnormGEMVParams(12, 5, 1, 2)
 	examples[ir.MoEGateUpGEMV] = ir.Params{Ints: map[string]int64{"experts": 4, "hidden": 8, "inter": 4, "k": 2, "rows_per_warp": 2, "unroll": 4}}
 	examples[ir.MoEDownGEMV] = ir.Params{Ints: map[string]int64{"experts": 4, "hidden": 8, "inter": 4, "k": 2, "rows_per_warp": 1, "unroll": 2}}
@@ -26,7 +26,7 @@ func init() {
 func TestGEMVChecks(t *testing.T) {
 	p := func(ints map[string]int64) ir.Params { return ir.Params{Ints: ints} }
 	g := func(ints map[string]int64) ir.Params {
-		return ir.Params{Ints: ints, Flags: map[string]bool{"early": true, "staged": false}}
+		return ir.Params{Ints: ints, Flags: map[string]bool{"early": true, "staged": false, "l2_prefetch": false}}
 	}
 	cases := []struct {
 		name string
@@ -46,13 +46,13 @@ func TestGEMVChecks(t *testing.T) {
 		{"down slots", ir.MoEDownGEMV, p(map[string]int64{"experts": 256, "hidden": 2048, "inter": 512, "k": 9, "rows_per_warp": 1, "unroll": 1}), false},
 		{"rmsnorm_gemv", ir.RMSNormGEMV, rmsnormGEMVParams(2048, 12352, 4, 1), true},
 		{"rmsnorm_gemv split 3", ir.RMSNormGEMV, rmsnormGEMVParams(2048, 256, 1, 3), false},
-		{"rmsnorm_gemv without eps", ir.RMSNormGEMV, ir.Params{Ints: rmsnormGEMVParams(2048, 256, 1, 8).Ints, Flags: map[string]bool{"one_plus": true, "early": true, "staged": false}}, false},
+		{"rmsnorm_gemv without eps", ir.RMSNormGEMV, ir.Params{Ints: rmsnormGEMVParams(2048, 256, 1, 8).Ints, Flags: map[string]bool{"one_plus": true, "early": true, "staged": false, "l2_prefetch": false}}, false},
 		{"gemv without early", ir.GEMV, p(map[string]int64{"k": 2048, "n": 8192, "rows_per_warp": 2, "split_k": 1, "unroll": 4}), false},
-		{"gemv_add late", ir.GEMVAdd, ir.Params{Ints: map[string]int64{"k": 4096, "n": 2048, "rows_per_warp": 1, "split_k": 2, "unroll": 4}, Flags: map[string]bool{"early": false, "staged": false}}, true},
-		{"gemv_add staged", ir.GEMVAdd, ir.Params{Ints: map[string]int64{"k": 4096, "n": 2048, "rows_per_warp": 1, "split_k": 2, "unroll": 4}, Flags: map[string]bool{"early": false, "staged": true}}, true},
-		{"staged and early", ir.GEMVAdd, ir.Params{Ints: map[string]int64{"k": 4096, "n": 2048, "rows_per_warp": 1, "split_k": 2, "unroll": 4}, Flags: map[string]bool{"early": true, "staged": true}}, false},
+		{"gemv_add late", ir.GEMVAdd, ir.Params{Ints: map[string]int64{"k": 4096, "n": 2048, "rows_per_warp": 1, "split_k": 2, "unroll": 4}, Flags: map[string]bool{"early": false, "staged": false, "l2_prefetch": false}}, true},
+		{"gemv_add staged", ir.GEMVAdd, ir.Params{Ints: map[string]int64{"k": 4096, "n": 2048, "rows_per_warp": 1, "split_k": 2, "unroll": 4}, Flags: map[string]bool{"early": false, "staged": true, "l2_prefetch": false}}, true},
+		{"staged and early", ir.GEMVAdd, ir.Params{Ints: map[string]int64{"k": 4096, "n": 2048, "rows_per_warp": 1, "split_k": 2, "unroll": 4}, Flags: map[string]bool{"early": true, "staged": true, "l2_prefetch": false}}, false},
 		// 8 rows of 4096 (64 KiB) do not fit a staged block's 48 KiB.
-		{"staged rows too wide", ir.GEMVAdd, ir.Params{Ints: map[string]int64{"k": 4096, "n": 2048, "rows_per_warp": 1, "split_k": 1, "unroll": 4}, Flags: map[string]bool{"early": false, "staged": true}}, false},
+		{"staged rows too wide", ir.GEMVAdd, ir.Params{Ints: map[string]int64{"k": 4096, "n": 2048, "rows_per_warp": 1, "split_k": 1, "unroll": 4}, Flags: map[string]bool{"early": false, "staged": true, "l2_prefetch": false}}, false},
 		{"down loads", ir.MoEDownGEMV, p(map[string]int64{"experts": 256, "hidden": 2048, "inter": 512, "k": 8, "rows_per_warp": 2, "unroll": 4}), false},
 	}
 	for _, c := range cases {
@@ -72,7 +72,7 @@ func TestGEMVLaunch(t *testing.T) {
 		for _, n := range []int64{1, 7, 32, 33, 256, 8192, 248320} {
 			for _, split := range []int64{1, 2, 8} {
 				for _, rpw := range []int64{1, 2, 4} {
-					p := ir.Params{Ints: map[string]int64{"k": 2048, "n": n, "rows_per_warp": rpw, "split_k": split, "unroll": 4}, Flags: map[string]bool{"early": true, "staged": false}}
+					p := ir.Params{Ints: map[string]int64{"k": 2048, "n": n, "rows_per_warp": rpw, "split_k": split, "unroll": 4}, Flags: map[string]bool{"early": true, "staged": false, "l2_prefetch": false}}
 					s := f.Launch(p, 1, c)
 					per := int64(c.Warps()) / split * rpw
 					if got := int64(s.Grid[0]); got*per < n || (got-1)*per >= n {
@@ -90,6 +90,7 @@ func rmsnormGEMVParams(k, n, rpw, split int64) ir.Params {
 	p.SetFlag("one_plus", true)
 	p.SetFlag("early", true)
 	p.SetFlag("staged", false)
+	p.SetFlag("l2_prefetch", false)
 	return p
 }
 

@@ -328,7 +328,7 @@ func TestRMSNormLMHeadCertifiedGreedy(t *testing.T) {
 				}
 				// The BF16 head: rmsnorm_gemv's reference, then Sample's greedy.
 				gp := norm(ir.Params{Ints: map[string]int64{"k": int64(c.k), "n": int64(c.n), "split_k": 1, "rows_per_warp": 1, "unroll": 1},
-					Flags: map[string]bool{"early": false, "staged": false}})
+					Flags: map[string]bool{"early": false, "staged": false, "l2_prefetch": false}})
 				head := runFamily(t, ir.RMSNormGEMV, gp, lim, func(a *ir.Args) {
 					copy(a.F32("x"), c.x)
 					copy(a.F32("norm_w"), normW)

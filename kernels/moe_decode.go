@@ -30,7 +30,7 @@ func moeDecodeFamilies() []*ir.Family {
 		return int64(p.Int("experts")) * 2 * int64(p.Int("inter")) * int64(p.Int("hidden"))
 	}
 	act := func(p ir.Params, rows int64) int64 { return rows * int64(MoEDecodeActWidth(p)) }
-	params := cat(ir.Ints("experts", "hidden", "inter", "k", "shared_inter"), streamParams())
+	params := moeDecodeParamSpecs()
 	return []*ir.Family{
 		{
 			Kind: ir.MoEDecodeGateUp,
@@ -44,7 +44,9 @@ func moeDecodeFamilies() []*ir.Family {
 				{Name: "shared_gate", DType: ir.BF16, Access: ir.Read, Extent: ir.Fixed("shared_inter", "hidden")},
 				{Name: "shared_up", DType: ir.BF16, Access: ir.Read, Extent: ir.Fixed("shared_inter", "hidden")},
 			},
-			Params: params,
+			// l2_prefetch: the shared expert's warps ask the L2 for their
+			// rows before PDL_WAIT() (docs/pdl.md).
+			Params: cat(params, ir.Flags("l2_prefetch")),
 			Check: func(p ir.Params) error {
 				if err := moeDecodeCheck(p); err != nil {
 					return err
@@ -64,6 +66,7 @@ func moeDecodeFamilies() []*ir.Family {
 					a.Int("experts"), a.Int("hidden"), a.Int("inter"), a.Int("k"), a.Int("shared_inter"))
 				return nil
 			},
+			TemplateData: func(ir.Params) map[string]any { return map[string]any{"ranked": false} },
 		},
 		{
 			Kind: ir.MoEDecodeDown,
@@ -81,11 +84,19 @@ func moeDecodeFamilies() []*ir.Family {
 			// output rows and streams them of every slot's expert at once;
 			// on, a block owns rows_per_warp output rows and each warp streams
 			// them of one slot's expert (every row on one act slice), the
-			// warps' sums meeting in shared memory.
-			Params: cat(params, ir.Flags("warp_per_slot")),
+			// warps' sums meeting in shared memory. early_ids (warp per slot
+			// only): each warp reads its slot's id before the programmatic
+			// wait and asks the L2 for its expert's rows — only where the ids
+			// were written two launches back or earlier (rmsnorm_router_topk's
+			// ranking; the planner's rule, docs/pdl.md), never by the launch
+			// just before.
+			Params: cat(params, ir.Flags("warp_per_slot", "early_ids")),
 			Check: func(p ir.Params) error {
 				if err := moeDecodeCheck(p); err != nil {
 					return err
+				}
+				if p.Flag("early_ids") && !p.Flag("warp_per_slot") {
+					return fmt.Errorf("early_ids: the warp-per-slot layout reads a slot's id a warp; the other layout does not")
 				}
 				if p.Flag("warp_per_slot") {
 					if p.Int("rows_per_warp") > MoEDecodeMaxBlockRows {
@@ -124,6 +135,37 @@ const MoEDecodeMaxExperts = 512
 // their partial sums, k + 1 a row, sit in shared memory.
 const MoEDecodeMaxBlockRows = 16
 
+// moeDecodeGateUpRanked declares moe_decode_gate_up_ranked: moe_decode_gate_up
+// on ids that the router's launch ranked (rmsnorm_router_topk), so its
+// routed blocks read their slot's id instead of ranking the logits, and it
+// writes no ids or weights. Its reference is moe_decode_gate_up's after
+// the ranking.
+func moeDecodeGateUpRanked() *ir.Family {
+	gu := moeDecodeFamilies()[0]
+	op := func(name string) ir.OperandSpec { return gu.Operands[gu.Operand(name)] }
+	ids := op("ids")
+	ids.Access = ir.Read
+	return &ir.Family{
+		Kind:     ir.MoEDecodeGateUpRanked,
+		Operands: []ir.OperandSpec{op("act"), ids, op("x"), op("gate_up"), op("shared_gate"), op("shared_up")},
+		Params:   gu.Params,
+		Check:    gu.Check,
+		Launch:   gu.Launch,
+		Reference: func(a *ir.Args) error {
+			MoEDecodeGateUpRanked(a.F32("act"), a.I32("ids"), a.F32("x"), a.BF16("gate_up"), a.BF16("shared_gate"), a.BF16("shared_up"),
+				a.N, a.Int("experts"), a.Int("hidden"), a.Int("inter"), a.Int("k"), a.Int("shared_inter"))
+			return nil
+		},
+		TemplateData: func(ir.Params) map[string]any { return map[string]any{"ranked": true} },
+	}
+}
+
+// moeDecodeParamSpecs are the shape and streaming parameters every fused MoE
+// decode family takes.
+func moeDecodeParamSpecs() []ir.ParamSpec {
+	return cat(ir.Ints("experts", "hidden", "inter", "k", "shared_inter"), streamParams())
+}
+
 // moeDecodeCheck is what both fused MoE families need of their parameters:
 // top-k within the experts, every slot's loads in flight at once (at most
 // GEMVMaxSlots), and a router one warp ranks.
@@ -159,6 +201,17 @@ func MoEDecodeGateUp(act []float32, ids []int32, weights, x, logits []float32, g
 		return
 	}
 	RouterTopK(ids, weights, logits, n, experts, k)
+	MoEDecodeGateUpRanked(act, ids, x, gateUp, sharedGate, sharedUp, n, experts, hidden, inter, k, shared)
+}
+
+// MoEDecodeGateUpRanked is MoEDecodeGateUp after the ranking: moe_gate_up
+// on the given ids, the shared expert's two projections and silu_mul, laid
+// out as act[t] = [k × inter routed | shared shared].
+func MoEDecodeGateUpRanked(act []float32, ids []int32, x []float32, gateUp, sharedGate, sharedUp []uint16,
+	n, experts, hidden, inter, k, shared int) {
+	if n <= 0 {
+		return
+	}
 	routed := make([]float32, n*k*inter)
 	MoEGateUp(routed, x, ids, gateUp, n, hidden, inter, k, experts)
 	g, u, s := make([]float32, n*shared), make([]float32, n*shared), make([]float32, n*shared)
@@ -241,7 +294,7 @@ func moeDecodeRouteGateUp() *ir.Family {
 			op("gate_up"), op("shared_gate"), op("shared_up"),
 			{Name: "barrier", DType: ir.I32, Access: ir.ReadWrite, Extent: ir.Const(1)},
 		},
-		Params: cat(gu.Params, ir.Ints("blocks"), ir.Reals("eps"), ir.Flags("one_plus")),
+		Params: cat(moeDecodeParamSpecs(), ir.Ints("blocks"), ir.Reals("eps"), ir.Flags("one_plus")),
 		Check: func(p ir.Params) error {
 			if err := gu.Check(p); err != nil {
 				return err

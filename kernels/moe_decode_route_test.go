@@ -55,7 +55,7 @@ func TestMoEDecodeRouteComposed(t *testing.T) {
 			runOps(t, ir.RMSNorm, norm, rows, map[string][]byte{"y": mem(xn), "x": mem(x), "w": mem(nw)})
 			runOps(t, ir.MatMul, ints(map[string]int64{"k": int64(H), "n": int64(E)}), rows,
 				map[string][]byte{"y": mem(logits), "x": mem(xn), "w": mem(router)})
-			p := moeDecodeParams(int64(E), int64(H), int64(I), int64(K), int64(S), 1, 1)
+			p := moeGateUpParams(int64(E), int64(H), int64(I), int64(K), int64(S), 1, 1)
 			ids, w, act := make([]int32, rows*K), make([]float32, rows*K), make([]float32, rows*(K*I+S))
 			runOps(t, ir.MoEDecodeGateUp, p, rows, map[string][]byte{"act": mem(act), "ids": mem(ids), "weights": mem(w),
 				"x": mem(xn), "logits": mem(logits), "gate_up": mem(gateUp), "shared_gate": mem(sg), "shared_up": mem(su)})

@@ -16,7 +16,7 @@ import (
 )
 
 func init() {
-	examples[ir.MoEDecodeGateUp] = moeDecodeParams(4, 8, 4, 2, 6, 2, 4)
+	examples[ir.MoEDecodeGateUp] = moeGateUpParams(4, 8, 4, 2, 6, 2, 4)
 	examples[ir.MoEDecodeDown] = moeDownParams(moeDecodeParams(4, 8, 4, 2, 6, 1, 2), true)
 }
 
@@ -24,12 +24,21 @@ func init() {
 func moeDownParams(p ir.Params, warpPerSlot bool) ir.Params {
 	p = p.Clone()
 	p.SetFlag("warp_per_slot", warpPerSlot)
+	p.SetFlag("early_ids", false)
 	return p
 }
 
 func moeDecodeParams(experts, hidden, inter, k, shared, rpw, unroll int64) ir.Params {
 	return ir.Params{Ints: map[string]int64{"experts": experts, "hidden": hidden, "inter": inter, "k": k,
 		"shared_inter": shared, "rows_per_warp": rpw, "unroll": unroll}}
+}
+
+// moeGateUpParams are moe_decode_gate_up's parameters: the shared ones and
+// its l2_prefetch flag (off: the CPU's references ignore it).
+func moeGateUpParams(experts, hidden, inter, k, shared, rpw, unroll int64) ir.Params {
+	p := moeDecodeParams(experts, hidden, inter, k, shared, rpw, unroll)
+	p.SetFlag("l2_prefetch", false)
+	return p
 }
 
 // normals are n values of N(0, sd²); normalsBF16 the same as BF16.
@@ -120,7 +129,7 @@ func TestMoEDecodeComposed(t *testing.T) {
 				map[string][]byte{"x": mem(want), "routed": mem(routed), "shared": mem(sdOut), "gate": mem(gl)})
 
 			// The two fused launches.
-			p := moeDecodeParams(int64(E), int64(H), int64(I), int64(K), int64(S), 1, 1)
+			p := moeGateUpParams(int64(E), int64(H), int64(I), int64(K), int64(S), 1, 1)
 			fIDs, fW := make([]int32, rows*K), make([]float32, rows*K)
 			fAct, got := make([]float32, rows*(K*I+S)), append([]float32(nil), x...)
 			for i := range fAct {
@@ -167,7 +176,7 @@ func TestMoEDecodeTopKTies(t *testing.T) {
 	for _, c := range cases {
 		const H, I, S = 8, 4, 4
 		E := len(c.logits)
-		p := moeDecodeParams(int64(E), H, I, int64(c.k), S, 1, 1)
+		p := moeGateUpParams(int64(E), H, I, int64(c.k), S, 1, 1)
 		ids, w := make([]int32, c.k), make([]float32, c.k)
 		act := make([]float32, c.k*I+S)
 		runOps(t, ir.MoEDecodeGateUp, p, 1, map[string][]byte{"act": mem(act), "ids": mem(ids), "weights": mem(w),
@@ -201,16 +210,16 @@ func TestMoEDecodeChecks(t *testing.T) {
 		p    ir.Params
 		ok   bool
 	}{
-		{"gate_up real", ir.MoEDecodeGateUp, moeDecodeParams(256, 2048, 512, 8, 512, 1, 4), true},
+		{"gate_up real", ir.MoEDecodeGateUp, moeGateUpParams(256, 2048, 512, 8, 512, 1, 4), true},
 		{"down real", ir.MoEDecodeDown, moeDownParams(moeDecodeParams(256, 2048, 512, 8, 512, 1, 2), false), true},
 		{"down real warp per slot", ir.MoEDecodeDown, moeDownParams(moeDecodeParams(256, 2048, 512, 8, 512, 8, 2), true), true},
 		{"down warp per slot rows", ir.MoEDecodeDown, moeDownParams(moeDecodeParams(256, 2048, 512, 8, 512, 32, 1), true), false},
 		{"down warp per slot loads", ir.MoEDecodeDown, moeDownParams(moeDecodeParams(256, 2048, 512, 8, 512, 8, 4), true), false},
 		{"down no layout flag", ir.MoEDecodeDown, moeDecodeParams(256, 2048, 512, 8, 512, 1, 2), false},
-		{"gate_up k > experts", ir.MoEDecodeGateUp, moeDecodeParams(4, 8, 4, 5, 4, 1, 1), false},
+		{"gate_up k > experts", ir.MoEDecodeGateUp, moeGateUpParams(4, 8, 4, 5, 4, 1, 1), false},
 		{"down k 9", ir.MoEDecodeDown, moeDownParams(moeDecodeParams(16, 8, 4, 9, 4, 1, 1), false), false},
-		{"gate_up experts 513", ir.MoEDecodeGateUp, moeDecodeParams(513, 8, 4, 8, 4, 1, 1), false},
-		{"gate_up loads", ir.MoEDecodeGateUp, moeDecodeParams(256, 2048, 512, 8, 512, 4, 4), false},
+		{"gate_up experts 513", ir.MoEDecodeGateUp, moeGateUpParams(513, 8, 4, 8, 4, 1, 1), false},
+		{"gate_up loads", ir.MoEDecodeGateUp, moeGateUpParams(256, 2048, 512, 8, 512, 4, 4), false},
 		{"down loads", ir.MoEDecodeDown, moeDownParams(moeDecodeParams(256, 2048, 512, 8, 512, 1, 4), false), false},
 		{"down shared 0", ir.MoEDecodeDown, moeDownParams(moeDecodeParams(16, 8, 4, 2, 0, 1, 1), false), false},
 	}

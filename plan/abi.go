@@ -31,9 +31,12 @@ package plan
 //
 //   - programmatic dependent launch: every entry point waits for the launches
 //     before it (griddepcontrol.wait on sm_90, PDL_WAIT in the prelude)
-//     before it reads anything but weights and the parameter block and
-//     before it writes, so the runtime may launch any of them with
-//     programmatic stream serialization (docs/pdl.md).
+//     before it reads anything but weights, the parameter block and what a
+//     launch two or more before it wrote (complete by then: every entry point
+//     lets its dependants start only after its own wait; moe_decode_down's
+//     early_ids reads the router's ids so) and before it writes, so the
+//     runtime may launch any of them with programmatic stream serialization
+//     (docs/pdl.md).
 //
 //   - the row count: a negative n names the parameter slot holding it
 //     (slot −n−1), read by the entry point's first statement, so a captured

@@ -121,6 +121,8 @@ func moeMatch(g *ir.Graph, u uses, i int) (gateUp, down *ir.Op, ok bool) {
 		"shared_inter": int64(S), "rows_per_warp": 1, "unroll": 1}}
 	pd := p.Clone()
 	pd.SetFlag("warp_per_slot", moeDownWarpPerSlot)
+	pd.SetFlag("early_ids", false)  // the ranking rule sets it where the router ranks (fuseMoERanked)
+	p.SetFlag("l2_prefetch", false) // the stream pass sets it per target
 	if kernels.Families[ir.MoEDecodeGateUp].CheckParams(p) != nil || kernels.Families[ir.MoEDecodeDown].CheckParams(pd) != nil {
 		return nil, nil, false
 	}

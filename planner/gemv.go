@@ -26,7 +26,21 @@ type streamTuning struct {
 	// rows to shared memory before the wait instead (kernels' staged
 	// flag).
 	Staged bool
+	// L2Prefetch: where Early would hold (and neither it nor Staged is
+	// set), the gemv families and moe_decode_gate_up's shared expert ask
+	// the L2 for their first weight bytes before PDL_WAIT() (kernels'
+	// l2_prefetch flag), for launches of at most L2PrefetchMaxBytes.
+	L2Prefetch bool
+	// RankOnce: the decode step's MoE blocks rank their top-k once, in the
+	// router's launch (fuseMoERank), and moe_decode_down reads the ids
+	// before its wait.
+	RankOnce bool
 }
+
+// L2PrefetchMaxBytes bounds the matrices whose launches prefetch: the
+// decode step's projections (≤ 50.6 MB, one wave of blocks), not the LM
+// head (1 GB in many waves: a later wave's blocks find nothing to overlap).
+const L2PrefetchMaxBytes = 64 << 20
 
 // StagedPerSM bounds the weights a staged launch may hold on chip: 128 KiB
 // a multiprocessor, half the H200's shared memory, so the launch before
@@ -95,11 +109,15 @@ func streamOneRow(g *ir.Graph, t plan.Target) error {
 			maps.Copy(p.Ints, map[string]int64{"rows_per_warp": int64(rpw),
 				"unroll": int64(unroll(chunks(p.Int("inter")), t.Launch().Warp, slots*rpw, tune))})
 			op.Kind = ir.MoEDownGEMV
-		case ir.MoEDecodeGateUp:
+		case ir.MoEDecodeGateUp, ir.MoEDecodeGateUpRanked:
 			// The k routed experts' rows and the shared expert's, a gate and
 			// an up row each.
 			rpw, u := moeGateUpStream(p, t, tune)
 			maps.Copy(p.Ints, map[string]int64{"rows_per_warp": int64(rpw), "unroll": int64(u)})
+			f := kernels.Families[op.Kind]
+			sg, su := op.Operands[f.Operand("shared_gate")], op.Operands[f.Operand("shared_up")]
+			p.SetFlag("l2_prefetch", tune.L2Prefetch && t.Programmatic() && p.Int("hidden")%8 == 0 &&
+				g.Tensors[sg.Tensor].Role == ir.Weight && g.Tensors[su.Tensor].Role == ir.Weight)
 		case ir.MoEDecodeDown:
 			if p.Flag("warp_per_slot") {
 				// A block's rows of one expert a warp: as many rows as keep
@@ -147,21 +165,25 @@ func gemvParams(n, k int, t plan.Target) map[string]int64 {
 		"unroll": int64(unroll(chunks(k)/split, t.Launch().Warp, rpw, tune))}
 }
 
-// setPrefetch sets the early and staged flags of a gemv family's params p
-// (shape and launch parameters set) streaming the matrix w: what it reads
-// before PDL_WAIT(). Only on a target whose launches overlap
-// (plan.TargetSpec.Programmatic) and whose row says so, and only for a
-// weight (the kernel ABI allows nothing else to be read before the wait);
-// staged where the row allows it, the rows are 16-byte aligned, a block's
-// rows fit its shared memory and the launch's matrix fits on chip.
+// setPrefetch sets the early, staged and l2_prefetch flags of a gemv
+// family's params p (shape and launch parameters set) streaming the matrix
+// w: what it reads before PDL_WAIT(). Only on a target whose launches
+// overlap (plan.TargetSpec.Programmatic) and whose row says so, and only
+// for a weight (the kernel ABI allows nothing else to be read before the
+// wait); staged where the row allows it, the rows are 16-byte aligned, a
+// block's rows fit its shared memory and the launch's matrix fits on chip;
+// l2_prefetch where neither is set, the rows are 16-byte aligned and the
+// matrix is within L2PrefetchMaxBytes.
 func setPrefetch(p *ir.Params, g *ir.Graph, w ir.Operand, t plan.Target) {
 	tune := streamTable[t]
-	early := tune.Early && t.Programmatic() && g.Tensors[w.Tensor].Role == ir.Weight
+	pre := t.Programmatic() && g.Tensors[w.Tensor].Role == ir.Weight
+	early := tune.Early && pre
 	n, k := p.Int("n"), p.Int("k")
 	staged := early && tune.Staged && k%8 == 0 && kernels.GEMVStagedBytes(*p) <= kernels.GEMVStageBytes &&
 		int64(n)*int64(k)*2 <= int64(t.Launch().Multiprocessors)*StagedPerSM
 	p.SetFlag("early", early && !staged)
 	p.SetFlag("staged", staged)
+	p.SetFlag("l2_prefetch", tune.L2Prefetch && pre && !early && k%8 == 0 && int64(n)*int64(k)*2 <= L2PrefetchMaxBytes)
 }
 
 // rowsPerWarp is the most output rows per warp (each streaming width

@@ -135,6 +135,10 @@ func fusePass(c *compilation) error {
 			// After the norms: the router is the rmsnorm_gemv it folds in.
 			n += fuseMoERouter(g, c.o.Target)
 		}
+		if c.steps[i].Kind.Decode() {
+			// After the router's fold, on the blocks it left.
+			n += fuseMoERank(g, c.o.MoERank || streamTable[c.o.Target].RankOnce)
+		}
 		if n == 0 {
 			continue
 		}

@@ -52,6 +52,12 @@ type Options struct {
 	// Off by default: on the H200 the fused launch measured 21.8 µs against
 	// 14.4 + 5.3 µs for the two it replaces (one token, from HBM).
 	MoERouter bool
+	// MoERank ranks each decode MoE block's top-k once, in the router's
+	// launch (rmsnorm_router_topk), gate_up reading the ids
+	// (moe_decode_gate_up_ranked) and moe_decode_down reading them before
+	// its programmatic wait (docs/pdl.md), on any target that fuses; GPU
+	// targets whose stream row says RankOnce rank so without being asked.
+	MoERank bool
 	// CertifiedHead adds the greedy step with the certified int8 LM head
 	// (decode_greedy) to a GPU plan; the cpu plan always has it. Off by
 	// default on GPU targets for now: its folded int8 kernel spills on

@@ -193,5 +193,5 @@ func operandBytes(f *ir.Family, p ir.Params, o ir.OperandSpec, rows, context int
 
 func routedExperts(k ir.Kind) bool {
 	return k == ir.MoEGateUp || k == ir.MoEDown || k == ir.MoEGateUpGEMV || k == ir.MoEDownGEMV ||
-		k == ir.MoEDecodeGateUp || k == ir.MoEDecodeDown || k == ir.MoEDecodeRouteGateUp
+		k == ir.MoEDecodeGateUp || k == ir.MoEDecodeDown || k == ir.MoEDecodeRouteGateUp || k == ir.MoEDecodeGateUpRanked
 }

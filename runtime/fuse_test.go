@@ -217,3 +217,68 @@ func TestResidentPlan(t *testing.T) {
 		t.Errorf("a failing residency query: NewEngine error %v", err)
 	}
 }
+
+// TestRankedPlan runs the tiny checkpoint's fused plan with the ranking
+// rule (MoERank: the router's launch ranks top-k, gate_up reads the ids,
+// down reads them before its wait) on the CPU: its logits equal the
+// unfused plan's bit for bit, prefill and three decode steps, and every
+// decode phase ranks each layer's block in its router.
+func TestRankedPlan(t *testing.T) {
+	ck, err := checkpoint.Open(tiny(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	m, err := planner.FromCheckpoint("tiny", ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(o planner.Options) ([][]float32, *plan.Plan) {
+		p, err := planner.Plan(m, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := runtime.NewEngine(p, runtime.NewCPU(), runtime.CheckpointWeights(ck))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		logits, err := e.Prefill(context.Background(), []int32{1, 5, 9, 2, 7}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := [][]float32{logits}
+		for range 3 {
+			if logits, err = e.Decode(context.Background(), runtime.Argmax(logits)); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, logits)
+		}
+		return out, p
+	}
+	want, _ := run(planner.Options{Target: "cpu", Buckets: []int{8}, ContextTokens: 64, Fusion: planner.FuseOff})
+	got, p := run(planner.Options{Target: "cpu", Buckets: []int{8}, ContextTokens: 64, Fusion: planner.FuseOn, MoERank: true})
+	for s := range want {
+		for i := range want[s] {
+			if math.Float32bits(got[s][i]) != math.Float32bits(want[s][i]) {
+				t.Fatalf("step %d logit %d: ranked %v, unfused %v", s, i, got[s][i], want[s][i])
+			}
+		}
+	}
+	layers, ranked := 0, 0
+	for _, ph := range p.Phases {
+		if ph.Kind.Decode() {
+			layers += m.Config.NumHiddenLayers
+		}
+		for _, l := range ph.Launches {
+			for _, k := range p.Kernels {
+				if k.Name == l.Kernel && ir.Kind(k.Family) == ir.RMSNormRouterTopK {
+					ranked++
+				}
+			}
+		}
+	}
+	if ranked != layers {
+		t.Errorf("the ranked plan has %d rmsnorm_router_topk launches, want %d", ranked, layers)
+	}
+}

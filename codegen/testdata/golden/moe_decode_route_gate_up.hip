@@ -34,22 +34,26 @@ DEVICE double drint(double x) { return __builtin_rint(x); }
 #define PDL_WAIT() ((void)0)
 #define PDL_TRIGGER() ((void)0)
 #define PDL_ENTRY() ((void)0)
+#define PDL_PREFETCH_L2(p, bytes) ((void)(p), (void)(bytes))
 // The grid's blocks (the dispatch's work-items over the 1-D block's size: 1 in y).
 #define GDIM_X ((int)(__builtin_amdgcn_grid_size_x() / (unsigned int)BDIM_X))
 #define GDIM_Y ((int)__builtin_amdgcn_grid_size_y())
 // Grid barrier (see codegen/prelude.go): agent-scope release before the
 // arrival, acquire after the wait in every thread (it invalidates the CU's
 // caches, so plain loads see the other blocks' writes).
-DEVICE unsigned int grid_arrive(int* count, bool leader) {
+DEVICE unsigned int grid_arrive_of(int* count, bool leader, unsigned int blocks) {
   block_sync();
   unsigned int old = 0;
   if (TID_X == 0) {
-    const unsigned int blocks = (unsigned int)GDIM_X * (unsigned int)GDIM_Y;
     __builtin_amdgcn_fence(__ATOMIC_RELEASE, "agent");
     old = __atomic_fetch_add((unsigned int*)count, leader ? 0x80000000u - (blocks - 1u) : 1u, __ATOMIC_RELAXED);
   }
   return old;
 }
+DEVICE unsigned int grid_arrive(int* count, bool leader) {
+  return grid_arrive_of(count, leader, (unsigned int)GDIM_X * (unsigned int)GDIM_Y);
+}
+DEVICE void grid_acquire() { __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "agent"); }
 DEVICE void grid_wait(int* count, unsigned int ticket) {
   if (TID_X == 0) {
     unsigned int spins = 0;
@@ -63,6 +67,10 @@ DEVICE void grid_wait(int* count, unsigned int ticket) {
 }
 DEVICE void grid_barrier(int* count) { grid_wait(count, grid_arrive(count, BID_X == 0 && BID_Y == 0)); }
 DEVICE float grid_load(const float* p) { return *p; }
+DEVICE int grid_load_int(const int* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+DEVICE bool grid_last(unsigned int old, bool leader, unsigned int blocks) {
+  return ((old + (leader ? 0x80000000u - (blocks - 1u) : 1u)) & 0x7fffffffu) == 0u;
+}
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };
 struct __attribute__((aligned(16))) f32x4 { float x, y, z, w; };
