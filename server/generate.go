@@ -141,6 +141,8 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 	}
 	ds, dev, onDevice := deviceSampling(m, p)
 	start := time.Now()
+	parts := partsOf(ctx)
+	parts.mark(partPrepare) // the stream's headers, the sampler
 	logits, cached, pending, err := s.startSequence(ctx, m, p.prompt, p.boundary, !p.noCache)
 	if err != nil {
 		return nil, err
@@ -163,6 +165,11 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 			arrived = start
 		}
 		s.metrics.TTFT(time.Since(arrived))
+		if parts.finish() {
+			for i, d := range parts.d {
+				s.metrics.TTFTPart(partNames[i], d)
+			}
+		}
 	}
 	// write adds one completion token's text to the output.
 	write := func(tok int32, lp *tokenLogprob) error {

@@ -12,7 +12,7 @@ import (
 // and restored (*runtime.Engine); the prefix cache needs it.
 type Snapshotter interface {
 	Snapshot(logits []float32) (*runtime.Snapshot, error)
-	Restore(s *runtime.Snapshot) error
+	Restore(s *runtime.Snapshot) (runtime.Restored, error)
 }
 
 // prefixCache is the server's cache of engine snapshots.
@@ -30,13 +30,19 @@ type pendingSnapshot struct {
 // (an exact hit needs no prefill at all) and prefills only the rest, taking
 // snapshots at the turn boundary (where the next chat turn's prompt will
 // diverge) and at the prompt's end, to be committed after success.
+//
+// The time of each part goes to the request's TTFT parts: restore (the
+// lookup and restore, or the reset of a miss), prefill, snapshot.
 func (s *Server) startSequence(ctx context.Context, m *Model, prompt []int32, boundary int, useCache bool) (logits []float32, cached int, pending []pendingSnapshot, err error) {
+	parts := partsOf(ctx)
 	snapper, ok := m.Engine.(Snapshotter)
 	if !ok || !useCache || !s.prefix.Enabled() {
 		if err := m.Engine.Reset(); err != nil {
 			return nil, 0, nil, err
 		}
+		parts.mark(partRestore)
 		logits, err := m.Engine.Prefill(ctx, prompt, nil)
+		parts.mark(partPrefill)
 		return logits, 0, nil, err
 	}
 	var taken []pendingSnapshot
@@ -47,13 +53,17 @@ func (s *Server) startSequence(ctx context.Context, m *Model, prompt []int32, bo
 	}()
 	snap, n := s.prefix.Lookup(prompt)
 	if n > 0 {
-		err := snapper.Restore(snap)
+		r, err := snapper.Restore(snap)
 		if errors.Is(err, runtime.ErrReleased) {
 			n = 0 // evicted between the lookup and the restore: a miss
 		} else if err != nil {
 			return nil, 0, nil, err
 		} else {
 			logits, cached = snap.Logits(), n
+			s.metrics.Restore(string(r.Tier), r.Copied, r.Adopted)
+			if parts != nil {
+				parts.cached, parts.restored = n, r
+			}
 		}
 	}
 	s.metrics.PrefixCache(n > 0)
@@ -62,16 +72,19 @@ func (s *Server) startSequence(ctx context.Context, m *Model, prompt []int32, bo
 			return nil, 0, nil, err
 		}
 	}
+	parts.mark(partRestore)
 	pos := n
 	take := func(end int) error {
 		if logits, err = m.Engine.Prefill(ctx, prompt[pos:end], nil); err != nil {
 			return err
 		}
+		parts.mark(partPrefill)
 		pos = end
 		sn, err := snapper.Snapshot(logits)
 		if err != nil {
 			return err
 		}
+		parts.mark(partSnapshot)
 		taken = append(taken, pendingSnapshot{tokens: prompt[:end], snap: sn})
 		return nil
 	}

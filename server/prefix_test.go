@@ -273,3 +273,106 @@ func metric(t *testing.T, ts *httptest.Server, name string) float64 {
 	t.Fatalf("no series %s in /metrics", name)
 	return 0
 }
+
+// completion is a greedy /v1/completions answer to token ids.
+type completion struct {
+	Text           string
+	Prompt, Cached int
+}
+
+func complete(t *testing.T, ts *httptest.Server, ids []int32, maxTokens int, cache bool) completion {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": modelID, "prompt": ids, "max_tokens": maxTokens,
+		"temperature": 0, "cache_prompt": cache})
+	resp, err := http.Post(ts.URL+"/v1/completions", "application/json", strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, raw)
+	}
+	var out struct {
+		Choices []struct {
+			Text string `json:"text"`
+		} `json:"choices"`
+		Usage struct {
+			PromptTokens        int `json:"prompt_tokens"`
+			PromptTokensDetails struct {
+				CachedTokens int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	return completion{out.Choices[0].Text, out.Usage.PromptTokens, out.Usage.PromptTokensDetails.CachedTokens}
+}
+
+// TestExactPrefixHitTiers: an exact repeat restores from the device tier
+// and adopts the KV rows the engine still holds (only the states are
+// copied); after another request has rewritten the KV cache the same hit
+// copies its rows; from the host tier it uploads them. Every answer is the
+// cold one, and the TTFT parts are exported.
+func TestExactPrefixHitTiers(t *testing.T) {
+	ts, _, e := cacheServerOn(t, 8, 64<<20, 64<<20)
+	f := tiny(t)
+	ids := f.tok.Encode("An exact repeat of a long prompt should cost its restore and one draw, nothing more.")
+	cold := complete(t, ts, ids, 6, false)
+	var kv, state int64
+	for _, b := range e.Plan().Buffers {
+		switch b.Role {
+		case "kv":
+			kv += int64(len(ids)) * (b.Bytes / b.Shape[0])
+		case "state":
+			state += b.Bytes
+		}
+	}
+	counter := func(series string) float64 { t.Helper(); return metric(t, ts, series) }
+	step := func(what string, wantTier string, copied, adopted int64) {
+		t.Helper()
+		before := map[string]float64{}
+		for _, s := range []string{"copied_device", "copied_host", "adopted"} {
+			before[s] = counter(`aima_prefix_cache_restored_bytes_total{how="` + s + `"}`)
+		}
+		restores := counter(`aima_prefix_cache_restores_total{tier="` + wantTier + `"}`)
+		got := complete(t, ts, ids, 6, true)
+		if diff := cmp.Diff(completion{cold.Text, len(ids), len(ids)}, got); diff != "" {
+			t.Errorf("%s (-cold +hit):\n%s", what, diff)
+		}
+		if n := counter(`aima_prefix_cache_restores_total{tier="` + wantTier + `"}`); n != restores+1 {
+			t.Errorf("%s: %v restores from the %s tier, want %v", what, n, wantTier, restores+1)
+		}
+		want := map[string]int64{"copied_" + wantTier: copied, "adopted": adopted}
+		for s, b := range before {
+			if d := counter(`aima_prefix_cache_restored_bytes_total{how="`+s+`"}`) - b; d != float64(want[s]) {
+				t.Errorf("%s: %s grew by %v bytes, want %d", what, s, d, want[s])
+			}
+		}
+	}
+	// The first cached request prefills and snapshots; the engine then
+	// decodes past the prompt, which leaves the prompt's rows alone.
+	if fill := complete(t, ts, ids, 6, true); fill.Text != cold.Text || fill.Cached != 0 {
+		t.Fatalf("filling request %+v, want %q uncached", fill, cold.Text)
+	}
+	if used, _ := e.SnapshotDevice(); used == 0 {
+		t.Fatal("the snapshot is not in the device tier")
+	}
+	step("exact repeat", "device", state, kv)
+	step("exact repeat again", "device", state, kv)
+	complete(t, ts, f.tok.Encode("Another prompt in between rewrites the KV cache."), 4, false)
+	step("after another request", "device", state+kv, 0)
+	if err := e.SetSnapshotDeviceBytes(0); err != nil {
+		t.Fatal(err)
+	}
+	complete(t, ts, f.tok.Encode("Another prompt in between rewrites the KV cache."), 4, false)
+	step("from the host tier", "host", state+kv, 0)
+	step("from the host tier, repeated", "host", state, kv)
+
+	for _, part := range []string{"read", "prepare", "queue", "restore", "prefill", "snapshot", "first"} {
+		if n := counter(`aima_ttft_part_seconds_count{part="` + part + `"}`); n < 1 {
+			t.Errorf("TTFT part %s counted %v times", part, n)
+		}
+	}
+}
