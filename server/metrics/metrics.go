@@ -94,12 +94,12 @@ func (m *Metrics) SetPrefixCacheStats(f func() (entries int, bytes, deviceBytes 
 // for the queue gauges, so they are never stale; nil reports an empty queue.
 func New(queueStats func() (waiting, running int)) *Metrics {
 	return &Metrics{
-		queueStats:    queueStats,
-		requests:      make(map[requestKey]uint64),
-		durations:     make(map[string]*histogram),
-		queueWait:     newHistogram(queueWaitBuckets),
-		ttft:          newHistogram(ttftBuckets),
-		ttftParts:     make(map[string]*histogram),
+		queueStats: queueStats,
+		requests:   make(map[requestKey]uint64),
+		durations:  make(map[string]*histogram),
+		queueWait:  newHistogram(queueWaitBuckets),
+		ttft:       newHistogram(ttftBuckets),
+		ttftParts:  make(map[string]*histogram),
 		// Both tiers from the start: a rate over a series that appears
 		// only with its first hit misses that hit.
 		restores:      map[string]uint64{"device": 0, "host": 0},
