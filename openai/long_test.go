@@ -51,3 +51,55 @@ func BenchmarkDecodeLongTokenPrompt(b *testing.B) {
 		}
 	}
 }
+
+// dump writes a parsed tree with every number's value and literal, arrays
+// through items, so that two parses compare as text.
+func dump(b *strings.Builder, n *node) {
+	switch n.kind {
+	case kObject:
+		b.WriteString("{")
+		for _, m := range n.members {
+			b.WriteString(strconv.Quote(m.key) + ":")
+			dump(b, m.val)
+			b.WriteString(",")
+		}
+		b.WriteString("}")
+	case kArray:
+		b.WriteString("[")
+		for _, v := range n.items() {
+			dump(b, v)
+			b.WriteString(",")
+		}
+		b.WriteString("]")
+	case kNumber:
+		b.WriteString(string(n.raw) + "=" + strconv.FormatFloat(n.num, 'g', -1, 64))
+	case kString:
+		b.WriteString(strconv.Quote(n.str))
+	default:
+		b.WriteString(n.kind.String() + strconv.FormatBool(n.boolean))
+	}
+}
+
+// FuzzIntegerArrays: a body parses to the same tree whether its arrays of
+// plain integers are read in one pass (ints) or element by element, and an
+// int array's length and items agree with its ints.
+func FuzzIntegerArrays(f *testing.F) {
+	for _, s := range []string{`[1,2,3]`, `[ -0 , 5 ]`, `[1.5,2]`, `[1e3, 4]`, `[123456789012345678]`,
+		`[999999999999999, -999999999999999]`, `[[1,2],[3]]`, `{"a":[1, 2 ,3],"b":[]}`, `[]`, `[1,"x"]`, `[ 7 ]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fast, err := parseJSON(body)
+		if err != nil {
+			return
+		}
+		slow := parser{buf: body, nodes: true}
+		ref, _ := slow.value(nil, 0)
+		var a, b strings.Builder
+		dump(&a, fast)
+		dump(&b, ref)
+		if a.String() != b.String() {
+			t.Fatalf("one-pass integers %s, element by element %s", a.String(), b.String())
+		}
+	})
+}
