@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -374,5 +375,140 @@ func TestExactPrefixHitTiers(t *testing.T) {
 		if n := counter(`aima_ttft_part_seconds_count{part="` + part + `"}`); n < 1 {
 			t.Errorf("TTFT part %s counted %v times", part, n)
 		}
+	}
+}
+
+// callLog is the real CPU engine recording the calls that change or read
+// its state, in order, host or device sampled (host set: no device
+// sampler).
+type callLog struct {
+	*runtime.Engine
+	host  bool
+	calls []string
+	// failPrefill fails the prefill of that many calls from now (0: none).
+	failPrefill int
+}
+
+func (e *callLog) CanSample() bool { return !e.host && e.Engine.CanSample() }
+
+func (e *callLog) Prefill(ctx context.Context, tokens []int32, rows runtime.RowsFunc) ([]float32, error) {
+	e.calls = append(e.calls, "prefill")
+	if e.failPrefill--; e.failPrefill == 0 {
+		return nil, errors.New("prefill failed on purpose")
+	}
+	return e.Engine.Prefill(ctx, tokens, rows)
+}
+
+func (e *callLog) Snapshot(logits []float32) (*runtime.Snapshot, error) {
+	e.calls = append(e.calls, "snapshot")
+	return e.Engine.Snapshot(logits)
+}
+
+func (e *callLog) SampleLogits(ctx context.Context, logits []float32, s runtime.DeviceSampling, step int) (int32, float32, error) {
+	e.calls = append(e.calls, "draw")
+	return e.Engine.SampleLogits(ctx, logits, s, step)
+}
+
+func (e *callLog) Decode(ctx context.Context, token int32) ([]float32, error) {
+	e.calls = append(e.calls, "decode")
+	return e.Engine.Decode(ctx, token)
+}
+
+func (e *callLog) DecodeSampled(ctx context.Context, token int32, s runtime.DeviceSampling, step int) (int32, float32, error) {
+	e.calls = append(e.calls, "decode")
+	return e.Engine.DecodeSampled(ctx, token, s, step)
+}
+
+// TestPromptEndSnapshotAfterFirstToken: a cached chat request snapshots its
+// turn boundary between its two prefills and its prompt's end only after
+// the first token is drawn, before the first decode step (or, for a
+// one-token answer, before the commit), sampled on the device or on the
+// host; a hit on that snapshot answers as the cold request did.
+func TestPromptEndSnapshotAfterFirstToken(t *testing.T) {
+	f := tiny(t)
+	l, err := loader.Open(loader.Options{ModelDir: f.dir, Buckets: []int{16, 64}, ContextTokens: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	conv := []map[string]string{user("Where is the snapshot of the prompt's end taken?")}
+	for _, host := range []bool{false, true} {
+		e := &callLog{Engine: l.Engine, host: host}
+		// serve starts a server with an empty cache on e.
+		serve := func() *httptest.Server {
+			srv := server.New(server.Config{PrefixCacheEntries: 8, PrefixCacheBytes: 64 << 20})
+			srv.SetModel(f.model(e))
+			ts := httptest.NewServer(srv.Handler())
+			t.Cleanup(ts.Close)
+			return ts
+		}
+		for _, n := range []int{3, 1} {
+			ts := serve()
+			e.calls = nil
+			body, _ := json.Marshal(map[string]any{"model": modelID, "messages": conv, "max_tokens": n, "temperature": 0})
+			resp, err := http.Post(ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(string(body)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			want := []string{"prefill", "snapshot", "prefill"}
+			if !host {
+				want = append(want, "draw") // the host draws from the logits the prefill returned
+			}
+			want = append(want, "snapshot")
+			for i := 1; i < n; i++ {
+				want = append(want, "decode")
+			}
+			if diff := cmp.Diff(want, e.calls); diff != "" {
+				t.Errorf("host %v, max_tokens %d: calls (-want +got):\n%s", host, n, diff)
+			}
+		}
+		ts := serve()
+		cold := chatTurn(t, ts, conv, false)
+		chatTurn(t, ts, conv, true) // fills the cache
+		if got := chatTurn(t, ts, conv, true); got.Cached != got.Prompt || !cmp.Equal(answerOnly(cold), answerOnly(got)) {
+			t.Errorf("host %v: the hit on the prompt end's snapshot answered %+v, cold %+v", host, got, cold)
+		}
+	}
+}
+
+// TestFailedTailPrefillReleasesBoundary: a request whose second prefill
+// fails after its boundary snapshot was taken fails cleanly, gives that
+// snapshot's device memory back and leaves the cache as it was.
+func TestFailedTailPrefillReleasesBoundary(t *testing.T) {
+	f := tiny(t)
+	l, err := loader.Open(loader.Options{ModelDir: f.dir, Buckets: []int{16, 64}, ContextTokens: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	if err := l.Engine.SetSnapshotDeviceBytes(64 << 20); err != nil {
+		t.Fatal(err)
+	}
+	e := &callLog{Engine: l.Engine, failPrefill: 2}
+	srv := server.New(server.Config{PrefixCacheEntries: 8, PrefixCacheBytes: 64 << 20})
+	srv.SetModel(f.model(e))
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	body, _ := json.Marshal(map[string]any{"model": modelID, "messages": []map[string]string{user("This one fails.")},
+		"max_tokens": 2, "temperature": 0})
+	resp, err := http.Post(ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError {
+		t.Errorf("status %d (%s), want 500", resp.StatusCode, raw)
+	}
+	if diff := cmp.Diff([]string{"prefill", "snapshot", "prefill"}, e.calls); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+	if used, _ := l.Engine.SnapshotDevice(); used != 0 {
+		t.Errorf("the failed request left %d bytes in the device tier", used)
+	}
+	if n := metric(t, ts, "aima_prefix_cache_entries"); n != 0 {
+		t.Errorf("the failed request left %v cache entries", n)
 	}
 }
