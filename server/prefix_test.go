@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -510,5 +511,65 @@ func TestFailedTailPrefillReleasesBoundary(t *testing.T) {
 	}
 	if n := metric(t, ts, "aima_prefix_cache_entries"); n != 0 {
 		t.Errorf("the failed request left %v cache entries", n)
+	}
+}
+
+// TestRequestLogTTFT: a generation's request line carries its TTFT and
+// parts; a hit's adds the tokens restored, the tier and the bytes copied
+// and adopted. A request without a token (tokenize) logs none.
+func TestRequestLogTTFT(t *testing.T) {
+	f := tiny(t)
+	l, err := loader.Open(loader.Options{ModelDir: f.dir, Buckets: []int{16, 64}, ContextTokens: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	var logs syncBuffer
+	srv := server.New(server.Config{PrefixCacheEntries: 8, PrefixCacheBytes: 64 << 20,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	srv.SetModel(f.model(l.Engine))
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	ids := f.tok.Encode("A prompt logged twice.")
+	complete(t, ts, ids, 2, true)
+	complete(t, ts, ids, 2, true)
+	resp, err := http.Post(ts.URL+"/tokenize", "application/json", strings.NewReader(`{"model":"`+modelID+`","prompt":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	type line struct {
+		Msg  string `json:"msg"`
+		Path string `json:"path"`
+		TTFT map[string]any
+	}
+	var got []line
+	for _, raw := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var l line
+		if err := json.Unmarshal([]byte(raw), &l); err != nil {
+			t.Fatalf("log line %q: %v", raw, err)
+		}
+		if l.Msg == "request" {
+			got = append(got, l)
+		}
+	}
+	if len(got) != 3 {
+		t.Fatalf("%d request lines, want 3:\n%s", len(got), logs.String())
+	}
+	for i, l := range got[:2] {
+		for _, k := range []string{"ttft_ms", "read", "prepare", "queue", "restore", "prefill", "snapshot", "first"} {
+			if _, ok := l.TTFT[k].(float64); !ok {
+				t.Errorf("request %d: ttft.%s missing in %v", i, k, l.TTFT)
+			}
+		}
+	}
+	if _, ok := got[0].TTFT["cached"]; ok {
+		t.Errorf("the miss logs a restore: %v", got[0].TTFT)
+	}
+	if got[1].TTFT["cached"] != float64(len(ids)) || got[1].TTFT["tier"] != "host" || got[1].TTFT["adopted"].(float64) <= 0 {
+		t.Errorf("the hit logs %v, want %d tokens cached from the host tier, its KV adopted", got[1].TTFT, len(ids))
+	}
+	if got[2].TTFT != nil {
+		t.Errorf("tokenize logs a TTFT: %v", got[2].TTFT)
 	}
 }
