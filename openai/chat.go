@@ -257,7 +257,7 @@ func decodeMessages(n *node, path string) ([]Message, *Error) {
 	if n.kind == kNull {
 		return nil, nil
 	}
-	msgs := make([]Message, 0, len(n.elems))
+	msgs := make([]Message, 0, n.length())
 	err := elems(n, path, func(i int, v *node, p string) *Error {
 		m, err := decodeMessage(v, p)
 		msgs = append(msgs, m)
@@ -310,7 +310,7 @@ func decodeToolCalls(n *node, path string) ([]ToolCall, *Error) {
 	if n.kind == kNull {
 		return nil, nil
 	}
-	calls := make([]ToolCall, 0, len(n.elems))
+	calls := make([]ToolCall, 0, n.length())
 	err := elems(n, path, func(i int, v *node, p string) *Error {
 		t, err := typeOf(v, p)
 		if err != nil {
@@ -357,7 +357,7 @@ func decodeTools(n *node, path string) ([]Tool, *Error) {
 	if n.kind == kNull {
 		return nil, nil
 	}
-	tools := make([]Tool, 0, len(n.elems))
+	tools := make([]Tool, 0, n.length())
 	err := elems(n, path, func(i int, v *node, p string) *Error {
 		t, err := typeOf(v, p)
 		if err != nil {
@@ -482,7 +482,7 @@ func decodeStop(n *node, path string) (Stop, *Error) {
 	case kString:
 		return Stop{n.str}, nil
 	case kArray:
-		stop := make(Stop, 0, len(n.elems))
+		stop := make(Stop, 0, n.length())
 		err := elems(n, path, func(i int, v *node, p string) *Error {
 			if v.kind != kString {
 				return typeError(p, "a string", v)

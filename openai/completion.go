@@ -114,13 +114,16 @@ func decodePrompt(n *node, path string) (Prompt, *Error) {
 	default:
 		return Prompt{}, typeError(path, "a string or an array of token ids", n)
 	}
-	if len(n.elems) == 0 {
+	if n.length() == 0 {
 		return Prompt{}, InvalidRequest(path, "'prompt' must not be empty.")
 	}
-	switch first := n.elems[0]; first.kind {
+	if n.ints != nil {
+		return decodeTokens(n, path)
+	}
+	switch first := n.items()[0]; first.kind {
 	case kString, kArray:
-		if len(n.elems) > 1 {
-			return Prompt{}, Unsupported(path, fmt.Sprintf("Batched prompts are not supported: send one prompt per request, got %d.", len(n.elems)))
+		if n.length() > 1 {
+			return Prompt{}, Unsupported(path, fmt.Sprintf("Batched prompts are not supported: send one prompt per request, got %d.", n.length()))
 		}
 		if first.kind == kString {
 			return Prompt{Text: first.str}, nil
@@ -147,19 +150,32 @@ func tokenIDs(n *node, path string) ([]int32, *Error) {
 	if n.kind == kNull {
 		return nil, nil
 	}
-	ids := make([]int32, 0, len(n.elems))
-	err := elems(n, path, func(i int, v *node, p string) *Error {
-		id, err := integer(v, p)
+	if n.kind != kArray {
+		return nil, typeError(path, "an array", n)
+	}
+	ids := make([]int32, 0, n.length())
+	if n.ints != nil { // plain integers: no node to read
+		for i, id := range n.ints {
+			if id < 0 || id > math.MaxInt32 {
+				return nil, InvalidRequest(at(path, i), fmt.Sprintf("Invalid token id %d.", id))
+			}
+			ids = append(ids, int32(id))
+		}
+		return ids, nil
+	}
+	// Each element's path is made only for its error: a long prompt is
+	// 128K ids.
+	for i, v := range n.items() {
+		id, err := integer(v, path)
 		if err != nil {
-			return typeError(p, "a token id (an integer)", v)
+			return nil, typeError(at(path, i), "a token id (an integer)", v)
 		}
 		if id < 0 || id > math.MaxInt32 {
-			return InvalidRequest(p, fmt.Sprintf("Invalid token id %d.", id))
+			return nil, InvalidRequest(at(path, i), fmt.Sprintf("Invalid token id %d.", id))
 		}
 		ids = append(ids, int32(id))
-		return nil
-	})
-	return ids, err
+	}
+	return ids, nil
 }
 
 // Validate checks the values of a request that decoded, reporting the first

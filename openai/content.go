@@ -79,7 +79,7 @@ func decodeContent(n *node, path string, kinds partKinds) (Content, *Error) {
 		s := n.str
 		return Content{Text: &s}, nil
 	case kArray:
-		parts := make([]ContentPart, 0, len(n.elems))
+		parts := make([]ContentPart, 0, n.length())
 		err := elems(n, path, func(i int, v *node, p string) *Error {
 			part, err := decodePart(v, p, kinds)
 			parts = append(parts, part)

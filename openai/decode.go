@@ -60,7 +60,7 @@ func elems(n *node, path string, fn func(i int, v *node, path string) *Error) *E
 	if n.kind != kArray {
 		return typeError(path, "an array", n)
 	}
-	for i, v := range n.elems {
+	for i, v := range n.items() {
 		if err := fn(i, v, at(path, i)); err != nil {
 			return err
 		}
@@ -132,15 +132,18 @@ func integer(n *node, path string) (int64, *Error) {
 	if n.kind != kNumber {
 		return 0, typeError(path, "an integer", n)
 	}
-	if i, err := strconv.ParseInt(n.str, 10, 64); err == nil {
+	f := n.num
+	if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+		return int64(f), nil // exact: no literal to parse again
+	}
+	if i, err := strconv.ParseInt(string(n.raw), 10, 64); err == nil {
 		return i, nil
 	}
-	f := n.num
 	if f != math.Trunc(f) {
-		return 0, InvalidRequest(path, fmt.Sprintf("'%s' must be an integer, got %s.", path, n.str))
+		return 0, InvalidRequest(path, fmt.Sprintf("'%s' must be an integer, got %s.", path, n.raw))
 	}
 	if f < -(1<<63) || f >= 1<<63 {
-		return 0, InvalidRequest(path, fmt.Sprintf("'%s' is out of range: %s.", path, n.str))
+		return 0, InvalidRequest(path, fmt.Sprintf("'%s' is out of range: %s.", path, n.raw))
 	}
 	return int64(f), nil
 }
@@ -155,7 +158,7 @@ func optInt(n *node, path string) (*int, *Error) {
 		return nil, err
 	}
 	if i < math.MinInt32 || i > math.MaxInt32 {
-		return nil, InvalidRequest(path, fmt.Sprintf("'%s' is out of range: %s.", path, n.str))
+		return nil, InvalidRequest(path, fmt.Sprintf("'%s' is out of range: %s.", path, n.raw))
 	}
 	v := int(i)
 	return &v, nil
@@ -218,7 +221,7 @@ func emptyOnly(what string) unsupportedCheck {
 		switch {
 		case n.kind == kNull,
 			n.kind == kObject && len(n.members) == 0,
-			n.kind == kArray && len(n.elems) == 0,
+			n.kind == kArray && n.length() == 0,
 			n.kind == kString && n.str == "":
 			return nil
 		}
@@ -260,7 +263,7 @@ func textModalities(n *node, path string) *Error {
 	}
 	if n.kind == kArray {
 		ok := true
-		for _, e := range n.elems {
+		for _, e := range n.items() {
 			if e.kind != kString || e.str != "text" {
 				ok = false
 			}

@@ -33,11 +33,32 @@ func (k kind) String() string {
 type node struct {
 	kind    kind
 	raw     []byte   // the value's exact bytes in the body
-	str     string   // kString: the decoded text; kNumber: the literal
+	str     string   // kString: the decoded text (a number's literal is raw)
 	num     float64  // kNumber
 	boolean bool     // kBool
 	members []member // kObject
-	elems   []*node  // kArray
+	elems   []*node  // kArray; read through items
+	// ints holds an array of plain integers (a prompt's token ids) without
+	// a node for each: elems is made from raw when first asked for.
+	ints []int64
+}
+
+// items returns an array's elements.
+func (n *node) items() []*node {
+	if n.elems == nil && n.ints != nil {
+		q := parser{buf: n.raw, nodes: true}
+		m, _ := q.value(nil, 0) // parsed once already: cannot fail
+		n.elems = m.elems
+	}
+	return n.elems
+}
+
+// length is an array's element count.
+func (n *node) length() int {
+	if n.ints != nil {
+		return len(n.ints)
+	}
+	return len(n.elems)
 }
 
 // member is one key of an object.
@@ -113,9 +134,12 @@ func parseJSON(body []byte) (*node, *Error) {
 		}
 		return nil, InvalidJSON(fmt.Sprintf("The request body is not valid UTF-8 (at byte offset %d).", off))
 	}
-	var raw json.RawMessage
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return nil, syntaxError(body, err)
+	if !json.Valid(body) {
+		// Only a body that fails pays for the decode that explains why.
+		var raw json.RawMessage
+		if err := json.Unmarshal(body, &raw); err != nil {
+			return nil, syntaxError(body, err)
+		}
 	}
 	p := parser{buf: body}
 	return p.value(nil, 0)
@@ -151,8 +175,22 @@ func syntaxError(body []byte, err error) *Error {
 
 // parser walks a body already known to be valid JSON.
 type parser struct {
-	buf []byte
-	pos int
+	buf  []byte
+	pos  int
+	slab []node // nodes are carved from here, a block at a time
+	// nodes makes a node of every array element (items does), never ints.
+	nodes bool
+}
+
+// node returns a new node, allocated a block at a time.
+func (p *parser) node(k kind) *node {
+	if len(p.slab) == 0 {
+		p.slab = make([]node, 256)
+	}
+	n := &p.slab[0]
+	p.slab = p.slab[1:]
+	n.kind = k
+	return n
 }
 
 // ws skips whitespace.
@@ -181,7 +219,7 @@ func (p *parser) value(at *pathSeg, depth int) (*node, *Error) {
 	var n *node
 	switch c := p.buf[p.pos]; c {
 	case '{':
-		n = &node{kind: kObject}
+		n = p.node(kObject)
 		p.pos++
 		p.ws()
 		if p.buf[p.pos] == '}' {
@@ -214,7 +252,13 @@ func (p *parser) value(at *pathSeg, depth int) (*node, *Error) {
 			break
 		}
 	case '[':
-		n = &node{kind: kArray}
+		n = p.node(kArray)
+		if !p.nodes {
+			if ints, ok := p.integers(); ok {
+				n.ints = ints
+				break
+			}
+		}
 		p.pos++
 		p.ws()
 		if p.buf[p.pos] == ']' {
@@ -222,7 +266,15 @@ func (p *parser) value(at *pathSeg, depth int) (*node, *Error) {
 			break
 		}
 		for i := 0; ; i++ {
-			v, err := p.value(&pathSeg{parent: at, index: i}, depth+1)
+			var v *node
+			var err *Error
+			if p.ws(); isNumberStart(p.buf[p.pos]) {
+				// A number needs its path only for an error: no segment
+				// for each of a long prompt's token ids.
+				v, err = p.number(func() *pathSeg { return &pathSeg{parent: at, index: i} })
+			} else {
+				v, err = p.value(&pathSeg{parent: at, index: i}, depth+1)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -236,30 +288,111 @@ func (p *parser) value(at *pathSeg, depth int) (*node, *Error) {
 			break
 		}
 	case '"':
-		n = &node{kind: kString, str: p.string()}
+		n = p.node(kString)
+		n.str = p.string()
 	case 't':
-		n = &node{kind: kBool, boolean: true}
+		n = p.node(kBool)
+		n.boolean = true
 		p.pos += 4
 	case 'f':
-		n = &node{kind: kBool}
+		n = p.node(kBool)
 		p.pos += 5
 	case 'n':
-		n = &node{kind: kNull}
+		n = p.node(kNull)
 		p.pos += 4
 	default:
-		for p.pos < len(p.buf) && strings.IndexByte("+-0123456789.eE", p.buf[p.pos]) >= 0 {
-			p.pos++
-		}
-		lit := string(p.buf[start:p.pos])
-		f, err := strconv.ParseFloat(lit, 64)
-		if err != nil || math.IsInf(f, 0) {
-			e := InvalidJSON(fmt.Sprintf("Invalid JSON at byte offset %d: the number %s is out of range.", start, lit))
-			e.Param = at.String()
-			return nil, e
-		}
-		n = &node{kind: kNumber, str: lit, num: f}
+		return p.number(func() *pathSeg { return at })
 	}
 	n.raw = p.buf[start:p.pos]
+	return n, nil
+}
+
+// integers parses the array at p.pos when it holds only plain integers of
+// at most 15 digits (exact in a float64, as the nodes' numbers are), such as
+// a prompt's token ids; otherwise it leaves p.pos and returns false.
+func (p *parser) integers() ([]int64, bool) {
+	pos := p.pos + 1
+	var out []int64
+	for {
+		for pos < len(p.buf) && (p.buf[pos] == ' ' || p.buf[pos] == '\t' || p.buf[pos] == '\n' || p.buf[pos] == '\r') {
+			pos++
+		}
+		neg := p.buf[pos] == '-'
+		if neg {
+			pos++
+		}
+		start, v := pos, int64(0)
+		for pos < len(p.buf) && p.buf[pos] >= '0' && p.buf[pos] <= '9' {
+			v = 10*v + int64(p.buf[pos]-'0')
+			pos++
+		}
+		if pos == start || pos-start > 15 {
+			return nil, false // not an integer (or "[]"), or too long
+		}
+		if neg {
+			v = -v
+		}
+		out = append(out, v)
+		for pos < len(p.buf) && (p.buf[pos] == ' ' || p.buf[pos] == '\t' || p.buf[pos] == '\n' || p.buf[pos] == '\r') {
+			pos++
+		}
+		switch p.buf[pos] {
+		case ',':
+			pos++
+		case ']':
+			p.pos = pos + 1
+			return out, true
+		default: // a fraction or an exponent
+			return nil, false
+		}
+	}
+}
+
+// isNumberStart reports whether c begins a JSON number.
+func isNumberStart(c byte) bool { return c == '-' || c >= '0' && c <= '9' }
+
+// number parses the number at p.pos; at gives its path for an error.
+func (p *parser) number(at func() *pathSeg) (*node, *Error) {
+	start := p.pos
+	plain := true // digits only, with at most a leading minus
+	for p.pos < len(p.buf) {
+		c := p.buf[p.pos]
+		if c >= '0' && c <= '9' || c == '-' && p.pos == start {
+			p.pos++
+			continue
+		}
+		if strings.IndexByte("+-.eE", c) < 0 {
+			break
+		}
+		plain = false
+		p.pos++
+	}
+	lit := p.buf[start:p.pos]
+	n := p.node(kNumber)
+	n.raw = lit
+	digits := lit
+	if digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if plain && len(digits) <= 15 {
+		// Exact in a float64: a token id needs no float parse.
+		v := int64(0)
+		for _, c := range digits {
+			v = 10*v + int64(c-'0')
+		}
+		if lit[0] == '-' {
+			v = -v
+		}
+		n.num = float64(v)
+		return n, nil
+	}
+	f, err := strconv.ParseFloat(string(lit), 64)
+	if err != nil || math.IsInf(f, 0) {
+		e := InvalidJSON(fmt.Sprintf("Invalid JSON at byte offset %d: the number %s is out of range.", start, lit))
+		e.Param = at().String()
+		return nil, e
+	}
+	n.num = f
 	return n, nil
 }
 

@@ -315,7 +315,7 @@ func decodeInput(n *node, path string) (ResponsesInput, *Error) {
 	default:
 		return ResponsesInput{}, typeError(path, "a string or an array of items", n)
 	}
-	items := make([]ResponsesItem, 0, len(n.elems))
+	items := make([]ResponsesItem, 0, n.length())
 	err := elems(n, path, func(i int, v *node, p string) *Error {
 		it, err := decodeItem(v, p)
 		items = append(items, it)
@@ -389,7 +389,7 @@ func decodeResponsesTools(n *node, path string) ([]ResponsesTool, *Error) {
 	if n.kind == kNull {
 		return nil, nil
 	}
-	tools := make([]ResponsesTool, 0, len(n.elems))
+	tools := make([]ResponsesTool, 0, n.length())
 	err := elems(n, path, func(i int, v *node, p string) *Error {
 		t, err := typeOf(v, p)
 		if err != nil {

@@ -225,7 +225,7 @@ func TestSampleLogits(t *testing.T) {
 	if _, err := e.Decode(ctx, 3); err != nil { // the device logits move on
 		t.Fatal(err)
 	}
-	if err := e.Restore(snap); err != nil {
+	if _, err := e.Restore(snap); err != nil {
 		t.Fatal(err)
 	}
 	got, gotLP, err := e.SampleLogits(ctx, snap.Logits(), s, 3)

@@ -54,6 +54,9 @@ type Engine struct {
 	life lifetime
 	// snaps is the device tier of snapshots (snapshot.go).
 	snaps snapshots
+	// held are the snapshots whose KV rows the KV cache still holds
+	// (snapshot.go): restoring one of them copies only the states.
+	held []*Snapshot
 }
 
 // phase is a plan phase with its kernels, buffers and ports resolved.
@@ -317,7 +320,7 @@ func (e *Engine) Reset() error {
 			}
 		}
 	}
-	e.pos, e.broken, e.noLogits = 0, false, false
+	e.pos, e.broken, e.noLogits, e.held = 0, false, false, nil
 	return nil
 }
 

@@ -70,6 +70,9 @@ func NewSampler(c SamplerConfig) (*Sampler, error) {
 
 // SetPrompt tells the repetition penalty which tokens the prompt holds.
 func (s *Sampler) SetPrompt(tokens []int32) {
+	if c := s.cfg.RepetitionPenalty; c == 0 || c == 1 {
+		return // only that penalty reads them: a 128K-token prompt's set is on its TTFT
+	}
 	for _, t := range tokens {
 		s.prompt[t] = true
 	}

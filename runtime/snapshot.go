@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -49,7 +50,32 @@ type snapPart struct {
 	name   string
 	bytes  int64
 	offset int64
+	kv     bool // KV cache rows (the rest are states)
 }
+
+// Restored is what a restore did: where the snapshot was and the bytes it
+// moved into the engine's buffers.
+type Restored struct {
+	Tier   Tier
+	Copied int64 // bytes copied (device to device, or uploaded from the host)
+	// Adopted are the KV bytes the KV cache already held: the snapshot was
+	// taken from this engine's current sequence (an exact repeat, a
+	// conversation's next turn), so its rows were not copied.
+	Adopted int64
+}
+
+// Tier is where a snapshot's state is.
+type Tier string
+
+// The tiers.
+const (
+	TierDevice Tier = "device"
+	TierHost   Tier = "host"
+)
+
+// maxHeld bounds Engine.held: a long conversation in one sequence adds a
+// snapshot a turn.
+const maxHeld = 64
 
 // Position is the number of tokens the snapshot holds.
 func (s *Snapshot) Position() int { return s.pos }
@@ -145,16 +171,28 @@ func (e *Engine) Snapshot(logits []float32) (*Snapshot, error) {
 		default:
 			continue
 		}
-		s.parts = append(s.parts, snapPart{name: b.Name, bytes: n, offset: s.total})
+		s.parts = append(s.parts, snapPart{name: b.Name, bytes: n, offset: s.total, kv: b.Role == "kv"})
 		s.total += align256(n)
 	}
-	if ok, err := e.snapToDevice(s); ok || err != nil {
-		return s, err
+	if ok, err := e.snapToDevice(s); err != nil {
+		return nil, err
+	} else if !ok {
+		if s.host, err = downloadParts(e.be, s.parts, func(p snapPart) Ref { return Ref{Mem: e.globals[p.name]} }); err != nil {
+			return nil, fmt.Errorf("snapshot: %w", err)
+		}
 	}
-	if s.host, err = downloadParts(e.be, s.parts, func(p snapPart) Ref { return Ref{Mem: e.globals[p.name]} }); err != nil {
-		return nil, fmt.Errorf("snapshot: %w", err)
-	}
+	e.hold(s)
 	return s, nil
+}
+
+// hold records that the KV cache holds s's rows: they were copied from it
+// just now, or into it by a restore, and every later step writes rows at
+// or past the position, never below.
+func (e *Engine) hold(s *Snapshot) {
+	if len(e.held) >= maxHeld {
+		e.held = slices.Delete(e.held, 0, 1)
+	}
+	e.held = append(e.held, s)
 }
 
 // downloadParts copies a snapshot's parts, each from where at says, into
@@ -301,22 +339,27 @@ func (s *Snapshot) Release() {
 
 // Restore puts the engine at the snapshot's position with its state; the
 // KV rows past it are left as they are, never read before being written.
-func (e *Engine) Restore(s *Snapshot) error {
+// When the KV cache still holds the snapshot's rows (it was taken from, or
+// last restored into, the current sequence, and nothing has rewound it
+// since), only the states are copied: an exact repeat of a 128K-token
+// prompt moves its 63 MB of states, not its 2.7 GB of KV rows. The device
+// copies are queued on the backend's stream: the next step runs after them.
+func (e *Engine) Restore(s *Snapshot) (Restored, error) {
 	_, end, err := e.begin(context.Background())
 	if err != nil {
-		return err
+		return Restored{}, err
 	}
 	defer end()
 	if s.pos > e.plan.ContextTokens {
-		return fmt.Errorf("snapshot of %d tokens exceeds the %d-token context", s.pos, e.plan.ContextTokens)
+		return Restored{}, fmt.Errorf("snapshot of %d tokens exceeds the %d-token context", s.pos, e.plan.ContextTokens)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.released {
-		return ErrReleased
+		return Restored{}, ErrReleased
 	}
 	if s.dev != nil && s.eng != e {
-		return errors.New("snapshot is in another engine's device memory")
+		return Restored{}, errors.New("snapshot is in another engine's device memory")
 	}
 	have := map[string]bool{}
 	for _, p := range s.parts {
@@ -325,14 +368,23 @@ func (e *Engine) Restore(s *Snapshot) error {
 	for _, b := range e.plan.Buffers {
 		if (b.Role == "state" || b.Role == "kv") && !have[b.Name] {
 			e.broken = true
-			return fmt.Errorf("snapshot lacks buffer %s (made by another plan?)", b.Name)
+			return Restored{}, fmt.Errorf("snapshot lacks buffer %s (made by another plan?)", b.Name)
 		}
+	}
+	adopt := !e.broken && slices.Contains(e.held, s)
+	r := Restored{Tier: TierHost}
+	if s.dev != nil {
+		r.Tier = TierDevice
 	}
 	for _, p := range s.parts {
 		dst, ok := e.globals[p.name]
 		if !ok || dst.Size() < p.bytes {
 			e.broken = true
-			return fmt.Errorf("snapshot buffer %s does not fit this engine (made by another plan?)", p.name)
+			return Restored{}, fmt.Errorf("snapshot buffer %s does not fit this engine (made by another plan?)", p.name)
+		}
+		if p.kv && adopt {
+			r.Adopted += p.bytes
+			continue
 		}
 		if s.dev != nil {
 			err = e.be.(Copier).Copy(Ref{Mem: dst}, Ref{Mem: s.dev, Offset: p.offset}, p.bytes)
@@ -340,15 +392,24 @@ func (e *Engine) Restore(s *Snapshot) error {
 			err = e.be.Upload(Ref{Mem: dst}, s.host[p.name])
 		}
 		if err != nil {
-			e.broken = true
-			return fmt.Errorf("restore %s: %w", p.name, err)
+			e.broken, e.held = true, nil
+			return Restored{}, fmt.Errorf("restore %s: %w", p.name, err)
 		}
+		r.Copied += p.bytes
 	}
 	if s.dev != nil {
 		e.snaps.mu.Lock()
 		e.snaps.list.MoveToFront(s.lru)
 		e.snaps.mu.Unlock()
 	}
+	if adopt {
+		// Steps from here write rows at s.pos and past: the snapshots
+		// beyond it lose their rows, those up to it keep them.
+		e.held = slices.DeleteFunc(e.held, func(h *Snapshot) bool { return h.pos > s.pos })
+	} else {
+		e.held = nil
+		e.hold(s)
+	}
 	e.pos, e.broken = s.pos, false
-	return nil
+	return r, nil
 }

@@ -42,7 +42,7 @@ func TestSnapshotRestore(t *testing.T) {
 		if _, err := e.Prefill(ctx, prompt(40, 7), nil); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.Restore(snap); err != nil {
+		if _, err := e.Restore(snap); err != nil {
 			t.Fatal(err)
 		}
 		got := make([][]float32, len(seq))
@@ -97,7 +97,7 @@ func TestSnapshotDeviceTier(t *testing.T) {
 		if err := e.Reset(); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.Restore(s); err != nil {
+		if _, err := e.Restore(s); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 		n := s.Position()
@@ -141,7 +141,7 @@ func TestSnapshotDeviceTier(t *testing.T) {
 
 	a.Release()
 	a.Release() // twice is fine
-	if err := e.Restore(a); !errors.Is(err, runtime.ErrReleased) {
+	if _, err := e.Restore(a); !errors.Is(err, runtime.ErrReleased) {
 		t.Errorf("restore after release: %v, want ErrReleased", err)
 	}
 	if used, _ := e.SnapshotDevice(); used != c.DeviceBytes() {
@@ -195,5 +195,137 @@ func TestSyntheticWeights(t *testing.T) {
 	}
 	if slices.Equal(a, c) {
 		t.Error("different seeds gave the same logits")
+	}
+}
+
+// snapBytes is what a snapshot at pos holds: the KV rows of pos tokens and
+// every state, from the plan.
+func snapBytes(e *runtime.Engine, pos int) (kv, state int64) {
+	for _, b := range e.Plan().Buffers {
+		switch b.Role {
+		case "kv":
+			kv += int64(pos) * (b.Bytes / b.Shape[0])
+		case "state":
+			state += b.Bytes
+		}
+	}
+	return kv, state
+}
+
+// TestRestoreAdoptsHeldRows: a snapshot taken from the current sequence
+// (an exact repeat, a conversation's next turn) restores its states only —
+// the KV cache still holds its rows — in either tier; a snapshot whose rows
+// were rewound past (another sequence, a shorter restore followed by other
+// tokens, a reset) is copied whole. Every continuation is bit for bit the
+// one of a run without snapshots.
+func TestRestoreAdoptsHeldRows(t *testing.T) {
+	for _, tier := range []runtime.Tier{runtime.TierDevice, runtime.TierHost} {
+		t.Run(string(tier), func(t *testing.T) {
+			l := open(t, []int{8, 32}, 256)
+			e := l.Engine
+			ctx := context.Background()
+			if tier == runtime.TierDevice {
+				if err := e.SetSnapshotDeviceBytes(1 << 30); err != nil {
+					t.Fatal(err)
+				}
+			}
+			seq := prompt(60, e.Vocab())
+			other := prompt(60, 11)
+			// continuation decodes seq[from:from+5] and returns their logits.
+			continuation := func(from int) [][]float32 {
+				t.Helper()
+				var out [][]float32
+				for _, tok := range seq[from : from+5] {
+					l, err := e.Decode(ctx, tok)
+					if err != nil {
+						t.Fatal(err)
+					}
+					out = append(out, l)
+				}
+				return out
+			}
+			// fresh prefills seq up to each end in turn, as the snapshots
+			// below are taken (the same segments: the same bits), and
+			// decodes on from the last.
+			fresh := func(ends ...int) [][]float32 {
+				t.Helper()
+				if err := e.Reset(); err != nil {
+					t.Fatal(err)
+				}
+				pos := 0
+				for _, end := range ends {
+					if _, err := e.Prefill(ctx, seq[pos:end], nil); err != nil {
+						t.Fatal(err)
+					}
+					pos = end
+				}
+				return continuation(pos)
+			}
+			want30, want40 := fresh(30), fresh(30, 40)
+
+			if err := e.Reset(); err != nil {
+				t.Fatal(err)
+			}
+			last, err := e.Prefill(ctx, seq[:30], nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s30, err := e.Snapshot(last)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if last, err = e.Prefill(ctx, seq[30:40], nil); err != nil {
+				t.Fatal(err)
+			}
+			s40, err := e.Snapshot(last)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := map[bool]runtime.Tier{true: runtime.TierDevice, false: runtime.TierHost}[s30.DeviceBytes() > 0]; got != tier {
+				t.Fatalf("snapshot in the %s tier, want %s", got, tier)
+			}
+			kv30, state := snapBytes(e, 30)
+			kv40, _ := snapBytes(e, 40)
+			restore := func(what string, s *runtime.Snapshot, want runtime.Restored, cont [][]float32) {
+				t.Helper()
+				got, err := e.Restore(s)
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("%s: restored (-want +got):\n%s", what, diff)
+				}
+				if diff := cmp.Diff(cont, continuation(s.Position())); diff != "" {
+					t.Errorf("%s: the continuation differs from a run without snapshots (-want +got):\n%s", what, diff)
+				}
+			}
+			restore("s40 right after it was taken", s40, runtime.Restored{Tier: tier, Copied: state, Adopted: kv40}, want40)
+			restore("s30 after s40's continuation", s30, runtime.Restored{Tier: tier, Copied: state, Adopted: kv30}, want30)
+			// Other tokens at rows 30 and past: s40's rows are gone, s30's stay.
+			if _, err := e.Restore(s30); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.Prefill(ctx, other[:12], nil); err != nil {
+				t.Fatal(err)
+			}
+			restore("s40 after rows past 30 were rewritten", s40, runtime.Restored{Tier: tier, Copied: state + kv40}, want40)
+			restore("s40 again", s40, runtime.Restored{Tier: tier, Copied: state, Adopted: kv40}, want40)
+			// s40 was copied in: the engine knows it holds s40's rows, not
+			// that s30's are their prefix.
+			restore("s30 after s40 was copied in", s30, runtime.Restored{Tier: tier, Copied: state + kv30}, want30)
+
+			// Another sequence from the start: neither is held.
+			if err := e.Reset(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.Prefill(ctx, other[:45], nil); err != nil {
+				t.Fatal(err)
+			}
+			restore("s30 after another sequence", s30, runtime.Restored{Tier: tier, Copied: state + kv30}, want30)
+			if err := e.Reset(); err != nil {
+				t.Fatal(err)
+			}
+			restore("s40 after a reset", s40, runtime.Restored{Tier: tier, Copied: state + kv40}, want40)
+		})
 	}
 }

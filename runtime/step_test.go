@@ -244,3 +244,73 @@ func TestSyntheticContext(t *testing.T) {
 		}
 	}
 }
+
+// TestHitDecodesByStepGraph: after a prefix-cache restore the draws go on
+// as after the prefill itself — the first from the snapshot's logits (one
+// upload), every decode step one start of the step graph already captured,
+// with no parameter write, upload or new capture — and they are the cold
+// run's draws, whether the restore adopted the KV rows or copied them.
+func TestHitDecodesByStepGraph(t *testing.T) {
+	plain := tinyEngine(t, runtime.NewCPU(), false)
+	be := newStepBackend()
+	e := tinyEngine(t, be, false)
+	ctx := context.Background()
+	s := runtime.DeviceSampling{Temperature: 0.8, TopK: 20, Seed: 3}
+	toks := prompt(21, plain.Vocab())
+	want, _ := deviceRun(t, plain, toks, 6, s)
+	if got, _ := deviceRun(t, e, toks, 6, s); !slices.Equal(want, got) { // captures the graphs
+		t.Fatalf("cold draws %v, CPU engine %v", got, want)
+	}
+	if err := e.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	logits, err := e.Prefill(ctx, toks, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := e.Snapshot(logits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, round := range []string{"adopted", "after another prompt"} {
+		if round == "after another prompt" {
+			if err := e.Reset(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.Prefill(ctx, prompt(9, 5), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := e.Restore(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if adopted := r.Adopted > 0; adopted != (round == "adopted") {
+			t.Errorf("%s: restore %+v", round, r)
+		}
+		captures, starts := be.captures, be.starts
+		be.setParams, be.uploads = 0, 0
+		tok, _, err := e.SampleLogits(ctx, snap.Logits(), s, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if be.uploads != 1 {
+			t.Errorf("%s: the first draw made %d uploads, want the logits' one", round, be.uploads)
+		}
+		got := []int32{tok}
+		be.setParams, be.uploads = 0, 0
+		for len(got) < len(want) {
+			if tok, _, err = e.DecodeSampled(ctx, tok, s, len(got)); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, tok)
+		}
+		if !slices.Equal(want, got) {
+			t.Errorf("%s: draws %v, cold %v", round, got, want)
+		}
+		if be.captures != captures || be.starts-starts != len(want)-1 || be.setParams != 0 || be.uploads != 0 {
+			t.Errorf("%s: %d captures, %d step graphs for %d steps, %d parameter writes, %d uploads: want 0, %d, 0, 0",
+				round, be.captures-captures, be.starts-starts, len(want)-1, be.setParams, be.uploads, len(want)-1)
+		}
+	}
+}

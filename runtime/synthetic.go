@@ -132,7 +132,7 @@ func (e *Engine) SyntheticContext(seed uint64, n int) error {
 		return fmt.Errorf("synthetic context of %d tokens: want 1 to the plan's %d", n, e.plan.ContextTokens)
 	}
 	fills := e.fillKernels()
-	e.broken = true // until every buffer is filled
+	e.broken, e.held = true, nil // until every buffer is filled
 	for _, b := range e.plan.Buffers {
 		bound := 0.0
 		switch b.Role {

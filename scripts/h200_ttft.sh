@@ -9,12 +9,18 @@
 #   2. aima-engine serve --bundle ... --synthetic-weights 1, its prefix cache's
 #      snapshots in device memory (--prefix-cache-device-mib, TTFT_DEVICE_MIB);
 #   3. bench/ttft.py: TTFT at N-1, N, N+1 around every bucket edge (the worst
-#      TTFT(N+1)/TTFT(N)), the exact-prefix hit at 32K and 128K against its
-#      cold request (TTFT_EXACT), and a second chat turn.
+#      TTFT(N+1)/TTFT(N)), cold prompts of 1 to 290 tokens (TTFT_SMALL: what a
+#      short prefill segment costs), the exact-prefix hit at 32K and 128K
+#      against its cold request and again after another request
+#      (TTFT_EXACT), and a second chat turn; every timed request with the
+#      server's own parts of its TTFT (read, prepare, queue, restore,
+#      prefill, snapshot, first) and the tier a hit was restored from, read
+#      from /metrics around it.
 # Build first: CGO_ENABLED=0 go build -o bin/ ./cmd/...
 # Run from the repository root: scripts/h200_ttft.sh [RESULTS_DIR]
-# Writes ttft.json, ttft.log and ttft_serve.log into RESULTS_DIR (default
-# results/h200). TTFT_BUDGET_S (default 420) bounds the benchmark.
+# Writes ttft.json, ttft.log, ttft_serve.log (a line per request, with its
+# TTFT parts) and ttft_metrics.txt (/metrics at the end) into RESULTS_DIR
+# (default results/h200). TTFT_BUDGET_S (default 420) bounds the benchmark.
 set -u
 dir=${1:-results/h200}; mkdir -p "$dir"
 work=${TTFT_WORK:-$(mktemp -d)}
@@ -36,9 +42,11 @@ status=0
 if grep -q '"ready"' "$work/serve.out"; then
   echo "== [$(elapsed)s] ttft"
   timeout "${TTFT_BUDGET_S:-420}" python3 bench/ttft.py --url "http://127.0.0.1:$port" --model full40 \
-    --buckets 1024,2048,4096,8192 --exact "${TTFT_EXACT:-32768,131072}" --repeats 3 --exact-repeats 3 --vocab 900 \
-    --out "$dir/ttft.json" > "$dir/ttft.log" 2>&1 || status=1
+    --buckets 1024,2048,4096,8192 --small "${TTFT_SMALL:-1,8,32,75,128,290}" --exact "${TTFT_EXACT:-32768,131072}" \
+    --repeats 3 --exact-repeats 3 --vocab 900 --out "$dir/ttft.json" > "$dir/ttft.log" 2>&1 || status=1
   cat "$dir/ttft.log"
+  python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1] + "/metrics").read().decode())' \
+    "http://127.0.0.1:$port" > "$dir/ttft_metrics.txt" 2>&1 || true
 else
   echo "serve did not become ready"; tail -20 "$dir/ttft_serve.log"; status=1
 fi

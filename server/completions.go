@@ -29,12 +29,17 @@ func (s *Server) prepareCompletion(req *openai.CompletionRequest) (*generation, 
 			if id < 0 || int(id) >= m.Tokenizer.Size() {
 				return nil, openai.InvalidRequest("prompt", "token id "+itoa(int(id))+" at index "+itoa(i)+" is outside the vocabulary")
 			}
+			if !m.Tokenizer.Known(id) {
+				return nil, openai.InvalidRequest("prompt", "token id "+itoa(int(id))+" at index "+itoa(i)+" is not a token of the vocabulary")
+			}
 		}
-		text, err := m.Tokenizer.Decode(ids, false)
-		if err != nil {
-			return nil, openai.InvalidRequest("prompt", err.Error())
+		if req.Echo { // the text only to echo it: a long prompt's decode is on its TTFT
+			text, err := m.Tokenizer.Decode(ids, false)
+			if err != nil {
+				return nil, openai.InvalidRequest("prompt", err.Error())
+			}
+			promptText = text
 		}
-		promptText = text
 	} else {
 		ids = m.Tokenizer.Encode(promptText)
 	}

@@ -44,15 +44,18 @@ type answer interface {
 // happens before any header is written, so 429 and 503 stay real statuses;
 // an error after a stream's headers goes to answer.fail.
 func serveGeneration[R any](s *Server, w http.ResponseWriter, r *http.Request, decode func([]byte) (R, *openai.Error), prepare func(R) (*generation, *openai.Error)) {
+	parts := partsOf(r.Context())
 	req, ok := decodeBody(s, w, r, decode)
 	if !ok {
 		return
 	}
+	parts.mark(partRead)
 	g, apiErr := prepare(req)
 	if apiErr != nil {
 		writeError(w, apiErr)
 		return
 	}
+	parts.mark(partPrepare)
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
 	done, apiErr := s.admit(ctx)
@@ -61,6 +64,7 @@ func serveGeneration[R any](s *Server, w http.ResponseWriter, r *http.Request, d
 		return
 	}
 	defer done()
+	parts.mark(partQueue)
 
 	if !g.stream {
 		res, err := s.generate(ctx, g.model, g.params, nil)

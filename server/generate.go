@@ -141,11 +141,13 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 	}
 	ds, dev, onDevice := deviceSampling(m, p)
 	start := time.Now()
-	logits, cached, pending, err := s.startSequence(ctx, m, p.prompt, p.boundary, !p.noCache)
+	parts := partsOf(ctx)
+	parts.mark(partPrepare) // the stream's headers, the sampler
+	logits, cached, seq, err := s.startSequence(ctx, m, p.prompt, p.boundary, !p.noCache)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { release(pending) }() // nil once committed
+	defer func() { release(seq.pending) }() // nil once committed
 	res.cachedTokens = cached
 	dec := m.Tokenizer.NewDecoder(!p.keepSpecial)
 	stopped := false
@@ -163,6 +165,11 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 			arrived = start
 		}
 		s.metrics.TTFT(time.Since(arrived))
+		if parts.finish() {
+			for i, d := range parts.d {
+				s.metrics.TTFTPart(partNames[i], d)
+			}
+		}
 	}
 	// write adds one completion token's text to the output.
 	write := func(tok int32, lp *tokenLogprob) error {
@@ -194,6 +201,9 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 		if p.think.limited && parser.InReasoning() && res.reasoningTokens >= p.think.n {
 			// The budget is spent: close the reasoning as the template
 			// does; the answer is drawn after it.
+			if err := seq.settle(); err != nil {
+				return nil, err
+			}
 			if unfed {
 				if logits, err = m.Engine.Decode(ctx, prev); err != nil {
 					return nil, err
@@ -209,6 +219,9 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 				}
 				if full = res.completionTokens >= p.maxNew; full {
 					break
+				}
+				if err := seq.settle(); err != nil {
+					return nil, err
 				}
 				if logits, err = m.Engine.Decode(ctx, tok); err != nil {
 					return nil, err
@@ -249,6 +262,9 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 			dev.Mask = allowed
 			var l float32
 			if unfed {
+				if err := seq.settle(); err != nil {
+					return nil, err
+				}
 				tok, l, err = ds.DecodeSampled(ctx, prev, dev, res.completionTokens)
 			} else {
 				tok, l, err = ds.SampleLogits(ctx, logits, dev, res.completionTokens)
@@ -298,9 +314,15 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 			unfed = true // the next draw decodes tok
 			continue
 		}
+		if err := seq.settle(); err != nil {
+			return nil, err
+		}
 		if logits, err = m.Engine.Decode(ctx, tok); err != nil {
 			return nil, err
 		}
+	}
+	if err := seq.settle(); err != nil { // the engine has not moved since the prompt's end
+		return nil, err
 	}
 	var tail []output.Event
 	var text string
@@ -319,8 +341,8 @@ func (s *Server) generate(ctx context.Context, m *Model, p genParams, emit func(
 		s.metrics.DecodeRate(float64(res.completionTokens) / d)
 	}
 	s.metrics.Tokens(res.promptTokens, res.completionTokens)
-	s.commit(pending)
-	pending = nil
+	s.commit(seq.pending)
+	seq.pending = nil
 	return res, nil
 }
 

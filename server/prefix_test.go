@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -272,4 +274,302 @@ func metric(t *testing.T, ts *httptest.Server, name string) float64 {
 	}
 	t.Fatalf("no series %s in /metrics", name)
 	return 0
+}
+
+// completion is a greedy /v1/completions answer to token ids.
+type completion struct {
+	Text           string
+	Prompt, Cached int
+}
+
+func complete(t *testing.T, ts *httptest.Server, ids []int32, maxTokens int, cache bool) completion {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": modelID, "prompt": ids, "max_tokens": maxTokens,
+		"temperature": 0, "cache_prompt": cache})
+	resp, err := http.Post(ts.URL+"/v1/completions", "application/json", strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, raw)
+	}
+	var out struct {
+		Choices []struct {
+			Text string `json:"text"`
+		} `json:"choices"`
+		Usage struct {
+			PromptTokens        int `json:"prompt_tokens"`
+			PromptTokensDetails struct {
+				CachedTokens int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	return completion{out.Choices[0].Text, out.Usage.PromptTokens, out.Usage.PromptTokensDetails.CachedTokens}
+}
+
+// TestExactPrefixHitTiers: an exact repeat restores from the device tier
+// and adopts the KV rows the engine still holds (only the states are
+// copied); after another request has rewritten the KV cache the same hit
+// copies its rows; from the host tier it uploads them. Every answer is the
+// cold one, and the TTFT parts are exported.
+func TestExactPrefixHitTiers(t *testing.T) {
+	ts, _, e := cacheServerOn(t, 8, 64<<20, 64<<20)
+	f := tiny(t)
+	ids := f.tok.Encode("An exact repeat of a long prompt should cost its restore and one draw, nothing more.")
+	cold := complete(t, ts, ids, 6, false)
+	var kv, state int64
+	for _, b := range e.Plan().Buffers {
+		switch b.Role {
+		case "kv":
+			kv += int64(len(ids)) * (b.Bytes / b.Shape[0])
+		case "state":
+			state += b.Bytes
+		}
+	}
+	counter := func(series string) float64 { t.Helper(); return metric(t, ts, series) }
+	step := func(what string, wantTier string, copied, adopted int64) {
+		t.Helper()
+		before := map[string]float64{}
+		for _, s := range []string{"copied_device", "copied_host", "adopted"} {
+			before[s] = counter(`aima_prefix_cache_restored_bytes_total{how="` + s + `"}`)
+		}
+		restores := counter(`aima_prefix_cache_restores_total{tier="` + wantTier + `"}`)
+		got := complete(t, ts, ids, 6, true)
+		if diff := cmp.Diff(completion{cold.Text, len(ids), len(ids)}, got); diff != "" {
+			t.Errorf("%s (-cold +hit):\n%s", what, diff)
+		}
+		if n := counter(`aima_prefix_cache_restores_total{tier="` + wantTier + `"}`); n != restores+1 {
+			t.Errorf("%s: %v restores from the %s tier, want %v", what, n, wantTier, restores+1)
+		}
+		want := map[string]int64{"copied_" + wantTier: copied, "adopted": adopted}
+		for s, b := range before {
+			if d := counter(`aima_prefix_cache_restored_bytes_total{how="`+s+`"}`) - b; d != float64(want[s]) {
+				t.Errorf("%s: %s grew by %v bytes, want %d", what, s, d, want[s])
+			}
+		}
+	}
+	// The first cached request prefills and snapshots; the engine then
+	// decodes past the prompt, which leaves the prompt's rows alone.
+	if fill := complete(t, ts, ids, 6, true); fill.Text != cold.Text || fill.Cached != 0 {
+		t.Fatalf("filling request %+v, want %q uncached", fill, cold.Text)
+	}
+	if used, _ := e.SnapshotDevice(); used == 0 {
+		t.Fatal("the snapshot is not in the device tier")
+	}
+	step("exact repeat", "device", state, kv)
+	step("exact repeat again", "device", state, kv)
+	complete(t, ts, f.tok.Encode("Another prompt in between rewrites the KV cache."), 4, false)
+	step("after another request", "device", state+kv, 0)
+	if err := e.SetSnapshotDeviceBytes(0); err != nil {
+		t.Fatal(err)
+	}
+	complete(t, ts, f.tok.Encode("Another prompt in between rewrites the KV cache."), 4, false)
+	step("from the host tier", "host", state+kv, 0)
+	step("from the host tier, repeated", "host", state, kv)
+
+	for _, part := range []string{"read", "prepare", "queue", "restore", "prefill", "snapshot", "first"} {
+		if n := counter(`aima_ttft_part_seconds_count{part="` + part + `"}`); n < 1 {
+			t.Errorf("TTFT part %s counted %v times", part, n)
+		}
+	}
+}
+
+// callLog is the real CPU engine recording the calls that change or read
+// its state, in order, host or device sampled (host set: no device
+// sampler).
+type callLog struct {
+	*runtime.Engine
+	host  bool
+	calls []string
+	// failPrefill fails the prefill of that many calls from now (0: none).
+	failPrefill int
+}
+
+func (e *callLog) CanSample() bool { return !e.host && e.Engine.CanSample() }
+
+func (e *callLog) Prefill(ctx context.Context, tokens []int32, rows runtime.RowsFunc) ([]float32, error) {
+	e.calls = append(e.calls, "prefill")
+	if e.failPrefill--; e.failPrefill == 0 {
+		return nil, errors.New("prefill failed on purpose")
+	}
+	return e.Engine.Prefill(ctx, tokens, rows)
+}
+
+func (e *callLog) Snapshot(logits []float32) (*runtime.Snapshot, error) {
+	e.calls = append(e.calls, "snapshot")
+	return e.Engine.Snapshot(logits)
+}
+
+func (e *callLog) SampleLogits(ctx context.Context, logits []float32, s runtime.DeviceSampling, step int) (int32, float32, error) {
+	e.calls = append(e.calls, "draw")
+	return e.Engine.SampleLogits(ctx, logits, s, step)
+}
+
+func (e *callLog) Decode(ctx context.Context, token int32) ([]float32, error) {
+	e.calls = append(e.calls, "decode")
+	return e.Engine.Decode(ctx, token)
+}
+
+func (e *callLog) DecodeSampled(ctx context.Context, token int32, s runtime.DeviceSampling, step int) (int32, float32, error) {
+	e.calls = append(e.calls, "decode")
+	return e.Engine.DecodeSampled(ctx, token, s, step)
+}
+
+// TestPromptEndSnapshotAfterFirstToken: a cached chat request snapshots its
+// turn boundary between its two prefills and its prompt's end only after
+// the first token is drawn, before the first decode step (or, for a
+// one-token answer, before the commit), sampled on the device or on the
+// host; a hit on that snapshot answers as the cold request did.
+func TestPromptEndSnapshotAfterFirstToken(t *testing.T) {
+	f := tiny(t)
+	l, err := loader.Open(loader.Options{ModelDir: f.dir, Buckets: []int{16, 64}, ContextTokens: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	conv := []map[string]string{user("Where is the snapshot of the prompt's end taken?")}
+	for _, host := range []bool{false, true} {
+		e := &callLog{Engine: l.Engine, host: host}
+		// serve starts a server with an empty cache on e.
+		serve := func() *httptest.Server {
+			srv := server.New(server.Config{PrefixCacheEntries: 8, PrefixCacheBytes: 64 << 20})
+			srv.SetModel(f.model(e))
+			ts := httptest.NewServer(srv.Handler())
+			t.Cleanup(ts.Close)
+			return ts
+		}
+		for _, n := range []int{3, 1} {
+			ts := serve()
+			e.calls = nil
+			body, _ := json.Marshal(map[string]any{"model": modelID, "messages": conv, "max_tokens": n, "temperature": 0})
+			resp, err := http.Post(ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(string(body)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			want := []string{"prefill", "snapshot", "prefill"}
+			if !host {
+				want = append(want, "draw") // the host draws from the logits the prefill returned
+			}
+			want = append(want, "snapshot")
+			for i := 1; i < n; i++ {
+				want = append(want, "decode")
+			}
+			if diff := cmp.Diff(want, e.calls); diff != "" {
+				t.Errorf("host %v, max_tokens %d: calls (-want +got):\n%s", host, n, diff)
+			}
+		}
+		ts := serve()
+		cold := chatTurn(t, ts, conv, false)
+		chatTurn(t, ts, conv, true) // fills the cache
+		if got := chatTurn(t, ts, conv, true); got.Cached != got.Prompt || !cmp.Equal(answerOnly(cold), answerOnly(got)) {
+			t.Errorf("host %v: the hit on the prompt end's snapshot answered %+v, cold %+v", host, got, cold)
+		}
+	}
+}
+
+// TestFailedTailPrefillReleasesBoundary: a request whose second prefill
+// fails after its boundary snapshot was taken fails cleanly, gives that
+// snapshot's device memory back and leaves the cache as it was.
+func TestFailedTailPrefillReleasesBoundary(t *testing.T) {
+	f := tiny(t)
+	l, err := loader.Open(loader.Options{ModelDir: f.dir, Buckets: []int{16, 64}, ContextTokens: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	if err := l.Engine.SetSnapshotDeviceBytes(64 << 20); err != nil {
+		t.Fatal(err)
+	}
+	e := &callLog{Engine: l.Engine, failPrefill: 2}
+	srv := server.New(server.Config{PrefixCacheEntries: 8, PrefixCacheBytes: 64 << 20})
+	srv.SetModel(f.model(e))
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	body, _ := json.Marshal(map[string]any{"model": modelID, "messages": []map[string]string{user("This one fails.")},
+		"max_tokens": 2, "temperature": 0})
+	resp, err := http.Post(ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError {
+		t.Errorf("status %d (%s), want 500", resp.StatusCode, raw)
+	}
+	if diff := cmp.Diff([]string{"prefill", "snapshot", "prefill"}, e.calls); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+	if used, _ := l.Engine.SnapshotDevice(); used != 0 {
+		t.Errorf("the failed request left %d bytes in the device tier", used)
+	}
+	if n := metric(t, ts, "aima_prefix_cache_entries"); n != 0 {
+		t.Errorf("the failed request left %v cache entries", n)
+	}
+}
+
+// TestRequestLogTTFT: a generation's request line carries its TTFT and
+// parts; a hit's adds the tokens restored, the tier and the bytes copied
+// and adopted. A request without a token (tokenize) logs none.
+func TestRequestLogTTFT(t *testing.T) {
+	f := tiny(t)
+	l, err := loader.Open(loader.Options{ModelDir: f.dir, Buckets: []int{16, 64}, ContextTokens: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	var logs syncBuffer
+	srv := server.New(server.Config{PrefixCacheEntries: 8, PrefixCacheBytes: 64 << 20,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	srv.SetModel(f.model(l.Engine))
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	ids := f.tok.Encode("A prompt logged twice.")
+	complete(t, ts, ids, 2, true)
+	complete(t, ts, ids, 2, true)
+	resp, err := http.Post(ts.URL+"/tokenize", "application/json", strings.NewReader(`{"model":"`+modelID+`","prompt":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	type line struct {
+		Msg  string `json:"msg"`
+		Path string `json:"path"`
+		TTFT map[string]any
+	}
+	var got []line
+	for _, raw := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var l line
+		if err := json.Unmarshal([]byte(raw), &l); err != nil {
+			t.Fatalf("log line %q: %v", raw, err)
+		}
+		if l.Msg == "request" {
+			got = append(got, l)
+		}
+	}
+	if len(got) != 3 {
+		t.Fatalf("%d request lines, want 3:\n%s", len(got), logs.String())
+	}
+	for i, l := range got[:2] {
+		for _, k := range []string{"ttft_ms", "read", "prepare", "queue", "restore", "prefill", "snapshot", "first"} {
+			if _, ok := l.TTFT[k].(float64); !ok {
+				t.Errorf("request %d: ttft.%s missing in %v", i, k, l.TTFT)
+			}
+		}
+	}
+	if _, ok := got[0].TTFT["cached"]; ok {
+		t.Errorf("the miss logs a restore: %v", got[0].TTFT)
+	}
+	if got[1].TTFT["cached"] != float64(len(ids)) || got[1].TTFT["tier"] != "host" || got[1].TTFT["adopted"].(float64) <= 0 {
+		t.Errorf("the hit logs %v, want %d tokens cached from the host tier, its KV adopted", got[1].TTFT, len(ids))
+	}
+	if got[2].TTFT != nil {
+		t.Errorf("tokenize logs a TTFT: %v", got[2].TTFT)
+	}
 }

@@ -193,6 +193,7 @@ type ctxKey int
 const (
 	requestIDKey ctxKey = iota
 	arrivalKey          // when the request arrived, for time to first token
+	partsKey            // the parts of its time to first token (*ttftParts)
 )
 
 // requestID tags every request with an id, echoed in x-request-id.
@@ -203,7 +204,8 @@ func (s *Server) requestID(next http.Handler) http.Handler {
 			id = newID("req_")
 		}
 		w.Header().Set("X-Request-Id", id)
-		ctx := context.WithValue(context.WithValue(r.Context(), requestIDKey, id), arrivalKey, time.Now())
+		now := time.Now()
+		ctx := withParts(context.WithValue(context.WithValue(r.Context(), requestIDKey, id), arrivalKey, now), now)
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
@@ -287,7 +289,8 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		}
 		d := time.Since(start)
 		s.metrics.Request(route, sw.status, d)
-		s.log.Info("request", "request_id", reqID(r), "method", r.Method, "path", r.URL.Path, "status", sw.status, "duration", d)
+		s.log.Info("request", append([]any{"request_id", reqID(r), "method", r.Method, "path", r.URL.Path, "status", sw.status, "duration", d},
+			partsOf(r.Context()).logAttrs()...)...)
 	})
 }
 

@@ -396,6 +396,10 @@ func (t *Tokenizer) Added(id int32) bool {
 }
 
 // known reports whether id names a token.
+// Known reports whether id is a token of the vocabulary (Decode accepts
+// it): ids below Size may still be holes between the added tokens.
+func (t *Tokenizer) Known(id int32) bool { return t.known(id) }
+
 func (t *Tokenizer) known(id int32) bool {
 	return id >= 0 && int(id) < len(t.flags) && t.flags[id]&flagKnown != 0
 }

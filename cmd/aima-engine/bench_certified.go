@@ -43,7 +43,7 @@ func (b *bench) certified(ctx context.Context, log io.Writer, d *benchDecode, lo
 	defer b.e.SetCertifiedHead(was)
 	first := argmax(logits)
 	run := func(on bool) ([]int32, []float64, error) {
-		if err := b.e.Restore(snap); err != nil {
+		if _, err := b.e.Restore(snap); err != nil {
 			return nil, nil, err
 		}
 		if err := b.e.SetCertifiedHead(on); err != nil {
@@ -88,7 +88,7 @@ func (b *bench) certified(ctx context.Context, log io.Writer, d *benchDecode, lo
 	d.Certified = c
 	fmt.Fprintf(log, "[%.0fs] certified head at %d: %d steps, identical %v, median %.3f ms (BF16 %.3f ms), %.1f candidates a step, %d fallbacks\n",
 		time.Since(b.start).Seconds(), d.Context, n, c.Identical, c.Int8Step.Median*1e3, c.BF16Step.Median*1e3, c.Candidates, c.Fallbacks)
-	if err := b.e.Restore(snap); err != nil {
+	if _, err := b.e.Restore(snap); err != nil {
 		return err
 	}
 	if !c.Identical {

@@ -15,6 +15,7 @@
 //	aima_queue_running                                gauge, requests running
 //	aima_queue_wait_seconds                           histogram
 //	aima_ttft_seconds                                 histogram, time to first token
+//	aima_ttft_part_seconds{part}                      histogram, its parts (read … first)
 //	aima_decode_tokens_per_second                     histogram
 //	aima_prompt_tokens_total                          counter
 //	aima_completion_tokens_total                      counter
@@ -24,6 +25,8 @@
 //	aima_prefix_cache_entries                         gauge
 //	aima_prefix_cache_bytes                           gauge
 //	aima_prefix_cache_device_bytes                    gauge
+//	aima_prefix_cache_restores_total{tier}            counter, hits restored from device or host memory
+//	aima_prefix_cache_restored_bytes_total{how}       counter, bytes copied from each tier, or adopted
 package metrics
 
 import (
@@ -44,9 +47,11 @@ const ContentType = "text/plain; version=0.0.4; charset=utf-8"
 // minutes (a long generation); decode rates on one GPU span a few to a few
 // hundred tokens per second.
 var (
-	durationBuckets   = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
-	queueWaitBuckets  = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
-	ttftBuckets       = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120}
+	durationBuckets  = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+	queueWaitBuckets = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+	ttftBuckets      = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120}
+	// A part of a cache hit's TTFT is a fraction of a millisecond to tens.
+	partBuckets       = []float64{0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 120}
 	decodeRateBuckets = []float64{1, 2, 5, 10, 15, 20, 30, 40, 50, 60, 80, 100, 125, 150, 200, 300, 500}
 )
 
@@ -65,6 +70,10 @@ type Metrics struct {
 	durations        map[string]*histogram
 	queueWait        *histogram
 	ttft             *histogram
+	ttftParts        map[string]*histogram
+	partOrder        []string // the parts in the order first recorded
+	restores         map[string]uint64
+	restoredBytes    map[string]uint64
 	decodeRate       *histogram
 	promptTokens     uint64
 	completionTokens uint64
@@ -90,7 +99,12 @@ func New(queueStats func() (waiting, running int)) *Metrics {
 		durations:  make(map[string]*histogram),
 		queueWait:  newHistogram(queueWaitBuckets),
 		ttft:       newHistogram(ttftBuckets),
-		decodeRate: newHistogram(decodeRateBuckets),
+		ttftParts:  make(map[string]*histogram),
+		// Both tiers from the start: a rate over a series that appears
+		// only with its first hit misses that hit.
+		restores:      map[string]uint64{"device": 0, "host": 0},
+		restoredBytes: map[string]uint64{"copied_device": 0, "copied_host": 0, "adopted": 0},
+		decodeRate:    newHistogram(decodeRateBuckets),
 	}
 }
 
@@ -123,6 +137,30 @@ func (m *Metrics) TTFT(d time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.ttft.observe(seconds(d))
+}
+
+// TTFTPart records one part of a request's time to first token (the
+// server passes them in the order the request meets them).
+func (m *Metrics) TTFTPart(part string, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := m.ttftParts[part]
+	if h == nil {
+		h = newHistogram(partBuckets)
+		m.ttftParts[part] = h
+		m.partOrder = append(m.partOrder, part)
+	}
+	h.observe(seconds(d))
+}
+
+// Restore records a prefix-cache hit's restore: the tier it came from,
+// the bytes it copied and the KV bytes the engine already held (adopted).
+func (m *Metrics) Restore(tier string, copied, adopted int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.restores[tier]++
+	m.restoredBytes["copied_"+tier] += uint64(max(copied, 0))
+	m.restoredBytes["adopted"] += uint64(max(adopted, 0))
 }
 
 // Tokens adds one request's prompt and completion token counts, the
@@ -223,6 +261,12 @@ func (m *Metrics) render() []byte {
 	e.histogram("aima_queue_wait_seconds", nil, m.queueWait)
 	e.header("aima_ttft_seconds", "histogram", "Time from a request's arrival to its first generated token.")
 	e.histogram("aima_ttft_seconds", nil, m.ttft)
+	if len(m.partOrder) > 0 {
+		e.header("aima_ttft_part_seconds", "histogram", "Parts of the time to first token: read (body and JSON), prepare, queue, restore (prefix cache and engine state), prefill, snapshot, first (the first draw).")
+		for _, part := range m.partOrder {
+			e.histogram("aima_ttft_part_seconds", []string{"part", part}, m.ttftParts[part])
+		}
+	}
 	e.header("aima_decode_tokens_per_second", "histogram", "Decode speed of each request in tokens per second.")
 	e.histogram("aima_decode_tokens_per_second", nil, m.decodeRate)
 
@@ -244,6 +288,14 @@ func (m *Metrics) render() []byte {
 	if m.cacheStats != nil {
 		entries, bytes, deviceBytes, evictions = m.cacheStats()
 	}
+	e.header("aima_prefix_cache_restores_total", "counter", "Prefix cache hits by the tier their snapshot was restored from.")
+	for _, tier := range sortedKeys(m.restores) {
+		e.sample("aima_prefix_cache_restores_total", []string{"tier", tier}, float64(m.restores[tier]))
+	}
+	e.header("aima_prefix_cache_restored_bytes_total", "counter", "Bytes prefix cache hits copied into the engine, by tier, and KV bytes the engine already held (adopted, not copied).")
+	for _, how := range sortedKeys(m.restoredBytes) {
+		e.sample("aima_prefix_cache_restored_bytes_total", []string{"how", how}, float64(m.restoredBytes[how]))
+	}
 	e.header("aima_prefix_cache_evictions_total", "counter", "Prefix cache entries evicted to stay within its bounds.")
 	e.sample("aima_prefix_cache_evictions_total", nil, float64(evictions))
 	e.header("aima_prefix_cache_entries", "gauge", "Prefix cache entries held.")
@@ -253,6 +305,16 @@ func (m *Metrics) render() []byte {
 	e.header("aima_prefix_cache_device_bytes", "gauge", "Device bytes the prefix cache holds (snapshots kept in GPU memory).")
 	e.sample("aima_prefix_cache_device_bytes", nil, float64(deviceBytes))
 	return e.buf.Bytes()
+}
+
+// sortedKeys is a map's keys in order, for a stable exposition.
+func sortedKeys(m map[string]uint64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // seconds converts a duration for a histogram, treating a negative one (a

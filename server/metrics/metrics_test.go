@@ -206,6 +206,12 @@ func TestFresh(t *testing.T) {
 		"aima_decode_tokens_per_second_count":    0,
 		`aima_decode_tokens_per_second_sum`:      0,
 		`aima_queue_wait_seconds_bucket{le="1"}`: 0,
+		// Both tiers before the first hit.
+		`aima_prefix_cache_restores_total{tier="device"}`:             0,
+		`aima_prefix_cache_restores_total{tier="host"}`:               0,
+		`aima_prefix_cache_restored_bytes_total{how="adopted"}`:       0,
+		`aima_prefix_cache_restored_bytes_total{how="copied_device"}`: 0,
+		`aima_prefix_cache_restored_bytes_total{how="copied_host"}`:   0,
 	}
 	keys := make([]string, 0, len(want))
 	for k := range want {
@@ -214,7 +220,7 @@ func TestFresh(t *testing.T) {
 	if diff := gocmp.Diff(want, pick(samples, keys...)); diff != "" {
 		t.Errorf("samples (-want +got):\n%s", diff)
 	}
-	for _, name := range []string{"aima_requests_total", "aima_request_duration_seconds"} {
+	for _, name := range []string{"aima_requests_total", "aima_request_duration_seconds", "aima_ttft_part_seconds"} {
 		if families[name] != nil {
 			t.Errorf("%s is exposed before any request", name)
 		}
@@ -323,6 +329,37 @@ func TestObservations(t *testing.T) {
 			want: map[string]float64{
 				"aima_prefix_cache_hits_total":   1,
 				"aima_prefix_cache_misses_total": 2,
+			},
+		},
+		{
+			name: "ttft parts",
+			observe: func(m *Metrics) {
+				m.TTFTPart("read", 3*time.Millisecond)
+				m.TTFTPart("restore", 400*time.Microsecond)
+				m.TTFTPart("read", 2*time.Millisecond)
+			},
+			want: map[string]float64{
+				`aima_ttft_part_seconds_count{part="read"}`:                 2,
+				`aima_ttft_part_seconds_sum{part="read"}`:                   0.005,
+				`aima_ttft_part_seconds_bucket{part="read",le="0.0025"}`:    1,
+				`aima_ttft_part_seconds_bucket{part="read",le="0.005"}`:     2,
+				`aima_ttft_part_seconds_count{part="restore"}`:              1,
+				`aima_ttft_part_seconds_bucket{part="restore",le="0.0005"}`: 1,
+			},
+		},
+		{
+			name: "restores by tier",
+			observe: func(m *Metrics) {
+				m.Restore("device", 63<<20, 2700<<20)
+				m.Restore("device", 2763<<20, 0)
+				m.Restore("host", 63<<20, -1)
+			},
+			want: map[string]float64{
+				`aima_prefix_cache_restores_total{tier="device"}`:             2,
+				`aima_prefix_cache_restores_total{tier="host"}`:               1,
+				`aima_prefix_cache_restored_bytes_total{how="copied_device"}`: 2826 << 20,
+				`aima_prefix_cache_restored_bytes_total{how="copied_host"}`:   63 << 20,
+				`aima_prefix_cache_restored_bytes_total{how="adopted"}`:       2700 << 20,
 			},
 		},
 		{
