@@ -98,6 +98,15 @@ var mmaCases = []mmaCase{
 	{"dmmag_group16", true, 16, 1, 64, 130, 1, 200, 2, 16, false},
 	{"dmmag_d16", true, 4, 1, 16, 77, 1, 100, 2, 1, false},
 	{"dmmag_sharp", true, 16, 2, 256, 2100, 1, 2100, 3, 32, true},
+	// The merge's scratch: its warps' sums (16-byte vectors) sat after
+	// the splits' weights and faulted (misaligned address) wherever the
+	// splits were not a multiple of four; one split (one merger, every
+	// head), four (aligned either way), a group of 3 over 7 splits (3
+	// mergers, odd weights), one head per KV head over 4.
+	{"dmmag_splits1", true, 16, 2, 256, 257, 1, 300, 1, 32, false},
+	{"dmmag_splits4", true, 16, 2, 256, 257, 1, 300, 4, 32, false},
+	{"dmmag_group3_s7", true, 6, 2, 64, 42, 2, 80, 7, 1, false},
+	{"dmmag_mha", true, 2, 2, 128, 64, 1, 64, 4, 8, false},
 }
 
 func (c mmaCase) kernel(t plan.Target) plan.Kernel {
@@ -218,7 +227,8 @@ func TestDecodeMMACasesMeta(t *testing.T) {
 // tiny fixtures', a group of 3, one head per KV head, a group of 16, 16
 // dims, each split and fused.
 var compiledMMACases = map[string]bool{"dmma_ctx1": true, "dmma_tiny_ctx1": true, "dmma_group3": true, "dmma_mha": true,
-	"dmma_group16": true, "dmma_d16": true, "dmmag_ctx1": true, "dmmag_tiny": true, "dmmag_d16": true}
+	"dmma_group16": true, "dmma_d16": true, "dmmag_ctx1": true, "dmmag_tiny": true, "dmmag_d16": true,
+	"dmmag_group3_s7": true, "dmmag_mha": true}
 
 // TestCompileDecodeMMA compiles the attention_decode_mma kernels of
 // compiledMMACases for gfx1151 (WMMA, its own geometry: 2 warps, one stage

@@ -38,6 +38,7 @@ type lmHead struct {
 	stored        int64 // weight rows written to the files (0: all); the rest are zeros
 	speed         bool  // timed cases at this size
 	forceFallback bool  // certify's bounds replaced by "every row a candidate"
+	int8Only      bool  // only the int8 family's case (a timed variant of its launch)
 	// norm: the final RMSNorm folded in (rmsnorm_lm_head_int8 and
 	// rmsnorm_lm_head_certify; the BF16 head rmsnorm_gemv): x is the
 	// residual row, normW the norm weights, onePlus the 1 + w form.
@@ -228,7 +229,20 @@ func TestWriteGPUCasesLMHead(t *testing.T) {
 	realFB.stored, realFB.speed, realFB.forceFallback = min(8192, int64(N)), true, true
 	realNorm := withNorm(randomLMHead("", 10, N, 2048, 0.02, 8192), "speed_lmhead_norm", 41, true)
 	realNorm.stored, realNorm.speed = min(8192, int64(N)), true
-	for _, h := range append(heads, real, realFB, realNorm) {
+	// The folded int8 head's stream at half the loads a lane has in
+	// flight (unroll 2) and at half the rows a warp (2: twice the
+	// blocks), beside the plan's 4 × 4: each case's ptxas line tells
+	// whether that launch spills, its time what the loads in flight buy.
+	var variants []lmHead
+	for _, v := range []struct {
+		name      string
+		rpw, unrl int
+	}{{"speed_lmhead_norm_u2", 4, 2}, {"speed_lmhead_norm_r2", 2, 4}} {
+		h := withNorm(randomLMHead("", 10, N, 2048, 0.02, 8192), v.name, 41, true)
+		h.stored, h.speed, h.int8Only, h.rpw, h.unroll = min(8192, int64(N)), true, true, v.rpw, v.unrl
+		variants = append(variants, h)
+	}
+	for _, h := range append(append(heads, real, realFB, realNorm), variants...) {
 		writeLMHead(t, out, h)
 	}
 }
@@ -396,7 +410,7 @@ func writeLMHead(t *testing.T, out string, h lmHead) {
 		return 0
 	}
 	write := func(suffix string, k plan.Kernel, a *ir.Args, in map[string][]byte, tm timed) {
-		if h.speed && tm.reps == 0 {
+		if (h.speed && tm.reps == 0) || (h.int8Only && suffix != "int8") {
 			return
 		}
 		dir := filepath.Join(out, h.name+"_"+suffix)
@@ -437,7 +451,8 @@ func writeLMHead(t *testing.T, out string, h lmHead) {
 	}
 	var tq, ti, tc, tp timed
 	if h.speed {
-		ti = timed{200, N*K + N*8 + groups*8 + K*4, "int8 head: 0.51 GB of int8 rows at 248320 × 2048, expected ≈ 130 µs at 4 TB/s"}
+		ti = timed{200, N*K + N*8 + groups*8 + K*4, fmt.Sprintf("int8 head (%s, %d rows a warp, unroll %d): 0.51 GB of int8 rows at 248320 × 2048, expected ≈ 128 µs at 4 TB/s",
+			r.int8K.Family, h.rpw, h.unroll)}
 		tc = timed{200, certBytes, certNote}
 		tp = timed{200, int64(h.blocks) * 16, "the pick: one block over the certify blocks' bests (latency)"}
 		if h.forceFallback {
@@ -448,7 +463,7 @@ func writeLMHead(t *testing.T, out string, h lmHead) {
 	write("int8", r.int8K, r.int8k, r.inInt8, ti)
 	write("certify", r.certK, r.certify, r.inCert, tc)
 	write("pick", r.pickK, r.pick, r.inP, tp)
-	if h.speed && !h.forceFallback {
+	if h.speed && !h.forceFallback && !h.int8Only {
 		// The BF16 head at the same shape, as the decode step launches it
 		// (gemv, or rmsnorm_gemv with the norm folded in; 4 rows per warp):
 		// what the int8 head replaces.

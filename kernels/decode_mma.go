@@ -121,12 +121,28 @@ func mmaReference(a *ir.Args) error {
 	return nil
 }
 
+// DecodeMMAGateMerge is where the merge of an attention_decode_mma_gate
+// block keeps its scratch in dynamic shared memory, in floats from its
+// start: the warps' sums of a head (wacc, [warps][head_dim], read and
+// written as 16-byte vectors, so it leads at offset 0 and each warp's row
+// starts 16-byte aligned), then the splits' weights (w, [splits]) and the
+// warps' reductions (red, [warps]). floats is the scratch's size. (With
+// the weights first, a split count that is not a multiple of four put
+// wacc's vectors off their 16-byte alignment: the H200 faulted with a
+// misaligned address at 66, 2 and 3 splits.)
+func DecodeMMAGateMerge(p ir.Params) (wacc, w, red, floats int) {
+	d, warps := p.Int("head_dim"), p.Int("warps")
+	w = warps * d
+	red = w + p.Int("splits")
+	return 0, w, red, red + warps
+}
+
 // DecodeMMAGateSharedBytes is the dynamic shared memory of an
-// attention_decode_mma_gate block: the split's, or the merge's weights of
-// every split, the warps' sums of a head and their reductions, whichever is
-// larger.
+// attention_decode_mma_gate block: the split's, or the merge's scratch
+// (DecodeMMAGateMerge), whichever is larger.
 func DecodeMMAGateSharedBytes(p ir.Params) int {
-	return max(DecodeMMASharedBytes(p), (p.Int("splits")+p.Int("warps")*p.Int("head_dim")+p.Int("warps"))*4)
+	_, _, _, floats := DecodeMMAGateMerge(p)
+	return max(DecodeMMASharedBytes(p), floats*4)
 }
 
 // attentionDecodeMMAGate is attention_decode_mma followed by
@@ -170,7 +186,10 @@ func attentionDecodeMMAGate() *ir.Family {
 		AttnOutputGate(out, a.F32("qg"), a.N, a.Int("q_heads"), a.Int("head_dim"))
 		return nil
 	}
-	f.TemplateData = func(ir.Params) map[string]any { return map[string]any{"gate": true} }
+	f.TemplateData = func(p ir.Params) map[string]any {
+		wacc, w, red, _ := DecodeMMAGateMerge(p)
+		return map[string]any{"gate": true, "merge_wacc": wacc, "merge_w": w, "merge_red": red}
+	}
 	return f
 }
 

@@ -131,3 +131,21 @@ func TestCertifiedHeadPhase(t *testing.T) {
 		}
 	}
 }
+
+// TestCertifiedHeadOption: without CertifiedHead (aimac plan
+// --certified-head) a GPU plan has no decode_greedy and no derived int8
+// weights; the cpu plan has them.
+func TestCertifiedHeadOption(t *testing.T) {
+	m := FromConfig("tiny", tinyConfig(t))
+	for _, target := range plan.Targets {
+		p, err := Plan(m, Options{Target: target, Buckets: []int{16}, ContextTokens: 64})
+		if err != nil {
+			t.Fatalf("%s: %v", target, err)
+		}
+		greedy := slices.ContainsFunc(p.Phases, func(ph plan.Phase) bool { return ph.Kind == plan.DecodeGreedy })
+		derived := slices.ContainsFunc(p.Buffers, func(b plan.Buffer) bool { return b.Name == lmHeadInt8 || b.Name == lmHeadScale })
+		if want := !target.GPU(); greedy != want || derived != want {
+			t.Errorf("%s without CertifiedHead: decode_greedy %v, int8 rows %v; want %v", target, greedy, derived, want)
+		}
+	}
+}

@@ -59,9 +59,12 @@ type Options struct {
 	// targets whose stream row says RankOnce rank so without being asked.
 	MoERank bool
 	// CertifiedHead adds the greedy step with the certified int8 LM head
-	// (decode_greedy) to a GPU plan; the cpu plan always has it. Off by
-	// default on GPU targets for now: its folded int8 kernel spills on
-	// sm_90 (8 bytes, which the bundler refuses), docs/lm-head.md.
+	// (decode_greedy, docs/lm-head.md) to a GPU plan; the cpu plan always
+	// has it (its oracle keeps the BF16 head unless a test turns the
+	// certified one on). Off by default on GPU targets until the device
+	// shows the folded int8 kernel free of the spill it had on sm_90 (8
+	// bytes, which the bundler refuses): its fix (r without the IEEE slow
+	// paths' calls) has not run on a device yet.
 	CertifiedHead bool
 	// DecodeMMA says whether the split runs on tensor cores
 	// (attention_decode_mma) where its kernel serves the attention (a bf16

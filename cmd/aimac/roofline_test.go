@@ -13,7 +13,7 @@ import (
 // TestRoofline: the table's total and tok/s are the byte model's bytes
 // over the bandwidth given, for a frozen plan read from a file.
 func TestRoofline(t *testing.T) {
-	// An sm_90 plan with the certified head (off in the frozen plans).
+	// An sm_90 plan with the certified head (off by default).
 	f := filepath.Join(t.TempDir(), "plan.json")
 	if _, _, err := run("plan", "--target", "sm_90", "--buckets", "1024", "--context-tokens", "16384", "--certified-head", "--out", f); err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func TestRoofline(t *testing.T) {
 // TestRooflineGreedy: --greedy prints the greedy decode step's bytes (the
 // certified int8 LM head), half the LM head fewer than decode's.
 func TestRooflineGreedy(t *testing.T) {
-	// An sm_90 plan with the certified head (off in the frozen plans).
+	// An sm_90 plan with the certified head (off by default).
 	f := filepath.Join(t.TempDir(), "plan.json")
 	if _, _, err := run("plan", "--target", "sm_90", "--buckets", "1024", "--context-tokens", "4096", "--certified-head", "--out", f); err != nil {
 		t.Fatal(err)

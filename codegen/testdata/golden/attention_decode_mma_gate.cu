@@ -338,6 +338,10 @@ DEVICE float dm_lo(float x) { return x - bf16_lo(pack_bf16x2(x, 0.0f)); }
 // accumulator element i of atom dt, head_slot(i) its slot.
 constexpr int HB = Q_HEADS / BLOCK_HEADS;                      // blocks of a row
 constexpr int MERGERS = SPLITS < BLOCK_HEADS ? SPLITS : BLOCK_HEADS;
+// The merge's scratch in dynamic shared memory, in floats (kernels.DecodeMMAGateMerge).
+constexpr int MERGE_WACC = 0, MERGE_W = 1024, MERGE_RED = 1090;
+static_assert(MERGE_WACC % 4 == 0 && HEAD_DIM % 4 == 0, "the merge's f32x4 sums are 16-byte aligned");
+static_assert(MERGE_W >= MERGE_WACC + WARPS * HEAD_DIM && MERGE_RED >= MERGE_W + SPLITS, "the merge's scratch does not overlap");
 DEVICE int head_of(int j) { return 2 * (LANE % 4) + j; }
 DEVICE int dim_of(int dt, int i) { return dt * 16 + LANE / 4 + (i / 2) * 8; }
 DEVICE constexpr int head_slot(int i) { return i % 2; }
@@ -391,11 +395,13 @@ DEVICE void load_tile(bf16* st, const bf16* kc, const bf16* vc, int p0, int hi, 
   copy_commit();
 }
 // merge: the arrival, and in the last MERGERS blocks the combine of their heads with the gate
-// (shared memory: the splits' weights, the warps' sums, the reductions' scratch).
+// (shared memory, kernels.DecodeMMAGateMerge: the warps' sums, the splits' weights, the
+// reductions' scratch).
 DEVICE void merge(unsigned char* smem, int& rank, float* out, const float* partial, const float* qg, int* arrivals, int t, int h0) {
-  float* w = (float*)smem;            // [SPLITS]
-  float* wacc = w + SPLITS;           // [WARPS][HEAD_DIM]
-  float* red = wacc + WARPS * HEAD_DIM;  // [WARPS]
+  // kernels.DecodeMMAGateMerge's layout: wacc first, its 16-byte vectors aligned.
+  float* wacc = (float*)smem + MERGE_WACC;  // [WARPS][HEAD_DIM]
+  float* w = (float*)smem + MERGE_W;        // [SPLITS]
+  float* red = (float*)smem + MERGE_RED;    // [WARPS]
   int* cnt = arrivals + 2 * (t * HB + BID_Y);
   block_sync();  // the block's records are written
   if (TID_X == 0) {

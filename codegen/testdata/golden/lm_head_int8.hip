@@ -131,7 +131,8 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // With .norm (rmsnorm_lm_head_int8) x is the residual row and the final norm is folded in
 // as rmsnorm_gemv folds it: the dots run on x·(1 + norm_w) (ONE_PLUS) or x·norm_w from the
 // first load, d and S are scaled by the row's rsqrt(mean(x²) + EPS) after the sum (r in
-// the bound), and block 0 writes the normed row to xn, rmsnorm_gemv's arithmetic.
+// the bound; warp 0 computes it first, as rmsnorm_gemv's warps do, and shares it), and
+// block 0 writes the normed row to xn, rmsnorm_gemv's arithmetic.
 // Grid: ceil(N / GROUP) blocks of WARPS warps, RPW rows each. With K % 16 == 0 a lane
 // loads 16 int8 weights (16 bytes) a chunk, RPW × U loads in flight; else one a time.
 constexpr int K = 2048;
@@ -173,6 +174,7 @@ KERNEL void lm_head_int8_4caef4d2(float* upper, float* bounds, const float* x, c
   const int lim = vocab_limit > 0 && vocab_limit < N ? vocab_limit : N;
   const int j0 = BID_X * GROUP + WARP * RPW;
   constexpr bool NORM = false;
+  const float inv = 1.0f;  // no norm: the sums stand as they are
   const float* xa = x;
   const float* nw = x;  // unread without .norm
   const signed char* qs[RPW];
@@ -216,9 +218,6 @@ KERNEL void lm_head_int8_4caef4d2(float* upper, float* bounds, const float* x, c
       for (int r = 0; r < RPW; ++r) acc[r] += xv * (float)qs[r][e];
     }
   }
-  // r: the folded norm's rsqrt, each warp's own sum of the row's squares
-  // (x is in L1 by now), as rmsnorm_gemv computes it; 1 without the norm.
-  float inv = 1.0f;
   sabs = warp_sum(sabs);
   float lo = bits_f32(0xff800000u), hi = lo;
 #pragma unroll

@@ -131,7 +131,8 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // With .norm (rmsnorm_lm_head_int8) x is the residual row and the final norm is folded in
 // as rmsnorm_gemv folds it: the dots run on x·(1 + norm_w) (ONE_PLUS) or x·norm_w from the
 // first load, d and S are scaled by the row's rsqrt(mean(x²) + EPS) after the sum (r in
-// the bound), and block 0 writes the normed row to xn, rmsnorm_gemv's arithmetic.
+// the bound; warp 0 computes it first, as rmsnorm_gemv's warps do, and shares it), and
+// block 0 writes the normed row to xn, rmsnorm_gemv's arithmetic.
 // Grid: ceil(N / GROUP) blocks of WARPS warps, RPW rows each. With K % 16 == 0 a lane
 // loads 16 int8 weights (16 bytes) a chunk, RPW × U loads in flight; else one a time.
 constexpr int K = 2048;
@@ -147,6 +148,60 @@ constexpr float BOUND_A = 0x1p-90f;
 constexpr float EPS = 0x1.0c6f7ap-20f;
 constexpr float ONE = 1.0f;  // the norm weight's offset: x·(ONE + norm_w)
 DEVICE float abs_f32(float x) { return bits_f32(f32_bits(x) & 0x7fffffffu); }
+// The folded norm's r = 1 / sqrt(mean(x²) + EPS) as rmsnorm_gemv computes it (rsqrtf_ref after a
+// division by K: each of the division, the root and the reciprocal rounded to nearest), for every
+// input, without the subroutine calls ptxas makes for the slow paths of div.rn and sqrt.rn (what
+// was live across them spilled: 8 bytes on sm_90, which the bundler refuses). Each result starts
+// from the hardware's approximation and moves one ulp at a time until an exact test holds: y is the
+// rounded sqrt(v) iff m⁻² ≤ v ≤ m⁺², q the rounded a/b iff m⁻·b ≤ a ≤ m⁺·b, m± the midpoints to
+// y's (q's) neighbours. In double the midpoints, their squares and their products with a float
+// are exact, and only a subnormal quotient can tie (elsewhere a midpoint has 25 significant
+// bits). The kernels package's TestCorrectedRoundings runs the same steps on the CPU from starts
+// several ulps off.
+DEVICE float sqrt_approx(float x) { return __builtin_amdgcn_sqrtf(x); }
+DEVICE float rcp_approx(float x) { return __builtin_amdgcn_rcpf(x); }
+DEVICE float f32_prev(float x) { return bits_f32(f32_bits(x) - 1u); }  // x > 0 (0: NaN, which no test takes)
+DEVICE float f32_next(float x) { return bits_f32(f32_bits(x) + 1u); }  // x ≥ 0 finite
+// a / b rounded to nearest for a ≥ 0 (NaN and +Inf kept) and b a positive normal float whose
+// quotient does not overflow (here b = K or a root in [2^-75, 2^64]).
+DEVICE float div_nocall(float a, float b) {
+  if (!(a > 0.0f) || a == bits_f32(0x7f800000u)) return a == a ? a : bits_f32(0x7fffffffu);
+  float q = a * rcp_approx(b);
+  const double ad = a, bd = b;
+#pragma unroll 1
+  for (int i = 0; i < 8; ++i) {
+    const double lo = ((double)f32_prev(q) + (double)q) * 0.5, hi = ((double)q + (double)f32_next(q)) * 0.5;
+    if (lo * bd > ad) q = f32_prev(q);
+    else if (hi * bd < ad) q = f32_next(q);
+    else {
+      // A subnormal quotient can sit on a midpoint: ties to even.
+      if ((f32_bits(q) & 1u) != 0u) q = hi * bd == ad ? f32_next(q) : lo * bd == ad ? f32_prev(q) : q;
+      break;
+    }
+  }
+  return q;
+}
+// 1 / sqrt(v), both rounded to nearest (rsqrtf_ref) for every float v.
+DEVICE float rsqrt_nocall(float v) {
+  const unsigned int b = f32_bits(v);
+  if (b == 0u || b == 0x80000000u) return bits_f32(b | 0x7f800000u);  // ±0: ±Inf
+  if (!(v > 0.0f)) return bits_f32(0x7fffffffu);                       // NaN, negative: NaN
+  if (b == 0x7f800000u) return 0.0f;                                    // +Inf: +0
+  // Subnormal v: scaled by 2^64 (exact), the root scaled back by 2^-32 (exact: it is normal).
+  const bool tiny = v < 0x1p-100f;
+  const float vs = tiny ? v * 0x1p64f : v;
+  const double vd = vs;
+  float y = sqrt_approx(vs);
+#pragma unroll 1
+  for (int i = 0; i < 8; ++i) {
+    const double lo = ((double)f32_prev(y) + (double)y) * 0.5, hi = ((double)y + (double)f32_next(y)) * 0.5;
+    if (lo * lo > vd) y = f32_prev(y);
+    else if (hi * hi < vd) y = f32_next(y);
+    else break;
+  }
+  if (tiny) y *= 0x1p-32f;
+  return div_nocall(1.0f, y);
+}
 // Byte i of v (v = the weights' word xor 0x80808080: each byte q + 128) as the float q.
 DEVICE float byte_q(unsigned int v, unsigned int sel) { return (float)((v >> (8u * (sel & 3u))) & 0xFFu) - 128.0f; }
 // Σ over 16 activations and 16 int8 weights; S (sum of |x|) over the same chunk when SUM.
@@ -176,6 +231,17 @@ KERNEL void rmsnorm_lm_head_int8_51a30fd2(float* upper, float* bounds, const flo
   if (n < 1) return;
   const int lim = vocab_limit > 0 && vocab_limit < N ? vocab_limit : N;
   const int j0 = BID_X * GROUP + WARP * RPW;
+  // r, the folded norm's rsqrt, before the stream, so that nothing of the stream is live
+  // across its IEEE sqrt and division (their slow paths are calls): warp 0 sums the row's
+  // squares as each warp of rmsnorm_gemv does (its lanes' strided sums, one warp sum: the
+  // same float) and shares it; block 0 then writes the normed row to xn, rmsnorm_gemv's formula.
+  SHARED float r_shared;
+  if (WARP == 0) {
+    float ss = 0.0f;
+    for (int i = LANE; i < K; i += WARP_SIZE) ss += x[i] * x[i];
+    const float r = rsqrt_nocall(div_nocall(warp_sum(ss), (float)K) + EPS);
+    if (LANE == 0) r_shared = r;
+  }
   // x·(ONE + norm_w) staged once in shared memory (8 KB at K = 2048) when it fits, so the
   // stream reads one activation per weight as lm_head_int8 does (forming it in the stream,
   // for every chunk of every row, read the norm weights beside x: 213 vs 125 µs on the H200);
@@ -188,8 +254,11 @@ KERNEL void rmsnorm_lm_head_int8_51a30fd2(float* upper, float* bounds, const flo
       const f32x4 a = ((const f32x4*)x)[i], g4 = ((const f32x4*)norm_w)[i];
       ys4[i] = f32x4{a.x * (ONE + g4.x), a.y * (ONE + g4.y), a.z * (ONE + g4.z), a.w * (ONE + g4.w)};
     }
-    block_sync();
   }
+  block_sync();  // r_shared and the staged row
+  const float inv = r_shared;
+  if (BID_X == 0)
+    for (int i = TID_X; i < K; i += BDIM_X) xn[i] = x[i] * inv * (ONE + norm_w[i]);
   const float* xa = STAGE ? (const float*)ys4 : x;  // the stream's activations
   const float* nw = norm_w;
   const signed char* qs[RPW];
@@ -232,16 +301,6 @@ KERNEL void rmsnorm_lm_head_int8_51a30fd2(float* upper, float* bounds, const flo
 #pragma unroll
       for (int r = 0; r < RPW; ++r) acc[r] += xv * (float)qs[r][e];
     }
-  }
-  // r: the folded norm's rsqrt, each warp's own sum of the row's squares
-  // (x is in L1 by now), as rmsnorm_gemv computes it; 1 without the norm.
-  float inv = 1.0f;
-  {
-    float ss = 0.0f;
-    for (int i = LANE; i < K; i += WARP_SIZE) ss += x[i] * x[i];
-    inv = rsqrtf_ref(warp_sum(ss) / (float)K + EPS);
-    if (BID_X == 0)
-      for (int i = TID_X; i < K; i += BDIM_X) xn[i] = x[i] * inv * (ONE + norm_w[i]);
   }
   sabs = warp_sum(sabs);
   float lo = bits_f32(0xff800000u), hi = lo;
