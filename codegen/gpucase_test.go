@@ -284,9 +284,9 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 		}
 	case ir.GatedDeltaWY, ir.GatedDeltaState:
 		gdnCaseFill(c.name, a, rng, int(phys))
-	case ir.Attention, ir.KVAppend, ir.AttentionDecodeSplit, ir.AttentionDecodeStream, ir.AttentionDecodeMMA, ir.AttentionDecodeMMAGate, ir.QKNormRoPEAppend, ir.AttentionPrefill:
+	case ir.Attention, ir.KVAppend, ir.AttentionDecodeSplit, ir.AttentionDecodeStream, ir.AttentionDecodeMMA, ir.AttentionDecodeMMAGate, ir.QKNormRoPEAppend, ir.AttentionPrefill, ir.AttentionPrefillWG:
 		names := []string{"k_cache", "v_cache"}
-		if ir.Kind(c.k.Family) == ir.AttentionPrefill {
+		if k := ir.Kind(c.k.Family); k == ir.AttentionPrefill || k == ir.AttentionPrefillWG {
 			// What the tensor cores take as one bf16 term is a bf16 value, so the
 			// reference sees the same; split operands keep their f32 values.
 			names = nil
@@ -401,7 +401,7 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 	}
 	ls := caseLaunch(c.k, c.n)
 	meta := caseMeta{Kernel: c.k.Name, Grid: ls.Grid[:], Block: ls.Block[:], Shared: ls.SharedBytes, N: c.n, Params: block}
-	if ir.Kind(c.k.Family) == ir.AttentionPrefill && !p.Flag("split_p") {
+	if k := ir.Kind(c.k.Family); (k == ir.AttentionPrefill || k == ir.AttentionPrefillWG) && !p.Flag("split_p") {
 		meta.ATol, meta.RTol = prefillATol, prefillRTol // p as one bf16 term
 	}
 	if k := ir.Kind(c.k.Family); (k == ir.GatedDeltaWY || k == ir.GatedDeltaState) && !p.Flag("split") {

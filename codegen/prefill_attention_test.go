@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/aimaproject/aimac/hipcc"
+	"github.com/aimaproject/aimac/ir"
 	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/plans"
@@ -114,6 +116,7 @@ type prefillSpeed struct {
 	reps   int
 	bm, bn int
 	from   string
+	wg     bool // attention_prefill_wg (bf16 KV, the planner's V stages)
 }
 
 // prefillCheckTokens is how many of a long-context speed case's tokens
@@ -146,6 +149,9 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 	for i, c := range prefillCases() {
 		writeCase(t, filepath.Join(out, c.name), c, uint64(3000+i))
 	}
+	for i, c := range wgCases() {
+		writeCase(t, filepath.Join(out, c.name), c, uint64(3500+i))
+	}
 	scale := 1
 	if *gpuCases == "" {
 		scale = 16 // the same cases at a sixteenth of the rows, so the writer runs in every test run
@@ -158,15 +164,23 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 		gpuCase{"pf_cached128k_bf16", prefillKernel(16, 2, 256, long, 128, 64, true, true, true), 9, long - 9}, 3900, 512)
 	const hq, hkv, d = 16, 2, 256
 	speeds := []prefillSpeed{
-		{"pf_speed_1k_bf16", 1024, 0, true, true, 50, 128, 32, ""},
-		{"pf_speed_1k_bf16_plain", 1024, 0, true, false, 50, 128, 64, "pf_speed_1k_bf16"},
-		{"pf_speed_1k_f32", 1024, 0, false, true, 50, 128, 32, ""},
-		{"pf_speed_8k_bf16", 8192, 0, true, true, 5, 128, 32, ""},
-		{"pf_speed_8k_bf16_n64", 8192, 0, true, true, 5, 128, 64, "pf_speed_8k_bf16"},
-		{"pf_speed_8k_bf16_plain", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16"},
-		{"pf_speed_32k_bucket_bf16", 8192, 24576, true, true, 2, 128, 32, ""},
-		{"pf_speed_32k_bucket_bf16_plain", 8192, 24576, true, false, 2, 128, 64, "pf_speed_32k_bucket_bf16"},
-		{"pf_speed_128k_bucket_bf16", 8192, 122880, true, true, 1, 128, 32, ""},
+		{"pf_speed_1k_bf16", 1024, 0, true, true, 50, 128, 32, "", false},
+		{"pf_speed_1k_bf16_plain", 1024, 0, true, false, 50, 128, 64, "pf_speed_1k_bf16", false},
+		{"pf_speed_1k_f32", 1024, 0, false, true, 50, 128, 32, "", false},
+		{"pf_speed_8k_bf16", 8192, 0, true, true, 5, 128, 32, "", false},
+		{"pf_speed_8k_bf16_n64", 8192, 0, true, true, 5, 128, 64, "pf_speed_8k_bf16", false},
+		{"pf_speed_8k_bf16_plain", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16", false},
+		{"pf_speed_32k_bucket_bf16", 8192, 24576, true, true, 2, 128, 32, "", false},
+		{"pf_speed_32k_bucket_bf16_plain", 8192, 24576, true, false, 2, 128, 64, "pf_speed_32k_bucket_bf16", false},
+		{"pf_speed_128k_bucket_bf16", 8192, 122880, true, true, 1, 128, 32, "", false},
+		// attention_prefill_wg on the same bytes (the planner's tile: 128 × 64).
+		{"pf_speed_1k_bf16_wg", 1024, 0, true, true, 50, 128, 64, "pf_speed_1k_bf16", true},
+		{"pf_speed_8k_bf16_wg", 8192, 0, true, true, 5, 128, 64, "pf_speed_8k_bf16", true},
+		{"pf_speed_8k_bf16_wg_plain", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16", true},
+		{"pf_speed_8k_bf16_wg_n32", 8192, 0, true, true, 5, 128, 32, "pf_speed_8k_bf16", true},
+		{"pf_speed_8k_bf16_wg_m64", 8192, 0, true, true, 5, 64, 64, "pf_speed_8k_bf16", true},
+		{"pf_speed_32k_bucket_bf16_wg", 8192, 24576, true, true, 2, 128, 64, "pf_speed_32k_bucket_bf16", true},
+		{"pf_speed_128k_bucket_bf16_wg", 8192, 122880, true, true, 1, 128, 64, "pf_speed_128k_bucket_bf16", true},
 	}
 	for i, sp := range speeds {
 		es := int64(4)
@@ -179,6 +193,9 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 		// registers and spills with them); the caches one period of 512
 		// positions, tiled on the device.
 		k := prefillKernel(hq, hkv, d, plans.DefaultContextTokens/scale, sp.bm, sp.bn, sp.bf16, sp.split, sp.split)
+		if sp.wg {
+			k = wgKernel(hq, hkv, d, plans.DefaultContextTokens/scale, sp.bm, sp.bn, 0, sp.split)
+		}
 		c := gpuCase{sp.name, k, sp.n, sp.pos}
 		dir := filepath.Join(out, sp.name)
 		var meta caseMeta
@@ -312,6 +329,122 @@ func TestCompilePrefillAttention(t *testing.T) {
 		}
 	}
 	if len(results) == 0 || len(ptx) == 0 {
+		t.Fatal("nothing compiled")
+	}
+}
+
+// wgKernel is an attention_prefill_wg kernel over a bf16 cache with q and
+// p split or not; vStages 0 takes the planner's (kernels.WGVStages).
+func wgKernel(hq, hkv, d, capacity, bm, bn, vStages int, split bool) plan.Kernel {
+	k := prefillKernel(hq, hkv, d, capacity, bm, bn, true, split, false)
+	k.Family = string(ir.AttentionPrefillWG)
+	k.Name = k.Family
+	if vStages == 0 {
+		vStages = kernels.WGVStages(k.Params, plan.SM90.Launch().MaxSharedBytes)
+	}
+	k.Params.SetInt("v_stages", int64(vStages))
+	return k
+}
+
+// wgCases are attention_prefill_wg's correctness cases, at the same
+// tolerances as attention_prefill's (split q and p: the runner's f32
+// tolerance; plain: prefillATol), outputs poisoned past the logical rows
+// as every case's: the real model's heads at the planner's tile (128 × 64,
+// two V buffers) at T = 1 (one K/V tile: the prologue's q·kᵀ and the last
+// p·v only), 63, 64, 65 (a tile of 128 packed rows is 16 tokens), 200 rows
+// and 1000 rows from the start, segments after cached rows (65 after 100,
+// 1 after 219, 100 after 3000) and one ending at the cache's last
+// position, plain bf16 operands; then the shapes that tell the layouts
+// apart when one fails: head_dim 64 (one column block: V's leading byte
+// offset unused) and 128, one warpgroup (block_m 64), 16 and 32
+// positions a tile (128 spills: 64 score and 64 p registers beside the
+// accumulator's 128), one V buffer, a group of 3 (tiles cut mid-token) and one KV head per
+// query head.
+func wgCases() []gpuCase {
+	real := func(capacity int) plan.Kernel { return wgKernel(16, 2, 256, capacity, 128, 64, 0, true) }
+	return []gpuCase{
+		{"wg_t1", real(80), 1, 0},
+		{"wg_t63", real(80), 63, 0},
+		{"wg_t64", real(80), 64, 0},
+		{"wg_t65", real(80), 65, 0},
+		{"wg_t200", real(260), 200, 3},
+		{"wg_t1000", real(1024), 1000, 0},
+		{"wg_cached65", real(300), 65, 100},
+		{"wg_cached1", real(300), 1, 219},
+		{"wg_cached100", real(3200), 100, 3000},
+		{"wg_full", real(300), 37, 263},
+		{"wg_plain", wgKernel(16, 2, 256, 300, 128, 64, 0, false), 65, 100},
+		{"wg_hd64", wgKernel(8, 1, 64, 200, 128, 64, 0, true), 37, 20},
+		{"wg_hd128", wgKernel(16, 2, 128, 200, 128, 64, 0, true), 37, 20},
+		{"wg_m64", wgKernel(16, 2, 256, 300, 64, 64, 0, true), 65, 100},
+		{"wg_n16", wgKernel(16, 2, 256, 300, 128, 16, 0, true), 65, 100},
+		{"wg_n32", wgKernel(16, 2, 256, 300, 128, 32, 0, true), 65, 100},
+		{"wg_v1", wgKernel(16, 2, 256, 300, 128, 64, 1, true), 65, 100},
+		{"wg_group3", wgKernel(6, 2, 64, 120, 128, 64, 0, true), 43, 10},
+		{"wg_mha", wgKernel(2, 2, 128, 90, 128, 32, 0, true), 70, 17},
+	}
+}
+
+// TestCompilePrefillAttentionWG compiles every attention_prefill_wg kernel
+// of the cases and of the speed table to PTX for sm_90a (clang's CUDA front
+// end: the wgmma operand lists and constraints) and checks that the PTX
+// holds the warpgroup products. Where a ptxas is on PATH (it is not part of
+// the build: nvcc brings one) the PTX is assembled too: no spills, and no
+// C7514 (ptxas serializing the products because something reads an
+// accumulator between a wgmma's issue and its wait).
+func TestCompilePrefillAttentionWG(t *testing.T) {
+	c := clang(t)
+	ks := []plan.Kernel{wgKernel(16, 2, 256, plans.DefaultContextTokens, 128, 64, 0, true), wgKernel(16, 2, 256, plans.DefaultContextTokens, 128, 64, 0, false)}
+	for _, gc := range wgCases() {
+		ks = append(ks, gc.k)
+	}
+	seen := map[string]bool{}
+	var cuda []hipcc.Source
+	for i, k := range ks {
+		k.Name = fmt.Sprintf("wg_%d", i)
+		s, err := Render(plan.SM90, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := strings.ReplaceAll(s.Code, k.Name, "k"); !seen[code] {
+			seen[code] = true
+			cuda = append(cuda, hipcc.Source{Name: k.Name, Code: s.Code})
+		}
+	}
+	ptx, err := c.SyntaxCheckCUDA(context.Background(), cuda, hipcc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptxas, _ := exec.LookPath("ptxas")
+	for _, r := range ptx {
+		if !strings.Contains(string(r.Object), ".entry "+r.Name) || strings.Contains(r.Log, "warning") {
+			t.Errorf("%s: PTX without its entry or with warnings:\n%s", r.Name, r.Log)
+		}
+		if !strings.Contains(string(r.Object), "wgmma.mma_async.sync.aligned.m64n") {
+			t.Errorf("%s: no wgmma in the PTX", r.Name)
+		}
+		if ptxas == "" {
+			continue
+		}
+		dir := t.TempDir()
+		src := filepath.Join(dir, "k.ptx")
+		if err := os.WriteFile(src, r.Object, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(ptxas, "-arch=sm_90a", "-v", src, "-o", filepath.Join(dir, "k.cubin")).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: ptxas: %v\n%s", r.Name, err, out)
+		}
+		res, err := hipcc.ParsePtxasVerbose(string(out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %+v", r.Name, res[r.Name])
+		if why := res[r.Name].Spills(); why != "" || strings.Contains(string(out), "C7514") {
+			t.Errorf("%s: %s\n%s", r.Name, why, out)
+		}
+	}
+	if len(ptx) == 0 {
 		t.Fatal("nothing compiled")
 	}
 }

@@ -120,7 +120,7 @@ func attentionPrefill() *ir.Family {
 			if pos < 0 || pos+a.N > a.Int("capacity") {
 				return fmt.Errorf("attention past the KV cache: %d + %d tokens exceed %d", pos, a.N, a.Int("capacity"))
 			}
-			Attention(a.F32("out"), a.F32("q"), a.F32("k_cache"), a.F32("v_cache"), a.N, pos, a.Int("q_heads"), a.Int("kv_heads"), a.Int("head_dim"), a.Real32("scale"))
+			Attention(a.F32("out"), a.F32("q"), cacheF32(a, "k_cache"), cacheF32(a, "v_cache"), a.N, pos, a.Int("q_heads"), a.Int("kv_heads"), a.Int("head_dim"), a.Real32("scale"))
 			AttnOutputGate(a.F32("out"), a.F32("qg"), a.N, a.Int("q_heads"), a.Int("head_dim"))
 			return nil
 		},
