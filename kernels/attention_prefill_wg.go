@@ -131,7 +131,7 @@ func wgmmaFunc(name string, n int, aRegs bool) string {
 		a = "const mma_a& a"
 	}
 	fmt.Fprintf(&b, "DEVICE void %s(mma_c (&d)[%d], %s, unsigned long long db, int acc) {\n", name, n/16, a)
-	b.WriteString("  asm volatile(\"{\\n.reg .pred p;\\n\"\n")
+	b.WriteString("  WG_ASM(\"{\\n.reg .pred p;\\n\"\n")
 	if aRegs {
 		fmt.Fprintf(&b, "      \"setp.ne.b32 p, %%%d, 0;\\n\"\n", f+5)
 		fmt.Fprintf(&b, "      \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16 {%s}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, 1;\\n}\\n\"\n",

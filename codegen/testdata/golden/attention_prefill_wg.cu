@@ -322,16 +322,24 @@ DEVICE unsigned long long wg_desc(unsigned int addr, unsigned int lead, unsigned
 // opaque is x, hidden from the optimizer (so what is built from it is
 // built where it is used).
 DEVICE unsigned int opaque(unsigned int x) { asm volatile("mov.b32 %0, %0;" : "+r"(x)); return x; }
-DEVICE void wg_arrive() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-DEVICE void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+// WG_ASM is the asm of a warpgroup instruction: sm_90a only (the
+// architecture-specific feature set); any other pass compiles a trap, so
+// that code built for plain sm_90 faults instead of computing nothing.
+#ifdef __CUDA_ARCH_FEAT_SM90_ALL
+#define WG_ASM(...) asm volatile(__VA_ARGS__)
+#else
+#define WG_ASM(...) asm volatile("trap;")
+#endif
+DEVICE void wg_arrive() { WG_ASM("wgmma.fence.sync.aligned;" ::: "memory"); }
+DEVICE void wg_commit() { WG_ASM("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N>
-DEVICE void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+DEVICE void wg_wait() { WG_ASM("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
 // Generic-proxy writes to shared memory (stores, cp.async) made visible to
 // wgmma's operand reads (the async proxy); each writing thread, before the barrier.
 DEVICE void proxy_fence() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 DEVICE void wg_fence_a(mma_a& a) { asm volatile("" : "+r"(a.r[0]), "+r"(a.r[1]), "+r"(a.r[2]), "+r"(a.r[3])::"memory"); }
 DEVICE void wg_mma_s(mma_c (&d)[4], unsigned long long da, unsigned long long db, int acc) {
-  asm volatile("{\n.reg .pred p;\n"
+  WG_ASM("{\n.reg .pred p;\n"
       "setp.ne.b32 p, %34, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
       : "+f"(d[0].v[0]), "+f"(d[0].v[1]), "+f"(d[0].v[2]), "+f"(d[0].v[3]), "+f"(d[0].v[4]), "+f"(d[0].v[5]), "+f"(d[0].v[6]), "+f"(d[0].v[7]), "+f"(d[1].v[0]), "+f"(d[1].v[1]), "+f"(d[1].v[2]), "+f"(d[1].v[3]), "+f"(d[1].v[4]), "+f"(d[1].v[5]), "+f"(d[1].v[6]), "+f"(d[1].v[7]), "+f"(d[2].v[0]), "+f"(d[2].v[1]), "+f"(d[2].v[2]), "+f"(d[2].v[3]), "+f"(d[2].v[4]), "+f"(d[2].v[5]), "+f"(d[2].v[6]), "+f"(d[2].v[7]), "+f"(d[3].v[0]), "+f"(d[3].v[1]), "+f"(d[3].v[2]), "+f"(d[3].v[3]), "+f"(d[3].v[4]), "+f"(d[3].v[5]), "+f"(d[3].v[6]), "+f"(d[3].v[7])
@@ -339,7 +347,7 @@ DEVICE void wg_mma_s(mma_c (&d)[4], unsigned long long da, unsigned long long db
 }
 
 DEVICE void wg_mma_o(mma_c (&d)[16], const mma_a& a, unsigned long long db, int acc) {
-  asm volatile("{\n.reg .pred p;\n"
+  WG_ASM("{\n.reg .pred p;\n"
       "setp.ne.b32 p, %133, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
       : "+f"(d[0].v[0]), "+f"(d[0].v[1]), "+f"(d[0].v[2]), "+f"(d[0].v[3]), "+f"(d[0].v[4]), "+f"(d[0].v[5]), "+f"(d[0].v[6]), "+f"(d[0].v[7]), "+f"(d[1].v[0]), "+f"(d[1].v[1]), "+f"(d[1].v[2]), "+f"(d[1].v[3]), "+f"(d[1].v[4]), "+f"(d[1].v[5]), "+f"(d[1].v[6]), "+f"(d[1].v[7]), "+f"(d[2].v[0]), "+f"(d[2].v[1]), "+f"(d[2].v[2]), "+f"(d[2].v[3]), "+f"(d[2].v[4]), "+f"(d[2].v[5]), "+f"(d[2].v[6]), "+f"(d[2].v[7]), "+f"(d[3].v[0]), "+f"(d[3].v[1]), "+f"(d[3].v[2]), "+f"(d[3].v[3]), "+f"(d[3].v[4]), "+f"(d[3].v[5]), "+f"(d[3].v[6]), "+f"(d[3].v[7]), "+f"(d[4].v[0]), "+f"(d[4].v[1]), "+f"(d[4].v[2]), "+f"(d[4].v[3]), "+f"(d[4].v[4]), "+f"(d[4].v[5]), "+f"(d[4].v[6]), "+f"(d[4].v[7]), "+f"(d[5].v[0]), "+f"(d[5].v[1]), "+f"(d[5].v[2]), "+f"(d[5].v[3]), "+f"(d[5].v[4]), "+f"(d[5].v[5]), "+f"(d[5].v[6]), "+f"(d[5].v[7]), "+f"(d[6].v[0]), "+f"(d[6].v[1]), "+f"(d[6].v[2]), "+f"(d[6].v[3]), "+f"(d[6].v[4]), "+f"(d[6].v[5]), "+f"(d[6].v[6]), "+f"(d[6].v[7]), "+f"(d[7].v[0]), "+f"(d[7].v[1]), "+f"(d[7].v[2]), "+f"(d[7].v[3]), "+f"(d[7].v[4]), "+f"(d[7].v[5]), "+f"(d[7].v[6]), "+f"(d[7].v[7]), "+f"(d[8].v[0]), "+f"(d[8].v[1]), "+f"(d[8].v[2]), "+f"(d[8].v[3]), "+f"(d[8].v[4]), "+f"(d[8].v[5]), "+f"(d[8].v[6]), "+f"(d[8].v[7]), "+f"(d[9].v[0]), "+f"(d[9].v[1]), "+f"(d[9].v[2]), "+f"(d[9].v[3]), "+f"(d[9].v[4]), "+f"(d[9].v[5]), "+f"(d[9].v[6]), "+f"(d[9].v[7]), "+f"(d[10].v[0]), "+f"(d[10].v[1]), "+f"(d[10].v[2]), "+f"(d[10].v[3]), "+f"(d[10].v[4]), "+f"(d[10].v[5]), "+f"(d[10].v[6]), "+f"(d[10].v[7]), "+f"(d[11].v[0]), "+f"(d[11].v[1]), "+f"(d[11].v[2]), "+f"(d[11].v[3]), "+f"(d[11].v[4]), "+f"(d[11].v[5]), "+f"(d[11].v[6]), "+f"(d[11].v[7]), "+f"(d[12].v[0]), "+f"(d[12].v[1]), "+f"(d[12].v[2]), "+f"(d[12].v[3]), "+f"(d[12].v[4]), "+f"(d[12].v[5]), "+f"(d[12].v[6]), "+f"(d[12].v[7]), "+f"(d[13].v[0]), "+f"(d[13].v[1]), "+f"(d[13].v[2]), "+f"(d[13].v[3]), "+f"(d[13].v[4]), "+f"(d[13].v[5]), "+f"(d[13].v[6]), "+f"(d[13].v[7]), "+f"(d[14].v[0]), "+f"(d[14].v[1]), "+f"(d[14].v[2]), "+f"(d[14].v[3]), "+f"(d[14].v[4]), "+f"(d[14].v[5]), "+f"(d[14].v[6]), "+f"(d[14].v[7]), "+f"(d[15].v[0]), "+f"(d[15].v[1]), "+f"(d[15].v[2]), "+f"(d[15].v[3]), "+f"(d[15].v[4]), "+f"(d[15].v[5]), "+f"(d[15].v[6]), "+f"(d[15].v[7])
