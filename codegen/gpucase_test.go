@@ -293,7 +293,7 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 			if kvBF16 || !p.Flag("split_kv") {
 				names = []string{"k_cache", "v_cache"}
 			}
-			if !p.Flag("split_q") {
+			if !p.Flag("split_q") && !p.Flag("fp16") { // fp16 rounds an f32 q itself
 				names = append(names, "q")
 			}
 		}

@@ -117,6 +117,7 @@ type prefillSpeed struct {
 	bm, bn int
 	from   string
 	wg     bool // attention_prefill_wg (bf16 KV, the planner's V stages)
+	fp16   bool // attention_prefill_wg with fp16 operands
 }
 
 // prefillCheckTokens is how many of a long-context speed case's tokens
@@ -164,23 +165,27 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 		gpuCase{"pf_cached128k_bf16", prefillKernel(16, 2, 256, long, 128, 64, true, true, true), 9, long - 9}, 3900, 512)
 	const hq, hkv, d = 16, 2, 256
 	speeds := []prefillSpeed{
-		{"pf_speed_1k_bf16", 1024, 0, true, true, 50, 128, 32, "", false},
-		{"pf_speed_1k_bf16_plain", 1024, 0, true, false, 50, 128, 64, "pf_speed_1k_bf16", false},
-		{"pf_speed_1k_f32", 1024, 0, false, true, 50, 128, 32, "", false},
-		{"pf_speed_8k_bf16", 8192, 0, true, true, 5, 128, 32, "", false},
-		{"pf_speed_8k_bf16_n64", 8192, 0, true, true, 5, 128, 64, "pf_speed_8k_bf16", false},
-		{"pf_speed_8k_bf16_plain", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16", false},
-		{"pf_speed_32k_bucket_bf16", 8192, 24576, true, true, 2, 128, 32, "", false},
-		{"pf_speed_32k_bucket_bf16_plain", 8192, 24576, true, false, 2, 128, 64, "pf_speed_32k_bucket_bf16", false},
-		{"pf_speed_128k_bucket_bf16", 8192, 122880, true, true, 1, 128, 32, "", false},
+		{"pf_speed_1k_bf16", 1024, 0, true, true, 50, 128, 32, "", false, false},
+		{"pf_speed_1k_bf16_plain", 1024, 0, true, false, 50, 128, 64, "pf_speed_1k_bf16", false, false},
+		{"pf_speed_1k_f32", 1024, 0, false, true, 50, 128, 32, "", false, false},
+		{"pf_speed_8k_bf16", 8192, 0, true, true, 5, 128, 32, "", false, false},
+		{"pf_speed_8k_bf16_n64", 8192, 0, true, true, 5, 128, 64, "pf_speed_8k_bf16", false, false},
+		{"pf_speed_8k_bf16_plain", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16", false, false},
+		{"pf_speed_32k_bucket_bf16", 8192, 24576, true, true, 2, 128, 32, "", false, false},
+		{"pf_speed_32k_bucket_bf16_plain", 8192, 24576, true, false, 2, 128, 64, "pf_speed_32k_bucket_bf16", false, false},
+		{"pf_speed_128k_bucket_bf16", 8192, 122880, true, true, 1, 128, 32, "", false, false},
 		// attention_prefill_wg on the same bytes (the planner's tile: 128 × 64).
-		{"pf_speed_1k_bf16_wg", 1024, 0, true, true, 50, 128, 64, "pf_speed_1k_bf16", true},
-		{"pf_speed_8k_bf16_wg", 8192, 0, true, true, 5, 128, 64, "pf_speed_8k_bf16", true},
-		{"pf_speed_8k_bf16_wg_plain", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16", true},
-		{"pf_speed_8k_bf16_wg_n32", 8192, 0, true, true, 5, 128, 32, "pf_speed_8k_bf16", true},
-		{"pf_speed_8k_bf16_wg_m64", 8192, 0, true, true, 5, 64, 64, "pf_speed_8k_bf16", true},
-		{"pf_speed_32k_bucket_bf16_wg", 8192, 24576, true, true, 2, 128, 64, "pf_speed_32k_bucket_bf16", true},
-		{"pf_speed_128k_bucket_bf16_wg", 8192, 122880, true, true, 1, 128, 64, "pf_speed_128k_bucket_bf16", true},
+		{"pf_speed_1k_bf16_wg", 1024, 0, true, true, 50, 128, 64, "pf_speed_1k_bf16", true, false},
+		{"pf_speed_8k_bf16_wg", 8192, 0, true, true, 5, 128, 64, "pf_speed_8k_bf16", true, false},
+		{"pf_speed_8k_bf16_wg_plain", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16", true, false},
+		{"pf_speed_8k_bf16_wg_n32", 8192, 0, true, true, 5, 128, 32, "pf_speed_8k_bf16", true, false},
+		{"pf_speed_8k_bf16_wg_m64", 8192, 0, true, true, 5, 64, 64, "pf_speed_8k_bf16", true, false},
+		{"pf_speed_32k_bucket_bf16_wg", 8192, 24576, true, true, 2, 128, 64, "pf_speed_32k_bucket_bf16", true, false},
+		{"pf_speed_128k_bucket_bf16_wg", 8192, 122880, true, true, 1, 128, 64, "pf_speed_128k_bucket_bf16", true, false},
+		// and with q, k, v and p as fp16 (a product each)
+		{"pf_speed_8k_bf16_wg_fp16", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16", true, true},
+		{"pf_speed_32k_bucket_bf16_wg_fp16", 8192, 24576, true, false, 2, 128, 64, "pf_speed_32k_bucket_bf16", true, true},
+		{"pf_speed_128k_bucket_bf16_wg_fp16", 8192, 122880, true, false, 1, 128, 64, "pf_speed_128k_bucket_bf16", true, true},
 	}
 	for i, sp := range speeds {
 		es := int64(4)
@@ -195,6 +200,9 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 		k := prefillKernel(hq, hkv, d, plans.DefaultContextTokens/scale, sp.bm, sp.bn, sp.bf16, sp.split, sp.split)
 		if sp.wg {
 			k = wgKernel(hq, hkv, d, plans.DefaultContextTokens/scale, sp.bm, sp.bn, 0, sp.split)
+		}
+		if sp.fp16 {
+			k = wgFP16(k)
 		}
 		c := gpuCase{sp.name, k, sp.n, sp.pos}
 		dir := filepath.Join(out, sp.name)
@@ -339,10 +347,21 @@ func wgKernel(hq, hkv, d, capacity, bm, bn, vStages int, split bool) plan.Kernel
 	k := prefillKernel(hq, hkv, d, capacity, bm, bn, true, split, false)
 	k.Family = string(ir.AttentionPrefillWG)
 	k.Name = k.Family
+	k.Params.SetFlag("fp16", false)
 	if vStages == 0 {
 		vStages = kernels.WGVStages(k.Params, plan.SM90.Launch().MaxSharedBytes)
 	}
 	k.Params.SetInt("v_stages", int64(vStages))
+	return k
+}
+
+// wgFP16 is an attention_prefill_wg kernel with q, k, v and p as one fp16
+// term each.
+func wgFP16(k plan.Kernel) plan.Kernel {
+	k.Params = k.Params.Clone()
+	k.Params.SetFlag("fp16", true)
+	k.Params.SetFlag("split_q", false)
+	k.Params.SetFlag("split_p", false)
 	return k
 }
 
@@ -358,8 +377,11 @@ func wgKernel(hq, hkv, d, capacity, bm, bn, vStages int, split bool) plan.Kernel
 // apart when one fails: head_dim 64 (one column block: V's leading byte
 // offset unused) and 128, one warpgroup (block_m 64), 16 and 32
 // positions a tile (128 spills: 64 score and 64 p registers beside the
-// accumulator's 128), one V buffer, a group of 3 (tiles cut mid-token) and one KV head per
-// query head.
+// accumulator's 128), one V buffer, a group of 3 (tiles cut mid-token)
+// and one KV head per query head; and fp16 operands (q an f32 value the
+// kernel rounds; the plain tolerance, prefillATol: each operand within
+// 2⁻¹¹ of itself where bf16's is 2⁻⁸) at T = 1, 200 rows, a cached
+// segment and head_dim 64.
 func wgCases() []gpuCase {
 	real := func(capacity int) plan.Kernel { return wgKernel(16, 2, 256, capacity, 128, 64, 0, true) }
 	return []gpuCase{
@@ -382,6 +404,10 @@ func wgCases() []gpuCase {
 		{"wg_v1", wgKernel(16, 2, 256, 300, 128, 64, 1, true), 65, 100},
 		{"wg_group3", wgKernel(6, 2, 64, 120, 128, 64, 0, true), 43, 10},
 		{"wg_mha", wgKernel(2, 2, 128, 90, 128, 32, 0, true), 70, 17},
+		{"wg_fp16_t1", wgFP16(real(80)), 1, 0},
+		{"wg_fp16_t200", wgFP16(real(260)), 200, 3},
+		{"wg_fp16_cached65", wgFP16(real(300)), 65, 100},
+		{"wg_fp16_hd64", wgFP16(wgKernel(8, 1, 64, 200, 128, 64, 0, true)), 37, 20},
 	}
 }
 

@@ -76,7 +76,7 @@ func attentionPrefillWG() *ir.Family {
 	f := attentionPrefill()
 	f.Kind = ir.AttentionPrefillWG
 	f.CUDAOnly = true
-	f.Params = append(f.Params, ir.Ints("v_stages")...)
+	f.Params = append(append(f.Params, ir.Ints("v_stages")...), ir.Flags("fp16")...)
 	base := f.Check
 	f.Check = func(p ir.Params) error {
 		if err := base(p); err != nil {
@@ -91,6 +91,9 @@ func attentionPrefillWG() *ir.Family {
 		if s := p.Int("v_stages"); s != 1 && s != 2 {
 			return fmt.Errorf("v_stages %d is not 1 or 2", s)
 		}
+		if p.Flag("fp16") && (p.Flag("split_q") || p.Flag("split_p")) {
+			return fmt.Errorf("fp16 takes q and p as one fp16 term each; split_q and split_p must be off")
+		}
 		return nil
 	}
 	f.Launch = func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
@@ -102,8 +105,8 @@ func attentionPrefillWG() *ir.Family {
 	}
 	f.TemplateData = func(p ir.Params) map[string]any {
 		return map[string]any{
-			"wg_mma_s":   wgmmaFunc("wg_mma_s", p.Int("block_n"), false),
-			"wg_mma_o":   wgmmaFunc("wg_mma_o", p.Int("head_dim"), true),
+			"wg_mma_s":   wgmmaFunc("wg_mma_s", p.Int("block_n"), false, p.Flag("fp16")),
+			"wg_mma_o":   wgmmaFunc("wg_mma_o", p.Int("head_dim"), true, p.Flag("fp16")),
 			"wg_fence_s": wgFenceFunc("wg_fence_s", p.Int("block_n")),
 			"wg_fence_o": wgFenceFunc("wg_fence_o", p.Int("head_dim")),
 		}
@@ -118,7 +121,11 @@ func attentionPrefillWG() *ir.Family {
 // fragment and B N-major (transposed: a [k][n] tile, attention's V). acc 0
 // overwrites the accumulator. Generated here because the operand list is
 // N/2 registers long.
-func wgmmaFunc(name string, n int, aRegs bool) string {
+func wgmmaFunc(name string, n int, aRegs, fp16 bool) string {
+	ab := "bf16"
+	if fp16 {
+		ab = "f16"
+	}
 	f := n / 2
 	var d, cons []string
 	for i := range f {
@@ -134,13 +141,13 @@ func wgmmaFunc(name string, n int, aRegs bool) string {
 	b.WriteString("  WG_ASM(\"{\\n.reg .pred p;\\n\"\n")
 	if aRegs {
 		fmt.Fprintf(&b, "      \"setp.ne.b32 p, %%%d, 0;\\n\"\n", f+5)
-		fmt.Fprintf(&b, "      \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16 {%s}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, 1;\\n}\\n\"\n",
-			n, strings.Join(d, ", "), f, f+1, f+2, f+3, f+4)
+		fmt.Fprintf(&b, "      \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, 1;\\n}\\n\"\n",
+			n, ab, ab, strings.Join(d, ", "), f, f+1, f+2, f+3, f+4)
 		fmt.Fprintf(&b, "      : %s\n      : \"r\"(a.r[0]), \"r\"(a.r[1]), \"r\"(a.r[2]), \"r\"(a.r[3]), \"l\"(db), \"r\"(acc));\n}\n", strings.Join(cons, ", "))
 	} else {
 		fmt.Fprintf(&b, "      \"setp.ne.b32 p, %%%d, 0;\\n\"\n", f+2)
-		fmt.Fprintf(&b, "      \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16 {%s}, %%%d, %%%d, p, 1, 1, 0, 0;\\n}\\n\"\n",
-			n, strings.Join(d, ", "), f, f+1)
+		fmt.Fprintf(&b, "      \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, %%%d, %%%d, p, 1, 1, 0, 0;\\n}\\n\"\n",
+			n, ab, ab, strings.Join(d, ", "), f, f+1)
 		fmt.Fprintf(&b, "      : %s\n      : \"l\"(da), \"l\"(db), \"r\"(acc));\n}\n", strings.Join(cons, ", "))
 	}
 	return b.String()

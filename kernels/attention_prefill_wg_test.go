@@ -21,6 +21,7 @@ func wgParams(d, bm, bn, vStages int, split bool) ir.Params {
 	p.SetFlag("split_kv", false)
 	p.SetFlag("split_q", split)
 	p.SetFlag("split_p", split)
+	p.SetFlag("fp16", false)
 	return p
 }
 
@@ -94,6 +95,8 @@ func TestWGCheck(t *testing.T) {
 	}
 	f32 := wgParams(256, 128, 64, 2, true)
 	f32.SetFlag("kv_bf16", false)
+	fp16Split := wgParams(256, 128, 64, 2, true)
+	fp16Split.SetFlag("fp16", true)
 	for _, tc := range []struct {
 		name string
 		p    ir.Params
@@ -105,6 +108,7 @@ func TestWGCheck(t *testing.T) {
 		{"block_n 8", wgParams(256, 128, 8, 2, true), "block_n 8"},
 		{"block_n 512", wgParams(256, 128, 512, 2, true), "block_n 512"},
 		{"v_stages 3", wgParams(256, 128, 64, 3, true), "v_stages 3"},
+		{"fp16 split", fp16Split, "fp16"},
 	} {
 		err := f.CheckParams(tc.p)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -30,18 +30,22 @@ const (
 	// docs/prefill-attention.md) where it serves the op — a bf16 cache,
 	// head_dim a multiple of 64 — with flash's precision (q and p split),
 	// and flash elsewhere; PrefillWGMMABF16 the same with plain bf16
-	// operands (flash-bf16's precision). Opt-in until measured.
+	// operands (flash-bf16's precision), PrefillWGMMAFP16 with q, k, v and
+	// p as one fp16 term each (11 bits: a product each instead of split's
+	// two, values saturated at fp16's ±65504; flash where it does not
+	// serve). Opt-in until measured.
 	PrefillWGMMA     PrefillAttention = "wgmma"
 	PrefillWGMMABF16 PrefillAttention = "wgmma-bf16"
+	PrefillWGMMAFP16 PrefillAttention = "wgmma-fp16"
 )
 
 // PrefillAttentions are the values Options.PrefillAttention takes besides
 // the default, as the command line spells them.
-var PrefillAttentions = []PrefillAttention{PrefillFlash, PrefillFlashBF16, PrefillWGMMA, PrefillWGMMABF16, PrefillEager}
+var PrefillAttentions = []PrefillAttention{PrefillFlash, PrefillFlashBF16, PrefillWGMMA, PrefillWGMMABF16, PrefillWGMMAFP16, PrefillEager}
 
 // prefillWGMMA says whether the options ask for attention_prefill_wg.
 func (o *Options) prefillWGMMA() bool {
-	return o.PrefillAttention == PrefillWGMMA || o.PrefillAttention == PrefillWGMMABF16
+	return o.PrefillAttention == PrefillWGMMA || o.PrefillAttention == PrefillWGMMABF16 || o.PrefillAttention == PrefillWGMMAFP16
 }
 
 // plainPrefill says whether the options ask for plain bf16 operands.
@@ -110,10 +114,11 @@ var wgTiles = map[plan.Target][]prefillTile{
 }
 
 // wgParams turns attention_prefill parameters (prefillParams') into
-// attention_prefill_wg's with the first tile that fits the target; ok is
-// false when the op's cache or head_dim is not the family's (an f32 cache,
-// head_dim not a multiple of 64) or no tile fits.
-func wgParams(fp ir.Params, target plan.Target, c ir.LaunchConfig) (ir.Params, bool) {
+// attention_prefill_wg's with the first tile that fits the target (with
+// fp16, q, k, v and p as one fp16 term each instead of fp's precision); ok
+// is false when the op's cache or head_dim is not the family's (an f32
+// cache, head_dim not a multiple of 64) or no tile fits.
+func wgParams(fp ir.Params, target plan.Target, fp16 bool, c ir.LaunchConfig) (ir.Params, bool) {
 	if !fp.Flag("kv_bf16") || fp.Flag("split_kv") {
 		return ir.Params{}, false
 	}
@@ -122,6 +127,11 @@ func wgParams(fp ir.Params, target plan.Target, c ir.LaunchConfig) (ir.Params, b
 			continue
 		}
 		wp := fp.Clone()
+		wp.SetFlag("fp16", fp16)
+		if fp16 {
+			wp.SetFlag("split_q", false)
+			wp.SetFlag("split_p", false)
+		}
 		wp.SetInt("block_m", int64(t.m))
 		wp.SetInt("block_n", int64(t.n))
 		wp.SetInt("v_stages", int64(kernels.WGVStages(wp, c.MaxSharedBytes)))
@@ -181,7 +191,7 @@ func flashPass(c *compilation) error {
 		if c.steps[i].Kind != plan.Prefill {
 			continue
 		}
-		if flashPrefillAttention(g, c.o.Target, c.o.plainPrefill(), c.o.prefillWGMMA(), tiles, limits) == 0 {
+		if flashPrefillAttention(g, c.o.Target, c.o.plainPrefill(), c.o.prefillWGMMA(), c.o.PrefillAttention == PrefillWGMMAFP16, tiles, limits) == 0 {
 			continue
 		}
 		if err := g.Verify(kernels.Families); err != nil {
@@ -199,7 +209,7 @@ func flashPass(c *compilation) error {
 // a tile's shared memory fits the target (prefillParams); with wg, into
 // attention_prefill_wg where that family serves the op (wgParams). It
 // returns the number of rewrites.
-func flashPrefillAttention(g *ir.Graph, target plan.Target, plain, wg bool, tiles []prefillTile, c ir.LaunchConfig) int {
+func flashPrefillAttention(g *ir.Graph, target plan.Target, plain, wg, fp16 bool, tiles []prefillTile, c ir.LaunchConfig) int {
 	u := indexUses(g)
 	drop := map[int]bool{}
 	n := 0
@@ -232,7 +242,7 @@ func flashPrefillAttention(g *ir.Graph, target plan.Target, plain, wg bool, tile
 		}
 		kind := ir.AttentionPrefill
 		if wg {
-			if wp, ok := wgParams(fp, target, c); ok {
+			if wp, ok := wgParams(fp, target, fp16, c); ok {
 				kind, fp = ir.AttentionPrefillWG, wp
 			}
 		}

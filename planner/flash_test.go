@@ -136,7 +136,7 @@ func TestWGMMAPrefill(t *testing.T) {
 	type got struct {
 		WG, Flash, Pair int
 		Tile            [3]int // block_m, block_n, v_stages of the first attention_prefill_wg
-		Split           bool
+		Split, FP16     bool
 	}
 	const layers = 10
 	for _, tc := range []struct {
@@ -147,14 +147,16 @@ func TestWGMMAPrefill(t *testing.T) {
 		attn   PrefillAttention
 		want   got
 	}{
-		{"real sm_90 bf16", arch.Real(), plan.SM90, ir.BF16, PrefillWGMMA, got{layers, 0, 0, [3]int{128, 64, 2}, true}},
-		{"real sm_90 bf16 plain", arch.Real(), plan.SM90, ir.BF16, PrefillWGMMABF16, got{layers, 0, 0, [3]int{128, 64, 2}, false}},
-		{"head_dim 128 sm_90 bf16", &hd128, plan.SM90, ir.BF16, PrefillWGMMA, got{layers, 0, 0, [3]int{128, 64, 2}, true}},
-		{"real cpu", arch.Real(), plan.CPU, ir.F32, PrefillWGMMA, got{0, layers, 0, [3]int{}, false}},
-		{"real sm_90 f32", arch.Real(), plan.SM90, ir.F32, PrefillWGMMA, got{0, layers, 0, [3]int{}, false}},
-		{"tiny heads sm_90 bf16", &tiny, plan.SM90, ir.BF16, PrefillWGMMA, got{0, layers, 0, [3]int{}, false}},
-		{"real gfx1151 bf16", arch.Real(), plan.GFX1151, ir.BF16, PrefillWGMMA, got{0, 0, layers, [3]int{}, false}},
-		{"real gfx1151 bf16 plain", arch.Real(), plan.GFX1151, ir.BF16, PrefillWGMMABF16, got{0, layers, 0, [3]int{}, false}},
+		{"real sm_90 bf16", arch.Real(), plan.SM90, ir.BF16, PrefillWGMMA, got{layers, 0, 0, [3]int{128, 64, 2}, true, false}},
+		{"real sm_90 bf16 plain", arch.Real(), plan.SM90, ir.BF16, PrefillWGMMABF16, got{layers, 0, 0, [3]int{128, 64, 2}, false, false}},
+		{"real sm_90 bf16 fp16", arch.Real(), plan.SM90, ir.BF16, PrefillWGMMAFP16, got{layers, 0, 0, [3]int{128, 64, 2}, false, true}},
+		{"real sm_90 f32 fp16", arch.Real(), plan.SM90, ir.F32, PrefillWGMMAFP16, got{0, layers, 0, [3]int{}, false, false}},
+		{"head_dim 128 sm_90 bf16", &hd128, plan.SM90, ir.BF16, PrefillWGMMA, got{layers, 0, 0, [3]int{128, 64, 2}, true, false}},
+		{"real cpu", arch.Real(), plan.CPU, ir.F32, PrefillWGMMA, got{0, layers, 0, [3]int{}, false, false}},
+		{"real sm_90 f32", arch.Real(), plan.SM90, ir.F32, PrefillWGMMA, got{0, layers, 0, [3]int{}, false, false}},
+		{"tiny heads sm_90 bf16", &tiny, plan.SM90, ir.BF16, PrefillWGMMA, got{0, layers, 0, [3]int{}, false, false}},
+		{"real gfx1151 bf16", arch.Real(), plan.GFX1151, ir.BF16, PrefillWGMMA, got{0, 0, layers, [3]int{}, false, false}},
+		{"real gfx1151 bf16 plain", arch.Real(), plan.GFX1151, ir.BF16, PrefillWGMMABF16, got{0, layers, 0, [3]int{}, false, false}},
 	} {
 		gs, err := Graphs(FromConfig("m", tc.c), Options{Target: tc.target, Buckets: []int{4}, ContextTokens: 64, KVDType: tc.kv, PrefillAttention: tc.attn}, "flash")
 		if err != nil {
@@ -168,6 +170,7 @@ func TestWGMMAPrefill(t *testing.T) {
 					if r.WG == 0 {
 						r.Tile = [3]int{op.Params.Int("block_m"), op.Params.Int("block_n"), op.Params.Int("v_stages")}
 						r.Split = op.Params.Flag("split_q") && op.Params.Flag("split_p")
+						r.FP16 = op.Params.Flag("fp16")
 					}
 					r.WG++
 				case ir.AttentionPrefill:
