@@ -342,27 +342,35 @@ func TestCompilePrefillAttention(t *testing.T) {
 }
 
 // wgKernel is an attention_prefill_wg kernel over a bf16 cache with q and
-// p split or not; vStages 0 takes the planner's (kernels.WGVStages).
-func wgKernel(hq, hkv, d, capacity, bm, bn, vStages int, split bool) plan.Kernel {
+// p split or not; stages 0 takes the planner's K and V buffers
+// (kernels.WGStages), 1 one of each.
+func wgKernel(hq, hkv, d, capacity, bm, bn, stages int, split bool) plan.Kernel {
 	k := prefillKernel(hq, hkv, d, capacity, bm, bn, true, split, false)
 	k.Family = string(ir.AttentionPrefillWG)
 	k.Name = k.Family
 	k.Params.SetFlag("fp16", false)
-	if vStages == 0 {
-		vStages = kernels.WGVStages(k.Params, plan.SM90.Launch().MaxSharedBytes)
+	return wgStages(k, stages)
+}
+
+// wgStages sets a kernel's K and V buffers: the planner's (0) or one each.
+func wgStages(k plan.Kernel, stages int) plan.Kernel {
+	ks, vs := kernels.WGStages(k.Params, plan.SM90.Launch().MaxSharedBytes)
+	if stages == 1 {
+		ks, vs = 1, 1
 	}
-	k.Params.SetInt("v_stages", int64(vStages))
+	k.Params.SetInt("k_stages", int64(ks))
+	k.Params.SetInt("v_stages", int64(vs))
 	return k
 }
 
 // wgFP16 is an attention_prefill_wg kernel with q, k, v and p as one fp16
-// term each.
+// term each, with the planner's K and V buffers for it.
 func wgFP16(k plan.Kernel) plan.Kernel {
 	k.Params = k.Params.Clone()
 	k.Params.SetFlag("fp16", true)
 	k.Params.SetFlag("split_q", false)
 	k.Params.SetFlag("split_p", false)
-	return k
+	return wgStages(k, 0)
 }
 
 // wgCases are attention_prefill_wg's correctness cases, at the same
@@ -377,8 +385,10 @@ func wgFP16(k plan.Kernel) plan.Kernel {
 // apart when one fails: head_dim 64 (one column block: V's leading byte
 // offset unused) and 128, one warpgroup (block_m 64), 16 and 32
 // positions a tile (128 spills: 64 score and 64 p registers beside the
-// accumulator's 128), one V buffer, a group of 3 (tiles cut mid-token)
-// and one KV head per query head; and fp16 operands (q an f32 value the
+// accumulator's 128), one K and one V buffer (the planner's split tile
+// has one K buffer and two V buffers, the others two of each), a group of
+// 3 (tiles cut mid-token) and one KV head per query head; and fp16
+// operands (q an f32 value the
 // kernel rounds; the plain tolerance, prefillATol: each operand within
 // 2⁻¹¹ of itself where bf16's is 2⁻⁸) at T = 1, 200 rows, a cached
 // segment and head_dim 64.

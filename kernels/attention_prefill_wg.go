@@ -15,19 +15,25 @@ import (
 // memory (N-major), the S of the next K/V tile issued beside the p·v of
 // this one so that the softmax runs while the tensor cores work. The tiles
 // are wgmma's 128-byte swizzled layout (WGTileOffset), filled by cp.async;
-// one K buffer and WGVStages V buffers. A bf16 cache only (its rows copy
+// one or two K and V buffers each (WGStages). A bf16 cache only (its rows copy
 // straight into the tiles); head_dim a multiple of 64 (the swizzle's row
 // of 128 bytes), block_m 64 or 128 (one or two warpgroups), block_n a
 // multiple of 16 up to 256. Other shapes keep attention_prefill.
 
-// WGVStages is the number of V buffers of an attention_prefill_wg block:
-// two when they fit beside Q (and its lo terms) and K, so that V(j+1) is
-// copied while p·V(j) runs; otherwise one.
-func WGVStages(p ir.Params, maxShared int) int {
-	if wgSharedBytes(p, 2) <= maxShared {
-		return 2
+// WGStages are the K and V buffers of an attention_prefill_wg block: two
+// V buffers when they fit beside Q (and its lo terms) and one K buffer, so
+// that V(j+1) is copied while p·V(j) runs, then two K buffers when those
+// fit too, so that K(j+2) is copied without waiting for every warpgroup to
+// finish q·K(j+1)ᵀ (one barrier a tile instead of two); one of each
+// otherwise.
+func WGStages(p ir.Params, maxShared int) (k, v int) {
+	switch {
+	case wgSharedBytes(p, 2, 2) <= maxShared:
+		return 2, 2
+	case wgSharedBytes(p, 1, 2) <= maxShared:
+		return 1, 2
 	}
-	return 1
+	return 1, 1
 }
 
 // wgAlign is the slack for rounding the dynamic shared memory up to the
@@ -35,19 +41,19 @@ func WGVStages(p ir.Params, maxShared int) int {
 // swizzles by address bits, so each 8-row atom must start on 1024).
 const wgAlign = 1024
 
-func wgSharedBytes(p ir.Params, vStages int) int {
+func wgSharedBytes(p ir.Params, kStages, vStages int) int {
 	d := p.Int("head_dim")
 	bm, bn := p.Int("block_m"), p.Int("block_n")
 	q := 1
 	if p.Flag("split_q") {
 		q = 2
 	}
-	return (q*bm+(1+vStages)*bn)*d*2 + wgAlign
+	return (q*bm+(kStages+vStages)*bn)*d*2 + wgAlign
 }
 
 // WGSharedBytes is the dynamic shared memory of an attention_prefill_wg
-// block with the family's v_stages.
-func WGSharedBytes(p ir.Params) int { return wgSharedBytes(p, p.Int("v_stages")) }
+// block with the family's k_stages and v_stages.
+func WGSharedBytes(p ir.Params) int { return wgSharedBytes(p, p.Int("k_stages"), p.Int("v_stages")) }
 
 // WGTileOffset is the bf16 element offset of (row, col) in a wgmma tile of
 // rows × cols (cols a multiple of 64): cols/64 column blocks of rows × 128
@@ -76,7 +82,7 @@ func attentionPrefillWG() *ir.Family {
 	f := attentionPrefill()
 	f.Kind = ir.AttentionPrefillWG
 	f.CUDAOnly = true
-	f.Params = append(append(f.Params, ir.Ints("v_stages")...), ir.Flags("fp16")...)
+	f.Params = append(append(f.Params, ir.Ints("k_stages", "v_stages")...), ir.Flags("fp16")...)
 	base := f.Check
 	f.Check = func(p ir.Params) error {
 		if err := base(p); err != nil {
@@ -88,8 +94,10 @@ func attentionPrefillWG() *ir.Family {
 		if err := WGShape(p.Int("head_dim"), p.Int("block_m"), p.Int("block_n")); err != nil {
 			return err
 		}
-		if s := p.Int("v_stages"); s != 1 && s != 2 {
-			return fmt.Errorf("v_stages %d is not 1 or 2", s)
+		for _, n := range []string{"k_stages", "v_stages"} {
+			if s := p.Int(n); s != 1 && s != 2 {
+				return fmt.Errorf("%s %d is not 1 or 2", n, s)
+			}
 		}
 		if p.Flag("fp16") && (p.Flag("split_q") || p.Flag("split_p")) {
 			return fmt.Errorf("fp16 takes q and p as one fp16 term each; split_q and split_p must be off")

@@ -13,7 +13,7 @@ import (
 // (16 query, 2 KV, 256 dims) over a bf16 cache.
 func wgParams(d, bm, bn, vStages int, split bool) ir.Params {
 	var p ir.Params
-	for name, v := range map[string]int{"q_heads": 16, "kv_heads": 2, "head_dim": d, "capacity": 8192, "width": 2 * d, "block_m": bm, "block_n": bn, "v_stages": vStages} {
+	for name, v := range map[string]int{"q_heads": 16, "kv_heads": 2, "head_dim": d, "capacity": 8192, "width": 2 * d, "block_m": bm, "block_n": bn, "k_stages": 1, "v_stages": vStages} {
 		p.SetInt(name, int64(v))
 	}
 	p.SetReal("scale", 0.0625)
@@ -62,25 +62,30 @@ func TestWGTileOffset(t *testing.T) {
 	}
 }
 
-// TestWGFigures pins the shared memory and V buffers of the planner's
-// tiles: at head_dim 256 with q split (Q and its lo terms, 128 KiB) and 64
-// positions two V buffers fit in sm_90's 227 KiB (225 KiB with the 1 KiB
-// of alignment slack), with 128 positions only one (and only for 64 rows).
+// TestWGFigures pins the shared memory and K and V buffers of the
+// planner's tiles: at head_dim 256 with q split (Q and its lo terms, 128
+// KiB) and 64 positions two V buffers and one K buffer fit in sm_90's 227
+// KiB (225 KiB with the 1 KiB of alignment slack); plain (or fp16) operands
+// take two of each (193 KiB); with 128 positions one of each (and only for
+// 64 rows).
 func TestWGFigures(t *testing.T) {
 	const max = 232448
-	type figures struct{ VStages, Shared int }
+	type figures struct{ KStages, VStages, Shared int }
 	for _, tc := range []struct {
 		name string
 		p    ir.Params
 		want figures
 	}{
-		{"split 128x64", wgParams(256, 128, 64, 2, true), figures{2, 230400}},
-		{"plain 128x64", wgParams(256, 128, 64, 2, false), figures{2, 164864}},
-		{"split 128x32", wgParams(256, 128, 32, 2, true), figures{2, 181248}},
-		{"split 64x128", wgParams(256, 64, 128, 1, true), figures{1, 197632}},
-		{"split 128x128", wgParams(256, 128, 128, 1, true), figures{1, 263168}},
+		{"split 128x64", wgParams(256, 128, 64, 2, true), figures{1, 2, 230400}},
+		{"plain 128x64", wgParams(256, 128, 64, 2, false), figures{2, 2, 197632}},
+		{"split 128x32", wgParams(256, 128, 32, 2, true), figures{2, 2, 197632}},
+		{"split 64x128", wgParams(256, 64, 128, 1, true), figures{1, 1, 197632}},
+		{"split 128x128", wgParams(256, 128, 128, 1, true), figures{1, 1, 263168}},
 	} {
-		got := figures{WGVStages(tc.p, max), WGSharedBytes(tc.p)}
+		k, v := WGStages(tc.p, max)
+		tc.p.SetInt("k_stages", int64(k))
+		tc.p.SetInt("v_stages", int64(v))
+		got := figures{k, v, WGSharedBytes(tc.p)}
 		if diff := cmp.Diff(tc.want, got); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
 		}

@@ -107,7 +107,8 @@ var prefillSplits = map[plan.Target]prefillSplit{
 // wgTiles are attention_prefill_wg's tiles, best first, on the targets
 // that have it (sm_90a; the cpu runs its reference): two warpgroups of 64
 // rows over 64 positions (with q split, 242 registers at head_dim 256 and
-// two V buffers in 225 KiB), then 32 positions, then one warpgroup.
+// two V buffers in 225 KiB; plain or fp16 operands take two K buffers as
+// well), then 32 positions, then one warpgroup.
 var wgTiles = map[plan.Target][]prefillTile{
 	plan.SM90: {{128, 64}, {128, 32}, {64, 64}},
 	plan.CPU:  {{128, 64}, {128, 32}, {64, 64}},
@@ -134,7 +135,9 @@ func wgParams(fp ir.Params, target plan.Target, fp16 bool, c ir.LaunchConfig) (i
 		}
 		wp.SetInt("block_m", int64(t.m))
 		wp.SetInt("block_n", int64(t.n))
-		wp.SetInt("v_stages", int64(kernels.WGVStages(wp, c.MaxSharedBytes)))
+		ks, vs := kernels.WGStages(wp, c.MaxSharedBytes)
+		wp.SetInt("k_stages", int64(ks))
+		wp.SetInt("v_stages", int64(vs))
 		if kernels.WGSharedBytes(wp) <= c.MaxSharedBytes {
 			return wp, true
 		}
