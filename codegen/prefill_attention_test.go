@@ -381,8 +381,9 @@ func wgFP16(k plan.Kernel) plan.Kernel {
 // p·v only), 63, 64, 65 (a tile of 128 packed rows is 16 tokens), 200 rows
 // and 1000 rows from the start, segments after cached rows (65 after 100,
 // 1 after 219, 100 after 3000) and one ending at the cache's last
-// position, plain bf16 operands; then the shapes that tell the layouts
-// apart when one fails: head_dim 64 (one column block: V's leading byte
+// position, plain bf16 operands; then the cases that tell the layouts
+// apart when one fails: k all zero (_k0: p·v and the softmax without the
+// score product), head_dim 64 (one column block: V's leading byte
 // offset unused) and 128, one warpgroup (block_m 64), 16 and 32
 // positions a tile (128 spills: 64 score and 64 p registers beside the
 // accumulator's 128), one K and one V buffer (the planner's split tile
@@ -414,6 +415,7 @@ func wgCases() []gpuCase {
 		{"wg_v1", wgKernel(16, 2, 256, 300, 128, 64, 1, true), 65, 100},
 		{"wg_group3", wgKernel(6, 2, 64, 120, 128, 64, 0, true), 43, 10},
 		{"wg_mha", wgKernel(2, 2, 128, 90, 128, 32, 0, true), 70, 17},
+		{"wg_cached65_k0", real(300), 65, 100},
 		{"wg_fp16_t1", wgFP16(real(80)), 1, 0},
 		{"wg_fp16_t200", wgFP16(real(260)), 200, 3},
 		{"wg_fp16_cached65", wgFP16(real(300)), 65, 100},
