@@ -118,6 +118,7 @@ type prefillSpeed struct {
 	from   string
 	wg     bool // attention_prefill_wg (bf16 KV, the planner's V stages)
 	fp16   bool // attention_prefill_wg with fp16 operands
+	stages int  // attention_prefill_wg's K and V buffers: 0 the planner's, 1 one each
 }
 
 // prefillCheckTokens is how many of a long-context speed case's tokens
@@ -165,27 +166,30 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 		gpuCase{"pf_cached128k_bf16", prefillKernel(16, 2, 256, long, 128, 64, true, true, true), 9, long - 9}, 3900, 512)
 	const hq, hkv, d = 16, 2, 256
 	speeds := []prefillSpeed{
-		{"pf_speed_1k_bf16", 1024, 0, true, true, 50, 128, 32, "", false, false},
-		{"pf_speed_1k_bf16_plain", 1024, 0, true, false, 50, 128, 64, "pf_speed_1k_bf16", false, false},
-		{"pf_speed_1k_f32", 1024, 0, false, true, 50, 128, 32, "", false, false},
-		{"pf_speed_8k_bf16", 8192, 0, true, true, 5, 128, 32, "", false, false},
-		{"pf_speed_8k_bf16_n64", 8192, 0, true, true, 5, 128, 64, "pf_speed_8k_bf16", false, false},
-		{"pf_speed_8k_bf16_plain", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16", false, false},
-		{"pf_speed_32k_bucket_bf16", 8192, 24576, true, true, 2, 128, 32, "", false, false},
-		{"pf_speed_32k_bucket_bf16_plain", 8192, 24576, true, false, 2, 128, 64, "pf_speed_32k_bucket_bf16", false, false},
-		{"pf_speed_128k_bucket_bf16", 8192, 122880, true, true, 1, 128, 32, "", false, false},
+		{"pf_speed_1k_bf16", 1024, 0, true, true, 50, 128, 32, "", false, false, 0},
+		{"pf_speed_1k_bf16_plain", 1024, 0, true, false, 50, 128, 64, "pf_speed_1k_bf16", false, false, 0},
+		{"pf_speed_1k_f32", 1024, 0, false, true, 50, 128, 32, "", false, false, 0},
+		{"pf_speed_8k_bf16", 8192, 0, true, true, 5, 128, 32, "", false, false, 0},
+		{"pf_speed_8k_bf16_n64", 8192, 0, true, true, 5, 128, 64, "pf_speed_8k_bf16", false, false, 0},
+		{"pf_speed_8k_bf16_plain", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16", false, false, 0},
+		{"pf_speed_32k_bucket_bf16", 8192, 24576, true, true, 2, 128, 32, "", false, false, 0},
+		{"pf_speed_32k_bucket_bf16_plain", 8192, 24576, true, false, 2, 128, 64, "pf_speed_32k_bucket_bf16", false, false, 0},
+		{"pf_speed_128k_bucket_bf16", 8192, 122880, true, true, 1, 128, 32, "", false, false, 0},
 		// attention_prefill_wg on the same bytes (the planner's tile: 128 × 64).
-		{"pf_speed_1k_bf16_wg", 1024, 0, true, true, 50, 128, 64, "pf_speed_1k_bf16", true, false},
-		{"pf_speed_8k_bf16_wg", 8192, 0, true, true, 5, 128, 64, "pf_speed_8k_bf16", true, false},
-		{"pf_speed_8k_bf16_wg_plain", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16", true, false},
-		{"pf_speed_8k_bf16_wg_n32", 8192, 0, true, true, 5, 128, 32, "pf_speed_8k_bf16", true, false},
-		{"pf_speed_8k_bf16_wg_m64", 8192, 0, true, true, 5, 64, 64, "pf_speed_8k_bf16", true, false},
-		{"pf_speed_32k_bucket_bf16_wg", 8192, 24576, true, true, 2, 128, 64, "pf_speed_32k_bucket_bf16", true, false},
-		{"pf_speed_128k_bucket_bf16_wg", 8192, 122880, true, true, 1, 128, 64, "pf_speed_128k_bucket_bf16", true, false},
+		{"pf_speed_1k_bf16_wg", 1024, 0, true, true, 50, 128, 64, "pf_speed_1k_bf16", true, false, 0},
+		{"pf_speed_8k_bf16_wg", 8192, 0, true, true, 5, 128, 64, "pf_speed_8k_bf16", true, false, 0},
+		{"pf_speed_8k_bf16_wg_plain", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16", true, false, 0},
+		{"pf_speed_8k_bf16_wg_n32", 8192, 0, true, true, 5, 128, 32, "pf_speed_8k_bf16", true, false, 0},
+		{"pf_speed_8k_bf16_wg_m64", 8192, 0, true, true, 5, 64, 64, "pf_speed_8k_bf16", true, false, 0},
+		{"pf_speed_32k_bucket_bf16_wg", 8192, 24576, true, true, 2, 128, 64, "pf_speed_32k_bucket_bf16", true, false, 0},
+		{"pf_speed_128k_bucket_bf16_wg", 8192, 122880, true, true, 1, 128, 64, "pf_speed_128k_bucket_bf16", true, false, 0},
 		// and with q, k, v and p as fp16 (a product each)
-		{"pf_speed_8k_bf16_wg_fp16", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16", true, true},
-		{"pf_speed_32k_bucket_bf16_wg_fp16", 8192, 24576, true, false, 2, 128, 64, "pf_speed_32k_bucket_bf16", true, true},
-		{"pf_speed_128k_bucket_bf16_wg_fp16", 8192, 122880, true, false, 1, 128, 64, "pf_speed_128k_bucket_bf16", true, true},
+		{"pf_speed_8k_bf16_wg_fp16", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16", true, true, 0},
+		{"pf_speed_32k_bucket_bf16_wg_fp16", 8192, 24576, true, false, 2, 128, 64, "pf_speed_32k_bucket_bf16", true, true, 0},
+		{"pf_speed_128k_bucket_bf16_wg_fp16", 8192, 122880, true, false, 1, 128, 64, "pf_speed_128k_bucket_bf16", true, true, 0},
+		// one warpgroup a block and one K and V buffer: 97 KiB, two blocks an SM
+		// (their barriers independent) for twice the K/V reads
+		{"pf_speed_8k_bf16_wg_fp16_m64", 8192, 0, true, false, 5, 64, 64, "pf_speed_8k_bf16", true, true, 1},
 	}
 	for i, sp := range speeds {
 		es := int64(4)
@@ -203,6 +207,9 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 		}
 		if sp.fp16 {
 			k = wgFP16(k)
+		}
+		if sp.wg {
+			k = wgStages(k, sp.stages)
 		}
 		c := gpuCase{sp.name, k, sp.n, sp.pos}
 		dir := filepath.Join(out, sp.name)
