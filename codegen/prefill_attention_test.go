@@ -190,6 +190,12 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 		// one warpgroup a block and one K and V buffer: 97 KiB, two blocks an SM
 		// (their barriers independent) for twice the K/V reads
 		{"pf_speed_8k_bf16_wg_fp16_m64", 8192, 0, true, false, 5, 64, 64, "pf_speed_8k_bf16", true, true, 1},
+		// wider K/V tiles for the single-term operands: fewer tiles a block,
+		// wider q·kᵀ products (80 and 96 positions: one K buffer; 128: one of each)
+		{"pf_speed_8k_bf16_wg_fp16_n80", 8192, 0, true, false, 5, 128, 80, "pf_speed_8k_bf16", true, true, 0},
+		{"pf_speed_8k_bf16_wg_fp16_n96", 8192, 0, true, false, 5, 128, 96, "pf_speed_8k_bf16", true, true, 0},
+		{"pf_speed_8k_bf16_wg_fp16_n128", 8192, 0, true, false, 5, 128, 128, "pf_speed_8k_bf16", true, true, 0},
+		{"pf_speed_8k_bf16_wg_n48", 8192, 0, true, true, 5, 128, 48, "pf_speed_8k_bf16", true, false, 0},
 	}
 	for i, sp := range speeds {
 		es := int64(4)
@@ -399,7 +405,8 @@ func wgFP16(k plan.Kernel) plan.Kernel {
 // operands (q an f32 value the
 // kernel rounds; the plain tolerance, prefillATol: each operand within
 // 2⁻¹¹ of itself where bf16's is 2⁻⁸) at T = 1, 200 rows, a cached
-// segment and head_dim 64.
+// segment, head_dim 64 and 96 and 128 positions a tile (their registers
+// fit with one-term p); split q and p at 48 positions (not a power of two).
 func wgCases() []gpuCase {
 	real := func(capacity int) plan.Kernel { return wgKernel(16, 2, 256, capacity, 128, 64, 0, true) }
 	return []gpuCase{
@@ -427,6 +434,9 @@ func wgCases() []gpuCase {
 		{"wg_fp16_t200", wgFP16(real(260)), 200, 3},
 		{"wg_fp16_cached65", wgFP16(real(300)), 65, 100},
 		{"wg_fp16_hd64", wgFP16(wgKernel(8, 1, 64, 200, 128, 64, 0, true)), 37, 20},
+		{"wg_fp16_n96", wgFP16(wgKernel(16, 2, 256, 300, 128, 96, 0, true)), 65, 100},
+		{"wg_fp16_n128", wgFP16(wgKernel(16, 2, 256, 300, 128, 128, 0, true)), 65, 100},
+		{"wg_n48", wgKernel(16, 2, 256, 300, 128, 48, 0, true), 65, 100},
 	}
 }
 

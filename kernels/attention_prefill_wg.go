@@ -83,9 +83,8 @@ func attentionPrefillWG() *ir.Family {
 	f.Kind = ir.AttentionPrefillWG
 	f.CUDAOnly = true
 	f.Params = append(append(f.Params, ir.Ints("k_stages", "v_stages")...), ir.Flags("fp16")...)
-	base := f.Check
 	f.Check = func(p ir.Params) error {
-		if err := base(p); err != nil {
+		if err := prefillHeads(p); err != nil {
 			return err
 		}
 		if !p.Flag("kv_bf16") {
