@@ -402,11 +402,15 @@ DEVICE void load_q(bf16* sq, const float* q, int r0, int rows, int kvh) {
   }
 }
 // load_kv copies a [BN][D] tile from cache positions p0.. (zeros at or
-// past kv_len, where nothing is read) as one cp.async group.
-DEVICE void load_kv(bf16* dst, const bf16* cache, int p0, int kv_len, int kvh) {
+// past kv_len, or everywhere when !live, where nothing is read) as one
+// cp.async group. (Its loop is a branch: inside a product's issue-to-wait
+// window, with one K buffer, ptxas then waits for every product in flight
+// where the loop ends; unrolled, its addresses spill.)
+DEVICE void load_kv(bf16* dst, const bf16* cache, int p0, int kv_len, int kvh, bool live = true) {
   for (int c = TID_X; c < BN * C; c += THREADS) {
     const int i = c / C, j = c % C, p = p0 + i;
-    copy16(dst + wg_at<BN>(i, j), cache + ((long long)(p < kv_len ? p : 0) * KV_HEADS + kvh) * HEAD_DIM + j * 8, p < kv_len);
+    const bool ok = live && p < kv_len;
+    copy16(dst + wg_at<BN>(i, j), cache + ((long long)(ok ? p : 0) * KV_HEADS + kvh) * HEAD_DIM + j * 8, ok);
   }
   copy_commit();
 }
@@ -465,15 +469,15 @@ DEVICE void issue_pv(mma_c (&o)[OT], const mma_a (&pa)[ST], const mma_a (&pl)[ST
 }
 // softmax turns the scores of K/V tile p0 into weights (f32, in s) with the
 // running max m and sum l of each row slot; corr is what the accumulator
-// must be scaled by.
-DEVICE void softmax(mma_c (&s)[ST], float (&m)[SLOTS], float (&l)[SLOTS], float (&corr)[SLOTS], int p0, int lim_first, int r0, int wr, int rows, int pos, int kv_len) {
-  if (p0 + BN - 1 > lim_first) {  // the causal edge or the end of the cache
+// must be scaled by. lim is the last position each row slot may see: every
+// tile is masked, by selects, because a branch here (between the products'
+// issue and their wait) makes ptxas wait for every product in flight at
+// the merge, p·V(jt) included.
+DEVICE void softmax(mma_c (&s)[ST], float (&m)[SLOTS], float (&l)[SLOTS], float (&corr)[SLOTS], int p0, const int (&lim)[SLOTS]) {
 #pragma unroll
-    for (int t = 0; t < ST; ++t)
+  for (int t = 0; t < ST; ++t)
 #pragma unroll
-      for (int i = 0; i < 8; ++i)
-        if (p0 + t * 16 + mma_c_col(i) > row_limit(r0 + wr + mma_c_row(i), rows, pos, kv_len)) s[t].v[i] = bits_f32(0xff800000u);
-  }
+    for (int i = 0; i < 8; ++i) s[t].v[i] = p0 + t * 16 + mma_c_col(i) > lim[slot(i)] ? bits_f32(0xff800000u) : s[t].v[i];
   float mx[SLOTS];
 #pragma unroll
   for (int r = 0; r < SLOTS; ++r) mx[r] = m[r];
@@ -496,6 +500,10 @@ DEVICE void softmax(mma_c (&s)[ST], float (&m)[SLOTS], float (&l)[SLOTS], float 
       s[t].v[i] = prefill_exp2(s[t].v[i] * SCALE_LOG2 - m[slot(i)] * SCALE_LOG2);
       l[slot(i)] += s[t].v[i];
     }
+}
+// wg_fence_stats pins a row slot's running sum and correction the same way.
+DEVICE void wg_fence_stats(float (&l)[SLOTS], float (&corr)[SLOTS]) {
+  asm volatile("" : "+f"(l[0]), "+f"(l[1]), "+f"(corr[0]), "+f"(corr[1])::"memory");
 }
 // wg_fence_p keeps p·v's A fragments alive (and unchanged) up to the wait
 // that retires the products reading them.
@@ -538,7 +546,6 @@ KERNEL void attention_prefill_wg_f49b2bbf(float* out, const float* q, const floa
   const int r_last = (r0 + BM < rows ? r0 + BM : rows) - 1;
   int kv_len = pos + r_last / GROUP + 1;
   if (kv_len > CAPACITY) kv_len = CAPACITY;
-  const int lim_first = row_limit(r0, rows, pos, kv_len);
   const int kv_tiles = (kv_len + BN - 1) / BN;
   const int wg = WARP / 4;
   const int wr = WARP * 16;  // this warp's first row in the tile (warpgroup wg's rows are 64·wg..)
@@ -546,8 +553,13 @@ KERNEL void attention_prefill_wg_f49b2bbf(float* out, const float* q, const floa
   const unsigned int k_addr = shared_addr(sk);
   const unsigned int v_addr = shared_addr(sv);
   float m[SLOTS], l[SLOTS], corr[SLOTS];
+  int lim[SLOTS];  // the last position each of the lane's two rows sees
 #pragma unroll
-  for (int r = 0; r < SLOTS; ++r) { m[r] = bits_f32(0xff800000u); l[r] = 0.0f; }
+  for (int r = 0; r < SLOTS; ++r) {
+    m[r] = bits_f32(0xff800000u);
+    l[r] = 0.0f;
+    lim[r] = row_limit(r0 + wr + LANE / 4 + r * 8, rows, pos, kv_len);
+  }
 
   constexpr int KT = BN * HEAD_DIM;  // bf16 elements of a K or V buffer
   load_kv(sk, k_cache, 0, kv_len, kvh);
@@ -572,7 +584,7 @@ KERNEL void attention_prefill_wg_f49b2bbf(float* out, const float* q, const floa
     block_sync();  // every warpgroup is past q·K(0)ᵀ
     if (kv_tiles > 1) load_kv(sk, k_cache, BN, kv_len, kvh);
   }
-  softmax(s, m, l, corr, 0, lim_first, r0, wr, rows, pos, kv_len);
+  softmax(s, m, l, corr, 0, lim);
   pack_p(pa, pl, s);
   // Every tile but the last: S(jt + 1) beside p·V(jt), no branch between a
   // wgmma's issue and its wait (ptxas serializes the products otherwise).
@@ -597,9 +609,14 @@ KERNEL void attention_prefill_wg_f49b2bbf(float* out, const float* q, const floa
     wg_fence_s(s);
     if constexpr (K_STAGES == 1) {
       block_sync();  // every warpgroup is past q·K(jt + 1)ᵀ: K's buffer is free
-      if (jt + 2 < kv_tiles) load_kv(sk, k_cache, (jt + 2) * BN, kv_len, kvh);
+      load_kv(sk, k_cache, (jt + 2) * BN, kv_len, kvh, jt + 2 < kv_tiles);  // (zeros past the last tile: no branch)
     }
-    softmax(s, m, l, corr, (jt + 1) * BN, lim_first, r0, wr, rows, pos, kv_len);
+    softmax(s, m, l, corr, (jt + 1) * BN, lim);
+    // The weights are computed here, while p·V(jt) runs: the fence (a
+    // volatile asm reading them) keeps the compiler from sinking the
+    // softmax's arithmetic past the wait below.
+    wg_fence_s(s);
+    wg_fence_stats(l, corr);
     wg_wait<0>();
     wg_fence_o(o);
     wg_fence_p(pa, pl);
