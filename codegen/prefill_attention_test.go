@@ -260,6 +260,10 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 		default:
 			readMeta(filepath.Join(out, sp.from))
 			ls := caseLaunch(c.k, c.n)
+			// The sibling's meta names its own kernel: the runner looks this
+			// case's entry point up by name (attention_prefill_wg's speed
+			// cases read attention_prefill's files).
+			meta.Kernel = c.k.Name
 			meta.Grid, meta.Block, meta.Shared, meta.InputsFrom = ls.Grid[:], ls.Block[:], ls.SharedBytes, sp.from
 			meta.ATol, meta.RTol = 0, 0
 			if !sp.split {
@@ -285,6 +289,40 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 		b, _ := json.MarshalIndent(meta, "", " ")
 		if err := os.WriteFile(filepath.Join(dir, "meta.json"), b, 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+	var names []string
+	for _, c := range append(prefillCases(), wgCases()...) {
+		names = append(names, c.name)
+	}
+	for _, sp := range speeds {
+		names = append(names, sp.name)
+	}
+	checkCaseEntries(t, out, append(names, "pf_cached128k_bf16"))
+}
+
+// checkCaseEntries holds the named cases written under dir to the runner's
+// lookup: meta.json's kernel is the entry point its kernel.cu defines (a
+// speed case reading a sibling's files once carried the sibling's name, and
+// every attention_prefill_wg speed case failed to load on the H200).
+func checkCaseEntries(t *testing.T, dir string, names []string) {
+	t.Helper()
+	for _, name := range names {
+		m := filepath.Join(dir, name, "meta.json")
+		b, err := os.ReadFile(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var meta caseMeta
+		if err := json.Unmarshal(b, &meta); err != nil {
+			t.Fatal(err)
+		}
+		src, err := os.ReadFile(filepath.Join(filepath.Dir(m), "kernel.cu"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(src), "KERNEL void "+meta.Kernel+"(") {
+			t.Errorf("%s: kernel %q is not the entry point of its kernel.cu", filepath.Dir(m), meta.Kernel)
 		}
 	}
 }

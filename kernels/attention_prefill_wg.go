@@ -51,6 +51,10 @@ func wgSharedBytes(p ir.Params, kStages, vStages int) int {
 	return (q*bm+(kStages+vStages)*bn)*d*2 + wgAlign
 }
 
+// WGSharedMax is the shared memory a wgmma descriptor can address: 14 bits
+// of 16-byte units.
+const WGSharedMax = 1 << 18
+
 // WGSharedBytes is the dynamic shared memory of an attention_prefill_wg
 // block with the family's k_stages and v_stages.
 func WGSharedBytes(p ir.Params) int { return wgSharedBytes(p, p.Int("k_stages"), p.Int("v_stages")) }
@@ -100,6 +104,12 @@ func attentionPrefillWG() *ir.Family {
 		}
 		if p.Flag("fp16") && (p.Flag("split_q") || p.Flag("split_p")) {
 			return fmt.Errorf("fp16 takes q and p as one fp16 term each; split_q and split_p must be off")
+		}
+		if b := WGSharedBytes(p); b > WGSharedMax {
+			return fmt.Errorf("%d bytes of shared memory: the matrix descriptors address %d", b, WGSharedMax)
+		}
+		if c := p.Int("capacity"); int64(c)+2*int64(p.Int("block_n")) >= 1<<31 {
+			return fmt.Errorf("capacity %d: the kernel's positions (up to two tiles past it) are 32-bit", c)
 		}
 		return nil
 	}

@@ -92,6 +92,35 @@ func TestWGFigures(t *testing.T) {
 	}
 }
 
+// TestWGSpeedShapes: the shapes of the speed cases and of the plans (an
+// 8K segment at the end of a 256K-position cache, the real model's heads)
+// pass the family's check, and the kernel's 32-bit quantities stay in
+// range there: packed rows (8K tokens × 8 heads), positions (the cache and
+// the two tiles a prefetch may run past it); element offsets (position ×
+// width, row × head_dim) are 64-bit in the kernel.
+func TestWGSpeedShapes(t *testing.T) {
+	const n, capacity = 8192, 262144
+	f := Families[ir.AttentionPrefillWG]
+	for _, bn := range []int{32, 48, 64, 80, 96, 128} {
+		p := wgParams(256, 128, bn, 1, true)
+		p.SetInt("capacity", capacity)
+		if bn > 64 {
+			p.SetFlag("split_q", false)
+			p.SetFlag("split_p", false)
+		}
+		if err := f.CheckParams(p); err != nil {
+			t.Errorf("block_n %d: %v", bn, err)
+		}
+		group := p.Int("q_heads") / p.Int("kv_heads")
+		if rows := int64(n) * int64(group); rows >= 1<<31 {
+			t.Errorf("%d packed rows", rows)
+		}
+		if last := int64(capacity) + 2*int64(bn); last >= 1<<31 {
+			t.Errorf("position %d", last)
+		}
+	}
+}
+
 // TestWGCheck: the family refuses what its kernel cannot serve, naming it.
 func TestWGCheck(t *testing.T) {
 	f := Families[ir.AttentionPrefillWG]
@@ -114,6 +143,7 @@ func TestWGCheck(t *testing.T) {
 		{"block_n 512", wgParams(256, 128, 512, 2, true), "block_n 512"},
 		{"v_stages 3", wgParams(256, 128, 64, 3, true), "v_stages 3"},
 		{"fp16 split", fp16Split, "fp16"},
+		{"shared past the descriptors", wgParams(256, 128, 256, 2, true), "descriptors"},
 	} {
 		err := f.CheckParams(tc.p)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
