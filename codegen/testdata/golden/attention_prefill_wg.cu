@@ -42,6 +42,13 @@ DEVICE void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" :::
 #define PDL_WAIT() pdl_wait()
 #define PDL_TRIGGER() pdl_trigger()
 #define PDL_ENTRY() (pdl_wait(), pdl_trigger())
+// A bulk prefetch into the L2 (sm_90, the copy engine's cp.async.bulk): one
+// instruction for up to a row's bytes, no register, no shared memory, no
+// completion to wait for; the lines arrive while the thread goes on.
+DEVICE void pdl_prefetch_l2(const void* p, unsigned int bytes) {
+  asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %0; cp.async.bulk.prefetch.L2.global [g], %1; }" ::"l"(p), "r"(bytes));
+}
+#define PDL_PREFETCH_L2(p, bytes) pdl_prefetch_l2((p), (bytes))
 DEVICE int sreg_nctaid_x() { int r; asm("mov.u32 %0, %%nctaid.x;" : "=r"(r)); return r; }
 DEVICE int sreg_nctaid_y() { int r; asm("mov.u32 %0, %%nctaid.y;" : "=r"(r)); return r; }
 #define GDIM_X sreg_nctaid_x()
@@ -49,15 +56,18 @@ DEVICE int sreg_nctaid_y() { int r; asm("mov.u32 %0, %%nctaid.y;" : "=r"(r)); re
 // Grid barrier (see codegen/prelude.go), as cooperative groups spell it:
 // the block's writes ordered by the barrier, thread 0's gpu-scope release
 // add, its acquire polls, the block released by a second barrier.
-DEVICE unsigned int grid_arrive(int* count, bool leader) {
+DEVICE unsigned int grid_arrive_of(int* count, bool leader, unsigned int blocks) {
   block_sync();
   unsigned int old = 0;
   if (TID_X == 0) {
-    const unsigned int blocks = (unsigned int)GDIM_X * (unsigned int)GDIM_Y;
     asm volatile("atom.release.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(count), "r"(leader ? 0x80000000u - (blocks - 1u) : 1u) : "memory");
   }
   return old;
 }
+DEVICE unsigned int grid_arrive(int* count, bool leader) {
+  return grid_arrive_of(count, leader, (unsigned int)GDIM_X * (unsigned int)GDIM_Y);
+}
+DEVICE void grid_acquire() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 DEVICE void grid_wait(int* count, unsigned int ticket) {
   if (TID_X == 0) {
     unsigned int spins = 0, cur;
@@ -73,6 +83,11 @@ DEVICE void grid_barrier(int* count) { grid_wait(count, grid_arrive(count, BID_X
 DEVICE float grid_load(const float* p) {
   float v;
   asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
+  return v;
+}
+DEVICE int grid_load_int(const int* p) {
+  int v;
+  asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
 DEVICE double drint(double x) { double r; asm("cvt.rni.f64.f64 %0, %1;" : "=d"(r) : "d"(x)); return r; }
@@ -114,6 +129,9 @@ DEVICE float flog(float x) {
   p = p * s2 + 1.0f / 3.0f;
   p = p * s2 + 1.0f;
   return (float)e * 0.693147181f + 2.0f * s * p;
+}
+DEVICE bool grid_last(unsigned int old, bool leader, unsigned int blocks) {
+  return ((old + (leader ? 0x80000000u - (blocks - 1u) : 1u)) & 0x7fffffffu) == 0u;
 }
 // ---- common helpers (kernels/common.tmpl), shared by every family ----
 struct __attribute__((aligned(16))) u32x4 { unsigned int x, y, z, w; };
