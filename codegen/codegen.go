@@ -129,6 +129,9 @@ func Render(t plan.Target, k plan.Kernel) (Source, error) {
 	if err != nil {
 		return Source{}, fmt.Errorf("codegen: kernel %s: %w", k.Name, err)
 	}
+	if f.CUDAOnly && d != CUDA {
+		return Source{}, fmt.Errorf("codegen: kernel %s: family %s is CUDA (sm_90a) code; target %s renders %s", k.Name, k.Family, t, d)
+	}
 	if !isIdent(k.Name) {
 		return Source{}, fmt.Errorf("codegen: kernel name %q is not a C identifier", k.Name)
 	}

@@ -49,7 +49,9 @@ func frozen(t *testing.T, target plan.Target) *plan.Plan {
 // (DecodeMMAFused: attention_decode_mma_gate, on gfx1151 through WMMA); the first
 // sm_90 and gfx1151 plans keep the serial prefill GDN (--prefill-gdn
 // chunked: the frozen GPU plans take the chunked form), the sm_90
-// tensor-core plan the chunked form's plain tf32 variant.
+// tensor-core plan the chunked form's plain tf32 variant; and sm_90 with
+// the prefill attention on warpgroup products (PrefillWGMMA:
+// attention_prefill_wg, opt-in).
 func optionPlans(t *testing.T) []*plan.Plan {
 	t.Helper()
 	m := planner.FromConfig(arch.RealName, arch.Real())
@@ -60,6 +62,8 @@ func optionPlans(t *testing.T) []*plan.Plan {
 		// flash-bf16, off by default) beside the tensor-core families
 		{Target: plan.SM90, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16, PrefillGDN: planner.PrefillGDNTF32},
 		{Target: plan.GFX1151, Tiling: planner.TileOn, PrefillAttention: planner.PrefillFlashBF16},
+		// the prefill attention on sm_90a's warpgroup products (--prefill-attention wgmma)
+		{Target: plan.SM90, PrefillAttention: planner.PrefillWGMMA},
 		{Target: plan.SM90, GDNPeer: true},
 		// the greedy step with the certified int8 head (--certified-head)
 		{Target: plan.SM90, CertifiedHead: true}, {Target: plan.GFX1151, CertifiedHead: true},
@@ -146,6 +150,12 @@ func TestGolden(t *testing.T) {
 	for _, k := range representatives(t) {
 		for _, target := range plan.GPUTargets() {
 			d, _ := target.Dialect()
+			if kernels.Families[ir.Kind(k.Family)].CUDAOnly && d != CUDA {
+				if _, err := Render(target, k); err == nil {
+					t.Errorf("%s: rendered for %s, a CUDA-only family", k.Family, target)
+				}
+				continue
+			}
 			gs = append(gs, golden{k, target, k.Family + d.SourceExt()})
 		}
 	}

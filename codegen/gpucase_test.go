@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -284,16 +285,16 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 		}
 	case ir.GatedDeltaWY, ir.GatedDeltaState:
 		gdnCaseFill(c.name, a, rng, int(phys))
-	case ir.Attention, ir.KVAppend, ir.AttentionDecodeSplit, ir.AttentionDecodeStream, ir.AttentionDecodeMMA, ir.AttentionDecodeMMAGate, ir.QKNormRoPEAppend, ir.AttentionPrefill:
+	case ir.Attention, ir.KVAppend, ir.AttentionDecodeSplit, ir.AttentionDecodeStream, ir.AttentionDecodeMMA, ir.AttentionDecodeMMAGate, ir.QKNormRoPEAppend, ir.AttentionPrefill, ir.AttentionPrefillWG:
 		names := []string{"k_cache", "v_cache"}
-		if ir.Kind(c.k.Family) == ir.AttentionPrefill {
+		if k := ir.Kind(c.k.Family); k == ir.AttentionPrefill || k == ir.AttentionPrefillWG {
 			// What the tensor cores take as one bf16 term is a bf16 value, so the
 			// reference sees the same; split operands keep their f32 values.
 			names = nil
 			if kvBF16 || !p.Flag("split_kv") {
 				names = []string{"k_cache", "v_cache"}
 			}
-			if !p.Flag("split_q") {
+			if !p.Flag("split_q") && !p.Flag("fp16") { // fp16 rounds an f32 q itself
 				names = append(names, "q")
 			}
 		}
@@ -302,6 +303,12 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 			for j := range v {
 				v[j] = bf16.ToFloat32(bf16.FromFloat32(v[j]))
 			}
+		}
+		if strings.HasSuffix(c.name, "_k0") {
+			// Every score 0, every weight 1: the output is the gated mean of the
+			// visible v rows whatever q·kᵀ computes, so the case holds p·v and
+			// the softmax to account apart from the score product.
+			clear(a.F32("k_cache"))
 		}
 	case ir.RouterTopK:
 		ids := a.I32("ids")
@@ -401,7 +408,7 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 	}
 	ls := caseLaunch(c.k, c.n)
 	meta := caseMeta{Kernel: c.k.Name, Grid: ls.Grid[:], Block: ls.Block[:], Shared: ls.SharedBytes, N: c.n, Params: block}
-	if ir.Kind(c.k.Family) == ir.AttentionPrefill && !p.Flag("split_p") {
+	if k := ir.Kind(c.k.Family); (k == ir.AttentionPrefill || k == ir.AttentionPrefillWG) && !p.Flag("split_p") {
 		meta.ATol, meta.RTol = prefillATol, prefillRTol // p as one bf16 term
 	}
 	if k := ir.Kind(c.k.Family); (k == ir.GatedDeltaWY || k == ir.GatedDeltaState) && !p.Flag("split") {

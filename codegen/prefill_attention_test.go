@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/aimaproject/aimac/hipcc"
+	"github.com/aimaproject/aimac/ir"
 	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/plans"
@@ -114,6 +116,9 @@ type prefillSpeed struct {
 	reps   int
 	bm, bn int
 	from   string
+	wg     bool // attention_prefill_wg (bf16 KV, the planner's V stages)
+	fp16   bool // attention_prefill_wg with fp16 operands
+	stages int  // attention_prefill_wg's K and V buffers: 0 the planner's, 1 one each
 }
 
 // prefillCheckTokens is how many of a long-context speed case's tokens
@@ -146,6 +151,9 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 	for i, c := range prefillCases() {
 		writeCase(t, filepath.Join(out, c.name), c, uint64(3000+i))
 	}
+	for i, c := range wgCases() {
+		writeCase(t, filepath.Join(out, c.name), c, uint64(3500+i))
+	}
 	scale := 1
 	if *gpuCases == "" {
 		scale = 16 // the same cases at a sixteenth of the rows, so the writer runs in every test run
@@ -158,15 +166,36 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 		gpuCase{"pf_cached128k_bf16", prefillKernel(16, 2, 256, long, 128, 64, true, true, true), 9, long - 9}, 3900, 512)
 	const hq, hkv, d = 16, 2, 256
 	speeds := []prefillSpeed{
-		{"pf_speed_1k_bf16", 1024, 0, true, true, 50, 128, 32, ""},
-		{"pf_speed_1k_bf16_plain", 1024, 0, true, false, 50, 128, 64, "pf_speed_1k_bf16"},
-		{"pf_speed_1k_f32", 1024, 0, false, true, 50, 128, 32, ""},
-		{"pf_speed_8k_bf16", 8192, 0, true, true, 5, 128, 32, ""},
-		{"pf_speed_8k_bf16_n64", 8192, 0, true, true, 5, 128, 64, "pf_speed_8k_bf16"},
-		{"pf_speed_8k_bf16_plain", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16"},
-		{"pf_speed_32k_bucket_bf16", 8192, 24576, true, true, 2, 128, 32, ""},
-		{"pf_speed_32k_bucket_bf16_plain", 8192, 24576, true, false, 2, 128, 64, "pf_speed_32k_bucket_bf16"},
-		{"pf_speed_128k_bucket_bf16", 8192, 122880, true, true, 1, 128, 32, ""},
+		{"pf_speed_1k_bf16", 1024, 0, true, true, 50, 128, 32, "", false, false, 0},
+		{"pf_speed_1k_bf16_plain", 1024, 0, true, false, 50, 128, 64, "pf_speed_1k_bf16", false, false, 0},
+		{"pf_speed_1k_f32", 1024, 0, false, true, 50, 128, 32, "", false, false, 0},
+		{"pf_speed_8k_bf16", 8192, 0, true, true, 5, 128, 32, "", false, false, 0},
+		{"pf_speed_8k_bf16_n64", 8192, 0, true, true, 5, 128, 64, "pf_speed_8k_bf16", false, false, 0},
+		{"pf_speed_8k_bf16_plain", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16", false, false, 0},
+		{"pf_speed_32k_bucket_bf16", 8192, 24576, true, true, 2, 128, 32, "", false, false, 0},
+		{"pf_speed_32k_bucket_bf16_plain", 8192, 24576, true, false, 2, 128, 64, "pf_speed_32k_bucket_bf16", false, false, 0},
+		{"pf_speed_128k_bucket_bf16", 8192, 122880, true, true, 1, 128, 32, "", false, false, 0},
+		// attention_prefill_wg on the same bytes (the planner's tile: 128 × 64).
+		{"pf_speed_1k_bf16_wg", 1024, 0, true, true, 50, 128, 64, "pf_speed_1k_bf16", true, false, 0},
+		{"pf_speed_8k_bf16_wg", 8192, 0, true, true, 5, 128, 64, "pf_speed_8k_bf16", true, false, 0},
+		{"pf_speed_8k_bf16_wg_plain", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16", true, false, 0},
+		{"pf_speed_8k_bf16_wg_n32", 8192, 0, true, true, 5, 128, 32, "pf_speed_8k_bf16", true, false, 0},
+		{"pf_speed_8k_bf16_wg_m64", 8192, 0, true, true, 5, 64, 64, "pf_speed_8k_bf16", true, false, 0},
+		{"pf_speed_32k_bucket_bf16_wg", 8192, 24576, true, true, 2, 128, 64, "pf_speed_32k_bucket_bf16", true, false, 0},
+		{"pf_speed_128k_bucket_bf16_wg", 8192, 122880, true, true, 1, 128, 64, "pf_speed_128k_bucket_bf16", true, false, 0},
+		// and with q, k, v and p as fp16 (a product each)
+		{"pf_speed_8k_bf16_wg_fp16", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16", true, true, 0},
+		{"pf_speed_32k_bucket_bf16_wg_fp16", 8192, 24576, true, false, 2, 128, 64, "pf_speed_32k_bucket_bf16", true, true, 0},
+		{"pf_speed_128k_bucket_bf16_wg_fp16", 8192, 122880, true, false, 1, 128, 64, "pf_speed_128k_bucket_bf16", true, true, 0},
+		// one warpgroup a block and one K and V buffer: 97 KiB, two blocks an SM
+		// (their barriers independent) for twice the K/V reads
+		{"pf_speed_8k_bf16_wg_fp16_m64", 8192, 0, true, false, 5, 64, 64, "pf_speed_8k_bf16", true, true, 1},
+		// wider K/V tiles for the single-term operands: fewer tiles a block,
+		// wider q·kᵀ products (80 and 96 positions: one K buffer; 128: one of each)
+		{"pf_speed_8k_bf16_wg_fp16_n80", 8192, 0, true, false, 5, 128, 80, "pf_speed_8k_bf16", true, true, 0},
+		{"pf_speed_8k_bf16_wg_fp16_n96", 8192, 0, true, false, 5, 128, 96, "pf_speed_8k_bf16", true, true, 0},
+		{"pf_speed_8k_bf16_wg_fp16_n128", 8192, 0, true, false, 5, 128, 128, "pf_speed_8k_bf16", true, true, 0},
+		{"pf_speed_8k_bf16_wg_n48", 8192, 0, true, true, 5, 128, 48, "pf_speed_8k_bf16", true, false, 0},
 	}
 	for i, sp := range speeds {
 		es := int64(4)
@@ -179,6 +208,15 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 		// registers and spills with them); the caches one period of 512
 		// positions, tiled on the device.
 		k := prefillKernel(hq, hkv, d, plans.DefaultContextTokens/scale, sp.bm, sp.bn, sp.bf16, sp.split, sp.split)
+		if sp.wg {
+			k = wgKernel(hq, hkv, d, plans.DefaultContextTokens/scale, sp.bm, sp.bn, 0, sp.split)
+		}
+		if sp.fp16 {
+			k = wgFP16(k)
+		}
+		if sp.wg {
+			k = wgStages(k, sp.stages)
+		}
 		c := gpuCase{sp.name, k, sp.n, sp.pos}
 		dir := filepath.Join(out, sp.name)
 		var meta caseMeta
@@ -222,6 +260,10 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 		default:
 			readMeta(filepath.Join(out, sp.from))
 			ls := caseLaunch(c.k, c.n)
+			// The sibling's meta names its own kernel: the runner looks this
+			// case's entry point up by name (attention_prefill_wg's speed
+			// cases read attention_prefill's files).
+			meta.Kernel = c.k.Name
 			meta.Grid, meta.Block, meta.Shared, meta.InputsFrom = ls.Grid[:], ls.Block[:], ls.SharedBytes, sp.from
 			meta.ATol, meta.RTol = 0, 0
 			if !sp.split {
@@ -247,6 +289,40 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 		b, _ := json.MarshalIndent(meta, "", " ")
 		if err := os.WriteFile(filepath.Join(dir, "meta.json"), b, 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+	var names []string
+	for _, c := range append(prefillCases(), wgCases()...) {
+		names = append(names, c.name)
+	}
+	for _, sp := range speeds {
+		names = append(names, sp.name)
+	}
+	checkCaseEntries(t, out, append(names, "pf_cached128k_bf16"))
+}
+
+// checkCaseEntries holds the named cases written under dir to the runner's
+// lookup: meta.json's kernel is the entry point its kernel.cu defines (a
+// speed case reading a sibling's files once carried the sibling's name, and
+// every attention_prefill_wg speed case failed to load on the H200).
+func checkCaseEntries(t *testing.T, dir string, names []string) {
+	t.Helper()
+	for _, name := range names {
+		m := filepath.Join(dir, name, "meta.json")
+		b, err := os.ReadFile(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var meta caseMeta
+		if err := json.Unmarshal(b, &meta); err != nil {
+			t.Fatal(err)
+		}
+		src, err := os.ReadFile(filepath.Join(filepath.Dir(m), "kernel.cu"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(src), "KERNEL void "+meta.Kernel+"(") {
+			t.Errorf("%s: kernel %q is not the entry point of its kernel.cu", filepath.Dir(m), meta.Kernel)
 		}
 	}
 }
@@ -312,6 +388,160 @@ func TestCompilePrefillAttention(t *testing.T) {
 		}
 	}
 	if len(results) == 0 || len(ptx) == 0 {
+		t.Fatal("nothing compiled")
+	}
+}
+
+// wgKernel is an attention_prefill_wg kernel over a bf16 cache with q and
+// p split or not; stages 0 takes the planner's K and V buffers
+// (kernels.WGStages), 1 one of each.
+func wgKernel(hq, hkv, d, capacity, bm, bn, stages int, split bool) plan.Kernel {
+	k := prefillKernel(hq, hkv, d, capacity, bm, bn, true, split, false)
+	k.Family = string(ir.AttentionPrefillWG)
+	k.Name = k.Family
+	k.Params.SetFlag("fp16", false)
+	return wgStages(k, stages)
+}
+
+// wgStages sets a kernel's K and V buffers: the planner's (0) or one each.
+func wgStages(k plan.Kernel, stages int) plan.Kernel {
+	ks, vs := kernels.WGStages(k.Params, plan.SM90.Launch().MaxSharedBytes)
+	if stages == 1 {
+		ks, vs = 1, 1
+	}
+	k.Params.SetInt("k_stages", int64(ks))
+	k.Params.SetInt("v_stages", int64(vs))
+	return k
+}
+
+// wgFP16 is an attention_prefill_wg kernel with q, k, v and p as one fp16
+// term each, with the planner's K and V buffers for it.
+func wgFP16(k plan.Kernel) plan.Kernel {
+	k.Params = k.Params.Clone()
+	k.Params.SetFlag("fp16", true)
+	k.Params.SetFlag("split_q", false)
+	k.Params.SetFlag("split_p", false)
+	return wgStages(k, 0)
+}
+
+// wgCases are attention_prefill_wg's correctness cases, at the same
+// tolerances as attention_prefill's (split q and p: the runner's f32
+// tolerance; plain: prefillATol), outputs poisoned past the logical rows
+// as every case's: the real model's heads at the planner's tile (128 × 64,
+// two V buffers) at T = 1 (one K/V tile: the prologue's q·kᵀ and the last
+// p·v only), 63, 64, 65 (a tile of 128 packed rows is 16 tokens), 200 rows
+// and 1000 rows from the start, segments after cached rows (65 after 100,
+// 1 after 219, 100 after 3000) and one ending at the cache's last
+// position, plain bf16 operands; then the cases that tell the layouts
+// apart when one fails: k all zero (_k0: p·v and the softmax without the
+// score product), head_dim 64 (one column block: V's leading byte
+// offset unused) and 128, one warpgroup (block_m 64), 16 and 32
+// positions a tile (128 spills: 64 score and 64 p registers beside the
+// accumulator's 128), one K and one V buffer (the planner's split tile
+// has one K buffer and two V buffers, the others two of each), a group of
+// 3 (tiles cut mid-token) and one KV head per query head; and fp16
+// operands (q an f32 value the
+// kernel rounds; the plain tolerance, prefillATol: each operand within
+// 2⁻¹¹ of itself where bf16's is 2⁻⁸) at T = 1, 200 rows, a cached
+// segment, head_dim 64 and 96 and 128 positions a tile (their registers
+// fit with one-term p); split q and p at 48 positions (not a power of two).
+func wgCases() []gpuCase {
+	real := func(capacity int) plan.Kernel { return wgKernel(16, 2, 256, capacity, 128, 64, 0, true) }
+	return []gpuCase{
+		{"wg_t1", real(80), 1, 0},
+		{"wg_t63", real(80), 63, 0},
+		{"wg_t64", real(80), 64, 0},
+		{"wg_t65", real(80), 65, 0},
+		{"wg_t200", real(260), 200, 3},
+		{"wg_t1000", real(1024), 1000, 0},
+		{"wg_cached65", real(300), 65, 100},
+		{"wg_cached1", real(300), 1, 219},
+		{"wg_cached100", real(3200), 100, 3000},
+		{"wg_full", real(300), 37, 263},
+		{"wg_plain", wgKernel(16, 2, 256, 300, 128, 64, 0, false), 65, 100},
+		{"wg_hd64", wgKernel(8, 1, 64, 200, 128, 64, 0, true), 37, 20},
+		{"wg_hd128", wgKernel(16, 2, 128, 200, 128, 64, 0, true), 37, 20},
+		{"wg_m64", wgKernel(16, 2, 256, 300, 64, 64, 0, true), 65, 100},
+		{"wg_n16", wgKernel(16, 2, 256, 300, 128, 16, 0, true), 65, 100},
+		{"wg_n32", wgKernel(16, 2, 256, 300, 128, 32, 0, true), 65, 100},
+		{"wg_v1", wgKernel(16, 2, 256, 300, 128, 64, 1, true), 65, 100},
+		{"wg_group3", wgKernel(6, 2, 64, 120, 128, 64, 0, true), 43, 10},
+		{"wg_mha", wgKernel(2, 2, 128, 90, 128, 32, 0, true), 70, 17},
+		{"wg_cached65_k0", real(300), 65, 100},
+		{"wg_fp16_t1", wgFP16(real(80)), 1, 0},
+		{"wg_fp16_t200", wgFP16(real(260)), 200, 3},
+		{"wg_fp16_cached65", wgFP16(real(300)), 65, 100},
+		{"wg_fp16_hd64", wgFP16(wgKernel(8, 1, 64, 200, 128, 64, 0, true)), 37, 20},
+		{"wg_fp16_n96", wgFP16(wgKernel(16, 2, 256, 300, 128, 96, 0, true)), 65, 100},
+		{"wg_fp16_n128", wgFP16(wgKernel(16, 2, 256, 300, 128, 128, 0, true)), 65, 100},
+		{"wg_n48", wgKernel(16, 2, 256, 300, 128, 48, 0, true), 65, 100},
+	}
+}
+
+// TestCompilePrefillAttentionWG compiles every attention_prefill_wg kernel
+// of the cases and of the speed table to PTX for sm_90a (clang's CUDA front
+// end: the wgmma operand lists and constraints) and checks that the PTX
+// holds the warpgroup products. Where a ptxas is on PATH (it is not part of
+// the build: nvcc brings one) the PTX is assembled too: no spills, and no
+// C7514 (ptxas serializing the products because something reads an
+// accumulator between a wgmma's issue and its wait).
+func TestCompilePrefillAttentionWG(t *testing.T) {
+	c := clang(t)
+	ks := []plan.Kernel{wgKernel(16, 2, 256, plans.DefaultContextTokens, 128, 64, 0, true), wgKernel(16, 2, 256, plans.DefaultContextTokens, 128, 64, 0, false)}
+	for _, gc := range wgCases() {
+		ks = append(ks, gc.k)
+	}
+	seen := map[string]bool{}
+	var cuda []hipcc.Source
+	for i, k := range ks {
+		// One capacity for all (a constant of the code, nothing else): each
+		// distinct kernel compiles once.
+		k.Params = k.Params.Clone()
+		k.Params.SetInt("capacity", int64(plans.DefaultContextTokens))
+		k.Name = fmt.Sprintf("wg_%d", i)
+		s, err := Render(plan.SM90, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := strings.ReplaceAll(s.Code, k.Name, "k"); !seen[code] {
+			seen[code] = true
+			cuda = append(cuda, hipcc.Source{Name: k.Name, Code: s.Code})
+		}
+	}
+	ptx, err := c.SyntaxCheckCUDA(context.Background(), cuda, hipcc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptxas, _ := exec.LookPath("ptxas")
+	for _, r := range ptx {
+		if !strings.Contains(string(r.Object), ".entry "+r.Name) || strings.Contains(r.Log, "warning") {
+			t.Errorf("%s: PTX without its entry or with warnings:\n%s", r.Name, r.Log)
+		}
+		if !strings.Contains(string(r.Object), "wgmma.mma_async.sync.aligned.m64n") {
+			t.Errorf("%s: no wgmma in the PTX", r.Name)
+		}
+		if ptxas == "" {
+			continue
+		}
+		dir := t.TempDir()
+		src := filepath.Join(dir, "k.ptx")
+		if err := os.WriteFile(src, r.Object, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(ptxas, "-arch=sm_90a", "-v", src, "-o", filepath.Join(dir, "k.cubin")).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: ptxas: %v\n%s", r.Name, err, out)
+		}
+		res, err := hipcc.ParsePtxasVerbose(string(out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %+v", r.Name, res[r.Name])
+		if why := res[r.Name].Spills(); why != "" || strings.Contains(string(out), "C7514") {
+			t.Errorf("%s: %s\n%s", r.Name, why, out)
+		}
+	}
+	if len(ptx) == 0 {
 		t.Fatal("nothing compiled")
 	}
 }

@@ -85,6 +85,9 @@ const (
 // attention and its output gate, which stay their oracle.
 const (
 	AttentionPrefill Kind = "attention_prefill" // SPEC §2.3 steps 5–6 on tensor cores: flash attention with the output gate fused
+	// AttentionPrefillWG is attention_prefill on sm_90a's warpgroup matrix
+	// instructions (wgmma): the same math, operands and reference.
+	AttentionPrefillWG Kind = "attention_prefill_wg"
 )
 
 // The chunked gated delta rule of a prefill on tensor cores (the planner's

@@ -42,6 +42,11 @@ type Family struct {
 	// TemplateData adds family-specific values to what the template sees
 	// (nil: none): a []float32 is written as a list of float32 literals.
 	TemplateData func(p Params) map[string]any
+	// CUDAOnly: the template is written for the CUDA dialect alone (sm_90a
+	// instructions with no counterpart elsewhere); codegen refuses to
+	// render it for another, and the planner plans it on sm_90 (and the
+	// cpu, which runs its reference) only.
+	CUDAOnly bool
 }
 
 // OperandSpec is one argument of a family.

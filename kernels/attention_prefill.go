@@ -72,6 +72,21 @@ func PrefillFLOPs(p ir.Params, n, pos int) int64 {
 	return visible * int64(p.Int("q_heads")) * 4 * int64(p.Int("head_dim"))
 }
 
+// prefillHeads checks what attention_prefill and attention_prefill_wg
+// share: the heads, the cache's width and the precision flags' relation.
+func prefillHeads(p ir.Params) error {
+	if p.Int("q_heads")%p.Int("kv_heads") != 0 {
+		return fmt.Errorf("q_heads %d is not a multiple of kv_heads %d", p.Int("q_heads"), p.Int("kv_heads"))
+	}
+	if p.Int("width") != p.Int("kv_heads")*p.Int("head_dim") {
+		return fmt.Errorf("width %d is not kv_heads × head_dim", p.Int("width"))
+	}
+	if p.Flag("split_kv") && p.Flag("kv_bf16") {
+		return fmt.Errorf("split_kv splits an f32 cache; this one is bf16")
+	}
+	return nil
+}
+
 func attentionPrefill() *ir.Family {
 	return &ir.Family{
 		Kind: ir.AttentionPrefill,
@@ -89,17 +104,11 @@ func attentionPrefill() *ir.Family {
 		AnyFloatFlag: "kv_bf16",
 		Slots:        []ir.Slot{ir.ParamPos},
 		Check: func(p ir.Params) error {
-			if p.Int("q_heads")%p.Int("kv_heads") != 0 {
-				return fmt.Errorf("q_heads %d is not a multiple of kv_heads %d", p.Int("q_heads"), p.Int("kv_heads"))
-			}
-			if p.Int("width") != p.Int("kv_heads")*p.Int("head_dim") {
-				return fmt.Errorf("width %d is not kv_heads × head_dim", p.Int("width"))
+			if err := prefillHeads(p); err != nil {
+				return err
 			}
 			if d := p.Int("head_dim"); !PrefillTileDim(d) || d > PrefillHeadDimMax {
 				return fmt.Errorf("head_dim %d is not 16, 32, 64 or a multiple of 64 up to %d (the swizzled tensor-core tiles)", d, PrefillHeadDimMax)
-			}
-			if p.Flag("split_kv") && p.Flag("kv_bf16") {
-				return fmt.Errorf("split_kv splits an f32 cache; this one is bf16")
 			}
 			if bm, bn := p.Int("block_m"), p.Int("block_n"); bm < 16 || bm%16 != 0 || !PrefillTileDim(bn) {
 				return fmt.Errorf("block_m %d must be a positive multiple of 16, block_n %d 16, 32, 64 or a multiple of 64", bm, bn)
@@ -120,7 +129,7 @@ func attentionPrefill() *ir.Family {
 			if pos < 0 || pos+a.N > a.Int("capacity") {
 				return fmt.Errorf("attention past the KV cache: %d + %d tokens exceed %d", pos, a.N, a.Int("capacity"))
 			}
-			Attention(a.F32("out"), a.F32("q"), a.F32("k_cache"), a.F32("v_cache"), a.N, pos, a.Int("q_heads"), a.Int("kv_heads"), a.Int("head_dim"), a.Real32("scale"))
+			Attention(a.F32("out"), a.F32("q"), cacheF32(a, "k_cache"), cacheF32(a, "v_cache"), a.N, pos, a.Int("q_heads"), a.Int("kv_heads"), a.Int("head_dim"), a.Real32("scale"))
 			AttnOutputGate(a.F32("out"), a.F32("qg"), a.N, a.Int("q_heads"), a.Int("head_dim"))
 			return nil
 		},

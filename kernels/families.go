@@ -269,6 +269,7 @@ func families() []*ir.Family {
 		attentionCombineGate(),
 		qkNormRoPEAppend(),
 		attentionPrefill(),
+		attentionPrefillWG(),
 		{
 			Kind: ir.AttnOutputGate,
 			Operands: []ir.OperandSpec{

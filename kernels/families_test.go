@@ -62,6 +62,8 @@ var examples = map[ir.Kind]ir.Params{
 		Reals: map[string]float64{"eps": 1e-6, "theta": 1e4}, Flags: map[string]bool{"one_plus": true, "kv_bf16": false}},
 	ir.AttentionPrefill: {Ints: map[string]int64{"q_heads": 2, "kv_heads": 1, "head_dim": 16, "capacity": 6, "width": 16, "block_m": 16, "block_n": 16},
 		Reals: map[string]float64{"scale": 0.25}, Flags: map[string]bool{"kv_bf16": false, "split_q": true, "split_kv": true, "split_p": true}},
+	ir.AttentionPrefillWG: {Ints: map[string]int64{"q_heads": 2, "kv_heads": 1, "head_dim": 64, "capacity": 6, "width": 64, "block_m": 64, "block_n": 16, "k_stages": 1, "v_stages": 1},
+		Reals: map[string]float64{"scale": 0.125}, Flags: map[string]bool{"kv_bf16": true, "split_q": true, "split_kv": false, "split_p": true, "fp16": false}},
 	ir.AttnOutputGate:      {Ints: map[string]int64{"heads": 2, "head_dim": 4}},
 	ir.RouterTopK:          {Ints: map[string]int64{"experts": 4, "k": 2}},
 	ir.MoEGateUp:           {Ints: map[string]int64{"experts": 4, "hidden": 8, "inter": 4, "k": 2}},

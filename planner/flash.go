@@ -26,14 +26,39 @@ const (
 	// agreement with the f32 oracle (0.026 max KLD on the tiny fixture).
 	PrefillFlashBF16 PrefillAttention = "flash-bf16"
 	PrefillEager     PrefillAttention = "eager" // attention and attn_output_gate
+	// PrefillWGMMA is attention_prefill_wg (sm_90a's warpgroup products,
+	// docs/prefill-attention.md) where it serves the op — a bf16 cache,
+	// head_dim a multiple of 64 — with flash's precision (q and p split),
+	// and flash elsewhere; PrefillWGMMABF16 the same with plain bf16
+	// operands (flash-bf16's precision), PrefillWGMMAFP16 with q, k, v and
+	// p as one fp16 term each (11 bits: a product each instead of split's
+	// two, values saturated at fp16's ±65504; flash where it does not
+	// serve). Opt-in until measured.
+	PrefillWGMMA     PrefillAttention = "wgmma"
+	PrefillWGMMABF16 PrefillAttention = "wgmma-bf16"
+	PrefillWGMMAFP16 PrefillAttention = "wgmma-fp16"
 )
+
+// PrefillAttentions are the values Options.PrefillAttention takes besides
+// the default, as the command line spells them.
+var PrefillAttentions = []PrefillAttention{PrefillFlash, PrefillFlashBF16, PrefillWGMMA, PrefillWGMMABF16, PrefillWGMMAFP16, PrefillEager}
+
+// prefillWGMMA says whether the options ask for attention_prefill_wg.
+func (o *Options) prefillWGMMA() bool {
+	return o.PrefillAttention == PrefillWGMMA || o.PrefillAttention == PrefillWGMMABF16 || o.PrefillAttention == PrefillWGMMAFP16
+}
+
+// plainPrefill says whether the options ask for plain bf16 operands.
+func (o *Options) plainPrefill() bool {
+	return o.PrefillAttention == PrefillFlashBF16 || o.PrefillAttention == PrefillWGMMABF16
+}
 
 func (o *Options) flash() bool {
 	// A GPU plan takes it by default with either cache: the operands that are
 	// not exact bf16 already (q and p; an f32 cache's k and v too) are split
 	// into two bf16 terms, within the oracle's agreement (a target that
 	// cannot split them keeps the pair: prefillParams).
-	return o.PrefillAttention == PrefillFlash || o.PrefillAttention == PrefillFlashBF16 ||
+	return o.PrefillAttention == PrefillFlash || o.PrefillAttention == PrefillFlashBF16 || o.prefillWGMMA() ||
 		(o.PrefillAttention == PrefillDefault && o.Target.GPU())
 }
 
@@ -77,6 +102,47 @@ var prefillSplits = map[plan.Target]prefillSplit{
 	plan.SM90:    {qp: true, kv: true},
 	plan.GFX1151: {},
 	plan.CPU:     {qp: true, kv: true},
+}
+
+// wgTiles are attention_prefill_wg's tiles, best first, on the targets
+// that have it (sm_90a; the cpu runs its reference): two warpgroups of 64
+// rows over 64 positions (with q split, 242 registers at head_dim 256 and
+// two V buffers in 225 KiB; plain or fp16 operands take two K buffers as
+// well), then 32 positions, then one warpgroup.
+var wgTiles = map[plan.Target][]prefillTile{
+	plan.SM90: {{128, 64}, {128, 32}, {64, 64}},
+	plan.CPU:  {{128, 64}, {128, 32}, {64, 64}},
+}
+
+// wgParams turns attention_prefill parameters (prefillParams') into
+// attention_prefill_wg's with the first tile that fits the target (with
+// fp16, q, k, v and p as one fp16 term each instead of fp's precision); ok
+// is false when the op's cache or head_dim is not the family's (an f32
+// cache, head_dim not a multiple of 64) or no tile fits.
+func wgParams(fp ir.Params, target plan.Target, fp16 bool, c ir.LaunchConfig) (ir.Params, bool) {
+	if !fp.Flag("kv_bf16") || fp.Flag("split_kv") {
+		return ir.Params{}, false
+	}
+	for _, t := range wgTiles[target] {
+		if kernels.WGShape(fp.Int("head_dim"), t.m, t.n) != nil {
+			continue
+		}
+		wp := fp.Clone()
+		wp.SetFlag("fp16", fp16)
+		if fp16 {
+			wp.SetFlag("split_q", false)
+			wp.SetFlag("split_p", false)
+		}
+		wp.SetInt("block_m", int64(t.m))
+		wp.SetInt("block_n", int64(t.n))
+		ks, vs := kernels.WGStages(wp, c.MaxSharedBytes)
+		wp.SetInt("k_stages", int64(ks))
+		wp.SetInt("v_stages", int64(vs))
+		if kernels.WGSharedBytes(wp) <= c.MaxSharedBytes {
+			return wp, true
+		}
+	}
+	return ir.Params{}, false
 }
 
 // splitLiveMax bounds a lane's accumulator and score registers (head_dim/2
@@ -128,7 +194,7 @@ func flashPass(c *compilation) error {
 		if c.steps[i].Kind != plan.Prefill {
 			continue
 		}
-		if flashPrefillAttention(g, c.o.Target, c.o.PrefillAttention == PrefillFlashBF16, tiles, limits) == 0 {
+		if flashPrefillAttention(g, c.o.Target, c.o.plainPrefill(), c.o.prefillWGMMA(), c.o.PrefillAttention == PrefillWGMMAFP16, tiles, limits) == 0 {
 			continue
 		}
 		if err := g.Verify(kernels.Families); err != nil {
@@ -143,9 +209,10 @@ func flashPass(c *compilation) error {
 // heads and head_dim, its gate rows untouched in between) into
 // attention_prefill, when head_dim suits the
 // tensor-core tiles (kernels.PrefillTileDim, up to kernels.PrefillHeadDimMax) and
-// a tile's shared memory fits the target (prefillParams). It returns the number of
-// rewrites.
-func flashPrefillAttention(g *ir.Graph, target plan.Target, plain bool, tiles []prefillTile, c ir.LaunchConfig) int {
+// a tile's shared memory fits the target (prefillParams); with wg, into
+// attention_prefill_wg where that family serves the op (wgParams). It
+// returns the number of rewrites.
+func flashPrefillAttention(g *ir.Graph, target plan.Target, plain, wg, fp16 bool, tiles []prefillTile, c ir.LaunchConfig) int {
 	u := indexUses(g)
 	drop := map[int]bool{}
 	n := 0
@@ -176,7 +243,13 @@ func flashPrefillAttention(g *ir.Graph, target plan.Target, plain bool, tiles []
 		if !ok {
 			continue
 		}
-		g.Ops[i] = &ir.Op{Kind: ir.AttentionPrefill, Layer: op.Layer, Rows: op.Rows, Params: fp,
+		kind := ir.AttentionPrefill
+		if wg {
+			if wp, ok := wgParams(fp, target, fp16, c); ok {
+				kind, fp = ir.AttentionPrefillWG, wp
+			}
+		}
+		g.Ops[i] = &ir.Op{Kind: kind, Layer: op.Layer, Rows: op.Rows, Params: fp,
 			Operands: []ir.Operand{o, op.Operands[1], qg, op.Operands[2], op.Operands[3]}}
 		drop[j] = true
 		n++

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -115,6 +116,75 @@ func TestFlashPrefill(t *testing.T) {
 			}
 			if split := [3]bool{op.Params.Flag("split_q"), op.Params.Flag("split_kv"), op.Params.Flag("split_p")}; split != tc.split {
 				t.Errorf("%s: split q, kv, p %v, want %v", tc.name, split, tc.split)
+			}
+		}
+	}
+}
+
+// TestWGMMAPrefill checks the flash pass with PrefillWGMMA(BF16): on sm_90
+// a bf16 cache's prefill
+// attention at head_dim 256 or 128 becomes attention_prefill_wg with the
+// 128 × 64 tile and two V buffers (two K buffers too without the splits),
+// the precision of flash (q and p split), flash-bf16 (plain) or fp16; an f32 cache (the cpu's only one) and the tiny
+// fixtures' head_dim of 32 keep attention_prefill (flash's), gfx1151 what
+// flash gives it; decode keeps its split pair.
+func TestWGMMAPrefill(t *testing.T) {
+	tiny := *arch.Real()
+	tiny.NumAttentionHeads, tiny.HeadDim = 4, 32
+	hd128 := *arch.Real()
+	hd128.HeadDim = 128
+	type got struct {
+		WG, Flash, Pair int
+		Tile            [4]int // block_m, block_n, k_stages, v_stages of the first attention_prefill_wg
+		Split, FP16     bool
+	}
+	const layers = 10
+	for _, tc := range []struct {
+		name   string
+		c      *arch.Config
+		target plan.Target
+		kv     ir.DType
+		attn   PrefillAttention
+		want   got
+	}{
+		{"real sm_90 bf16", arch.Real(), plan.SM90, ir.BF16, PrefillWGMMA, got{layers, 0, 0, [4]int{128, 64, 1, 2}, true, false}},
+		{"real sm_90 bf16 plain", arch.Real(), plan.SM90, ir.BF16, PrefillWGMMABF16, got{layers, 0, 0, [4]int{128, 64, 2, 2}, false, false}},
+		{"real sm_90 bf16 fp16", arch.Real(), plan.SM90, ir.BF16, PrefillWGMMAFP16, got{layers, 0, 0, [4]int{128, 64, 2, 2}, false, true}},
+		{"real sm_90 f32 fp16", arch.Real(), plan.SM90, ir.F32, PrefillWGMMAFP16, got{0, layers, 0, [4]int{}, false, false}},
+		{"head_dim 128 sm_90 bf16", &hd128, plan.SM90, ir.BF16, PrefillWGMMA, got{layers, 0, 0, [4]int{128, 64, 2, 2}, true, false}},
+		{"real cpu", arch.Real(), plan.CPU, ir.F32, PrefillWGMMA, got{0, layers, 0, [4]int{}, false, false}},
+		{"real sm_90 f32", arch.Real(), plan.SM90, ir.F32, PrefillWGMMA, got{0, layers, 0, [4]int{}, false, false}},
+		{"tiny heads sm_90 bf16", &tiny, plan.SM90, ir.BF16, PrefillWGMMA, got{0, layers, 0, [4]int{}, false, false}},
+		{"real gfx1151 bf16", arch.Real(), plan.GFX1151, ir.BF16, PrefillWGMMA, got{0, 0, layers, [4]int{}, false, false}},
+		{"real gfx1151 bf16 plain", arch.Real(), plan.GFX1151, ir.BF16, PrefillWGMMABF16, got{0, layers, 0, [4]int{}, false, false}},
+	} {
+		gs, err := Graphs(FromConfig("m", tc.c), Options{Target: tc.target, Buckets: []int{4}, ContextTokens: 64, KVDType: tc.kv, PrefillAttention: tc.attn}, "flash")
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		for _, g := range gs {
+			var r got
+			for _, op := range g.Ops {
+				switch op.Kind {
+				case ir.AttentionPrefillWG:
+					if r.WG == 0 {
+						r.Tile = [4]int{op.Params.Int("block_m"), op.Params.Int("block_n"), op.Params.Int("k_stages"), op.Params.Int("v_stages")}
+						r.Split = op.Params.Flag("split_q") && op.Params.Flag("split_p")
+						r.FP16 = op.Params.Flag("fp16")
+					}
+					r.WG++
+				case ir.AttentionPrefill:
+					r.Flash++
+				case ir.AttnOutputGate:
+					r.Pair++
+				}
+			}
+			want := tc.want
+			if !strings.HasPrefix(g.Name, "prefill") {
+				want = got{Pair: r.Pair} // decode keeps its split pair
+			}
+			if diff := cmp.Diff(want, r); diff != "" {
+				t.Errorf("%s: %s (-want +got):\n%s", tc.name, g.Name, diff)
 			}
 		}
 	}

@@ -94,7 +94,8 @@ type Options struct {
 	// PrefillAttention chooses the prefill steps' attention (the flash
 	// pass): PrefillDefault (flash where the target can split its operands,
 	// sm_90; eager on gfx1151 and the cpu, whose plan keeps the oracle),
-	// PrefillFlash, PrefillFlashBF16 or PrefillEager on any target.
+	// PrefillFlash, PrefillFlashBF16, PrefillWGMMA, PrefillWGMMABF16 or
+	// PrefillEager on any target.
 	PrefillAttention PrefillAttention
 	// PrefillGDN chooses the prefill steps' gated delta rule and conv (the
 	// gdn pass): PrefillGDNDefault (the chunked form on tensor cores on GPU
@@ -209,8 +210,8 @@ func (o *Options) check() error {
 	if o.GDNColumnTile < -1 {
 		errs = append(errs, fmt.Errorf("gdn column tile %d: want -1 (gdn_decode_step), 0 (the target's) or a positive column count", o.GDNColumnTile))
 	}
-	if o.PrefillAttention != PrefillDefault && o.PrefillAttention != PrefillFlash && o.PrefillAttention != PrefillFlashBF16 && o.PrefillAttention != PrefillEager {
-		errs = append(errs, fmt.Errorf("prefill attention %q: want %q, %q, %q or empty (the target's default)", o.PrefillAttention, PrefillFlash, PrefillFlashBF16, PrefillEager))
+	if o.PrefillAttention != PrefillDefault && !slices.Contains(PrefillAttentions, o.PrefillAttention) {
+		errs = append(errs, fmt.Errorf("prefill attention %q: want one of %q or empty (the target's default)", o.PrefillAttention, PrefillAttentions))
 	}
 	if o.DecodeMMA != DecodeMMADefault && o.DecodeMMA != DecodeMMAOn && o.DecodeMMA != DecodeMMAOff && o.DecodeMMA != DecodeMMAFused {
 		errs = append(errs, fmt.Errorf("decode mma %q: want %q, %q, %q or empty (the target's default)", o.DecodeMMA, DecodeMMAOn, DecodeMMAFused, DecodeMMAOff))

@@ -121,7 +121,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"ir", "--after", "inline"}, `no planner pass "inline"`},
 		{[]string{"plan", "--fusion", "maybe"}, `fusion "maybe": want "on", "off"`},
 		{[]string{"plan", "--tiling", "maybe"}, `tiling "maybe": want "on", "off"`},
-		{[]string{"plan", "--prefill-attention", "fast"}, `prefill attention "fast": want "flash", "flash-bf16", "eager"`},
+		{[]string{"plan", "--prefill-attention", "fast"}, `prefill attention "fast": want one of ["flash" "flash-bf16" "wgmma" "wgmma-bf16" "wgmma-fp16" "eager"]`},
 		{[]string{"plan", "--prefill-gdn", "fast"}, `prefill gdn "fast": want "wy", "wy-tf32", "chunked"`},
 		{[]string{"plan", "--decode-splits", "5000"}, `invalid argument "5000" for "--decode-splits" flag: want -1 to 1024`},
 		{[]string{"plan", "--decode-mma", "maybe"}, `decode mma "maybe": want "on", "fused", "off"`},
