@@ -270,6 +270,22 @@ DEVICE void copy16(bf16* dst, const void* src, bool ok) {
 DEVICE void copy_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 DEVICE void copy_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+// ---- wgmma synchronisation (kernels/wgmma.tmpl) ----
+// WG_ASM is the asm of a warpgroup instruction: sm_90a only (the
+// architecture-specific feature set); any other pass compiles a trap, so
+// that code built for plain sm_90 faults instead of computing nothing.
+#ifdef __CUDA_ARCH_FEAT_SM90_ALL
+#define WG_ASM(...) asm volatile(__VA_ARGS__)
+#else
+#define WG_ASM(...) asm volatile("trap;")
+#endif
+DEVICE void wgmma_fence() { WG_ASM("wgmma.fence.sync.aligned;" ::: "memory"); }
+DEVICE void wgmma_commit() { WG_ASM("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+DEVICE void wgmma_wait() { WG_ASM("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+// Generic-proxy writes to shared memory (stores, cp.async) made visible to
+// wgmma's operand reads (the async proxy); each writing thread, before the barrier.
+DEVICE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
 // attention_prefill_wg (SPEC §2.3 steps 5–6): attention_prefill's flash
 // attention over the BF16 KV cache with the output gate fused, on sm_90a's
@@ -364,21 +380,6 @@ DEVICE unsigned long long wg_desc(unsigned int addr, unsigned int lead, unsigned
 // opaque is x, hidden from the optimizer (so what is built from it is
 // built where it is used).
 DEVICE unsigned int opaque(unsigned int x) { asm volatile("mov.b32 %0, %0;" : "+r"(x)); return x; }
-// WG_ASM is the asm of a warpgroup instruction: sm_90a only (the
-// architecture-specific feature set); any other pass compiles a trap, so
-// that code built for plain sm_90 faults instead of computing nothing.
-#ifdef __CUDA_ARCH_FEAT_SM90_ALL
-#define WG_ASM(...) asm volatile(__VA_ARGS__)
-#else
-#define WG_ASM(...) asm volatile("trap;")
-#endif
-DEVICE void wg_arrive() { WG_ASM("wgmma.fence.sync.aligned;" ::: "memory"); }
-DEVICE void wg_commit() { WG_ASM("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N>
-DEVICE void wg_wait() { WG_ASM("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
-// Generic-proxy writes to shared memory (stores, cp.async) made visible to
-// wgmma's operand reads (the async proxy); each writing thread, before the barrier.
-DEVICE void proxy_fence() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 DEVICE void wg_fence_a(mma_a& a) { asm volatile("" : "+r"(a.r[0]), "+r"(a.r[1]), "+r"(a.r[2]), "+r"(a.r[3])::"memory"); }
 DEVICE void wg_mma_s(mma_c (&d)[4], unsigned long long da, unsigned long long db, int acc) {
   WG_ASM("{\n.reg .pred p;\n"
@@ -456,7 +457,7 @@ DEVICE int row_limit(int r, int rows, int pos, int kv_len) {
 // hold 64-bit registers for the whole kernel.
 DEVICE void issue_s(mma_c (&s)[ST], unsigned int q_addr, unsigned int k_addr) {
   const unsigned long long dq = wg_desc(opaque(q_addr), 16, 1024), dk = wg_desc(opaque(k_addr), 16, 1024);
-  wg_arrive();
+  wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < KS; ++kk) {
     // 16 dims a step: 32 bytes within a 64-dim column block, then the next block.
@@ -470,20 +471,20 @@ DEVICE void issue_s(mma_c (&s)[ST], unsigned int q_addr, unsigned int k_addr) {
       wg_mma_s(s, dq + (at >> 4), dk + (bt >> 4), 1);
     }
   }
-  wg_commit();
+  wgmma_commit();
 }
 // issue_pv issues O += P·V (hi terms, then lo) as one wgmma group: V
 // N-major, its column blocks BN·128 bytes apart, 8-position groups 1024.
 DEVICE void issue_pv(mma_c (&o)[OT], const mma_a (&pa)[ST], const mma_a (&pl)[ST], unsigned int v_addr) {
   const unsigned long long dv = wg_desc(opaque(v_addr), BN * 128, 1024);
-  wg_arrive();
+  wgmma_fence();
 #pragma unroll
   for (int t = 0; t < ST; ++t) wg_mma_o(o, pa[t], dv + ((t * 16 * 128) >> 4), 1);
   if constexpr (SPLIT_P) {
 #pragma unroll
     for (int t = 0; t < ST; ++t) wg_mma_o(o, pl[t], dv + ((t * 16 * 128) >> 4), 1);
   }
-  wg_commit();
+  wgmma_commit();
 }
 // softmax turns the scores of K/V tile p0 into weights (f32, in s) with the
 // running max m and sum l of each row slot; corr is what the accumulator
@@ -589,14 +590,14 @@ KERNEL void attention_prefill_wg_f49b2bbf(float* out, const float* q, const floa
   }
   copy_wait<K_STAGES == 2 ? 1 : 0>();  // K(0) and V(0) (K(1) may still be in flight)
   if constexpr (FP16) to_f16(sk);     // V(0) is converted where p·V(0) waits for it
-  proxy_fence();
+  fence_proxy_async();
   block_sync();  // Q, K(0), V(0) visible to the tensor cores
   mma_c s[ST], o[OT];
   mma_a pa[ST], pl[ST];
 #pragma unroll
   for (int d = 0; d < OT; ++d) mma_zero(o[d]);
   issue_s(s, q_addr, k_addr);
-  wg_wait<0>();
+  wgmma_wait<0>();
   wg_fence_s(s);
   if constexpr (K_STAGES == 1) {
     block_sync();  // every warpgroup is past q·K(0)ᵀ
@@ -615,7 +616,7 @@ KERNEL void attention_prefill_wg_f49b2bbf(float* out, const float* q, const floa
       to_f16(sk + kb * KT);
       to_f16(sv + vb * KT);
     }
-    proxy_fence();
+    fence_proxy_async();
     block_sync();  // K(jt + 1) and V(jt) visible; every warpgroup is past q·K(jt)ᵀ and p·V(jt − 1)
     if constexpr (V_STAGES == 2) load_kv(sv + (1 - vb) * KT, v_cache, (jt + 1) * BN, kv_len, kvh);
     if constexpr (K_STAGES == 2) {
@@ -623,7 +624,7 @@ KERNEL void attention_prefill_wg_f49b2bbf(float* out, const float* q, const floa
     }
     issue_s(s, q_addr, k_addr + kb * KT * 2);
     issue_pv(o, pa, pl, v_addr + vb * KT * 2);
-    wg_wait<1>();  // S(jt + 1) done, p·V(jt) may still run
+    wgmma_wait<1>();  // S(jt + 1) done, p·V(jt) may still run
     wg_fence_s(s);
     if constexpr (K_STAGES == 1) {
       block_sync();  // every warpgroup is past q·K(jt + 1)ᵀ: K's buffer is free
@@ -635,7 +636,7 @@ KERNEL void attention_prefill_wg_f49b2bbf(float* out, const float* q, const floa
     // softmax's arithmetic past the wait below.
     wg_fence_s(s);
     wg_fence_stats(l, corr);
-    wg_wait<0>();
+    wgmma_wait<0>();
     wg_fence_o(o);
     wg_fence_p(pa, pl);
     if constexpr (V_STAGES == 1) {
@@ -652,10 +653,10 @@ KERNEL void attention_prefill_wg_f49b2bbf(float* out, const float* q, const floa
   const int vb_last = V_STAGES == 2 ? (kv_tiles - 1) % 2 : 0;
   copy_wait<0>();
   if constexpr (FP16) to_f16(sv + vb_last * KT);
-  proxy_fence();
+  fence_proxy_async();
   block_sync();
   issue_pv(o, pa, pl, v_addr + vb_last * KT * 2);
-  wg_wait<0>();
+  wgmma_wait<0>();
   wg_fence_o(o);
   wg_fence_p(pa, pl);
   // Epilogue: normalize, gate, store the rows of this segment.

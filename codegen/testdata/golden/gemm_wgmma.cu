@@ -271,17 +271,28 @@ DEVICE void copy_commit() { asm volatile("cp.async.commit_group;" ::: "memory");
 template <int N>
 DEVICE void copy_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 // ---- wgmma atoms (kernels/wgmma.tmpl) ----
+// ---- wgmma synchronisation (kernels/wgmma.tmpl) ----
+// WG_ASM is the asm of a warpgroup instruction: sm_90a only (the
+// architecture-specific feature set); any other pass compiles a trap, so
+// that code built for plain sm_90 faults instead of computing nothing.
+#ifdef __CUDA_ARCH_FEAT_SM90_ALL
+#define WG_ASM(...) asm volatile(__VA_ARGS__)
+#else
+#define WG_ASM(...) asm volatile("trap;")
+#endif
+DEVICE void wgmma_fence() { WG_ASM("wgmma.fence.sync.aligned;" ::: "memory"); }
+DEVICE void wgmma_commit() { WG_ASM("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+DEVICE void wgmma_wait() { WG_ASM("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+// Generic-proxy writes to shared memory (stores, cp.async) made visible to
+// wgmma's operand reads (the async proxy); each writing thread, before the barrier.
+DEVICE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 DEVICE unsigned long long wgmma_desc(const bf16* tile) {
   const unsigned long long a = shared_addr(tile);
   // start address >> 4; leading byte offset 16 (unused by a K-major swizzled tile);
   // stride byte offset 1024 (8 rows of 128 bytes); layout 1: the 128-byte swizzle.
   return ((a & 0x3ffffull) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
 }
-DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N>
-DEVICE void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
-DEVICE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 // wgmma_hold: the accumulators as the products left them, for the code after a
 // wgmma_wait (the compiler sees the asm above as their last writer).
 template <int NT>
