@@ -245,7 +245,7 @@ func TestStreamMoEDecodeWarpPerSlot(t *testing.T) {
 						op.Params.SetFlag("warp_per_slot", perSlot)
 					}
 				}
-				if err := streamOneRow(g, target); err != nil {
+				if err := streamOneRow(g, target, streamTable[target]); err != nil {
 					t.Fatal(err)
 				}
 				want := [2]int{8, 2}

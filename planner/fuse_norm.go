@@ -18,7 +18,7 @@ import (
 // matmul reads the norm's output from its start with k columns, writes
 // none of the norm's tensors, and no op between them writes the norm's
 // input. Per-head norms (q and k) are not layer norms and stay. It returns the number of rewrites.
-func fuseNormGEMV(g *ir.Graph, target plan.Target) int {
+func fuseNormGEMV(g *ir.Graph, target plan.Target, tune streamTuning) int {
 	if g.Tokens != 1 {
 		return 0 // a norm of several rows feeds matmuls of several rows: no one-row projection to fold into
 	}
@@ -26,7 +26,7 @@ func fuseNormGEMV(g *ir.Graph, target plan.Target) int {
 	drop := map[int]bool{}
 	n := 0
 	for i, nm := range g.Ops {
-		op, j, ok := normMatch(g, u, i, nm, target)
+		op, j, ok := normMatch(g, u, i, nm, target, tune)
 		if !ok {
 			continue
 		}
@@ -40,7 +40,7 @@ func fuseNormGEMV(g *ir.Graph, target plan.Target) int {
 
 // normMatch is the rmsnorm_gemv of norm op i and the matmul j that reads
 // its output, if they fuse.
-func normMatch(g *ir.Graph, u uses, i int, nm *ir.Op, target plan.Target) (*ir.Op, int, bool) {
+func normMatch(g *ir.Graph, u uses, i int, nm *ir.Op, target plan.Target, tune streamTuning) (*ir.Op, int, bool) {
 	if nm.Kind != ir.RMSNorm || nm.Rows == nil {
 		return nil, 0, false
 	}
@@ -79,7 +79,7 @@ func normMatch(g *ir.Graph, u uses, i int, nm *ir.Op, target plan.Target) (*ir.O
 	}
 	fp := params(ints{"k": int64(k), "n": int64(mm.Params.Int("n"))}, "eps", p.Real("eps"), "one_plus", p.Flag("one_plus"))
 	maps.Copy(fp.Ints, gemvParams(mm.Params.Int("n"), k, target))
-	setPrefetch(&fp, g, mw, target)
+	setPrefetch(&fp, g, mw, target, tune)
 	return &ir.Op{Kind: ir.RMSNormGEMV, Layer: mm.Layer, Rows: nm.Rows, Params: fp,
 		Operands: []ir.Operand{my, x, w, mw, y}}, j, true
 }

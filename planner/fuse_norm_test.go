@@ -64,7 +64,7 @@ func normGraph(k int64) *ir.Graph {
 func TestFuseNormGEMV(t *testing.T) {
 	for _, target := range []plan.Target{plan.SM90, plan.GFX1151, plan.CPU} {
 		g := normGraph(16)
-		if n := fuseNormGEMV(g, target); n != 1 {
+		if n := fuseNormGEMV(g, target, streamTable[target]); n != 1 {
 			t.Fatalf("%s: %d folds", target, n)
 		}
 		if err := g.Verify(kernels.Families); err != nil {
@@ -148,12 +148,12 @@ func TestFuseNormGEMVRefuses(t *testing.T) {
 			t.Fatalf("%s: the graph itself: %v", tt.name, err)
 		}
 		before := g.Dump(kernels.Families)
-		if n := fuseNormGEMV(g, tt.target); n != 0 || g.Dump(kernels.Families) != before {
+		if n := fuseNormGEMV(g, tt.target, streamTable[tt.target]); n != 0 || g.Dump(kernels.Families) != before {
 			t.Errorf("%s: folded %d", tt.name, n)
 		}
 	}
 	// Any width folds: the kernel keeps nothing of the row on chip.
-	if n := fuseNormGEMV(normGraph(16384), plan.SM90); n != 1 {
+	if n := fuseNormGEMV(normGraph(16384), plan.SM90, streamTable[plan.SM90]); n != 1 {
 		t.Errorf("sm_90: %d folds of a wide row", n)
 	}
 }

@@ -58,10 +58,20 @@ var streamTable = map[plan.Target]streamTuning{
 	plan.GFX1151: {FillWarps: 40 * 8, Unroll: 4, MaxRowsPerWarp: 2},
 }
 
+// streamRow is the target's row of streamTable with what the options ask
+// for on top of it (Options.L2Prefetch, Options.MoERank).
+func (o *Options) streamRow() streamTuning {
+	tune := streamTable[o.Target]
+	tune.L2Prefetch = tune.L2Prefetch || o.L2Prefetch
+	tune.RankOnce = tune.RankOnce || o.MoERank
+	return tune
+}
+
 // streamPass runs streamOneRow over every graph.
 func streamPass(c *compilation) error {
+	tune := c.o.streamRow()
 	for _, g := range c.graphs {
-		if err := streamOneRow(g, c.o.Target); err != nil {
+		if err := streamOneRow(g, c.o.Target, tune); err != nil {
 			return err
 		}
 	}
@@ -73,9 +83,8 @@ func streamPass(c *compilation) error {
 // weight-streaming variants, with launch parameters from the target's row
 // of streamTable and the op's shape. Other ops, and every op of the CPU
 // target, keep the family they were lowered to.
-func streamOneRow(g *ir.Graph, t plan.Target) error {
-	tune, ok := streamTable[t]
-	if !ok {
+func streamOneRow(g *ir.Graph, t plan.Target, tune streamTuning) error {
+	if _, ok := streamTable[t]; !ok {
 		return nil
 	}
 	for _, op := range g.Ops {
@@ -93,7 +102,7 @@ func streamOneRow(g *ir.Graph, t plan.Target) error {
 		switch op.Kind {
 		case ir.MatMul, ir.MatMulAdd:
 			maps.Copy(p.Ints, gemvParams(p.Int("n"), p.Int("k"), t))
-			setPrefetch(&p, g, op.Operands[2], t)
+			setPrefetch(&p, g, op.Operands[2], t, tune)
 			op.Kind = map[ir.Kind]ir.Kind{ir.MatMul: ir.GEMV, ir.MatMulAdd: ir.GEMVAdd}[op.Kind]
 		case ir.MoEGateUp:
 			rpw := rowsPerWarp(p.Int("k")*p.Int("inter"), 2, tune)
@@ -174,8 +183,7 @@ func gemvParams(n, k int, t plan.Target) map[string]int64 {
 // block's rows fit its shared memory and the launch's matrix fits on chip;
 // l2_prefetch where neither is set, the rows are 16-byte aligned and the
 // matrix is within L2PrefetchMaxBytes.
-func setPrefetch(p *ir.Params, g *ir.Graph, w ir.Operand, t plan.Target) {
-	tune := streamTable[t]
+func setPrefetch(p *ir.Params, g *ir.Graph, w ir.Operand, t plan.Target, tune streamTuning) {
 	pre := t.Programmatic() && g.Tensors[w.Tensor].Role == ir.Weight
 	early := tune.Early && pre
 	n, k := p.Int("n"), p.Int("k")

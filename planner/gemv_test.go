@@ -53,7 +53,7 @@ func TestStreamOneRow(t *testing.T) {
 			fuseMatMulAdd(g)
 			g.DropUnused()
 		}
-		if err := streamOneRow(g, tt.target); err != nil {
+		if err := streamOneRow(g, tt.target, streamTable[tt.target]); err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
 		if diff := cmp.Diff(tt.want, count(g)); diff != "" {
@@ -79,7 +79,7 @@ func TestStreamLaunchParams(t *testing.T) {
 		w := g.AddTensor(ir.Tensor{Name: "w", Role: ir.Weight, DType: ir.BF16, Shape: []int64{n, k}, Source: "w"})
 		g.Ops = append(g.Ops, &ir.Op{Kind: ir.MatMul, Params: params(ints{"k": k, "n": n}), Rows: ir.SlotRef(ir.ParamN),
 			Operands: []ir.Operand{of(y), of(x), of(w)}})
-		if err := streamOneRow(g, tg); err != nil {
+		if err := streamOneRow(g, tg, streamTable[tg]); err != nil {
 			t.Fatal(err)
 		}
 		p := g.Ops[0].Params
@@ -126,7 +126,7 @@ func TestStreamPrefetch(t *testing.T) {
 		w := g.AddTensor(ir.Tensor{Name: "w", Role: role, DType: ir.BF16, Shape: []int64{n, k}, Source: "w"})
 		g.Ops = append(g.Ops, &ir.Op{Kind: ir.MatMulAdd, Params: params(ints{"k": k, "n": n}), Rows: ir.SlotRef(ir.ParamN),
 			Operands: []ir.Operand{of(y), of(x), of(w)}})
-		if err := streamOneRow(g, tg); err != nil {
+		if err := streamOneRow(g, tg, streamTable[tg]); err != nil {
 			t.Fatal(err)
 		}
 		if g.Ops[0].Kind != ir.GEMVAdd {

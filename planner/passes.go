@@ -130,14 +130,14 @@ func fusePass(c *compilation) error {
 		// tensors of their own), before the norms (which fold into the
 		// concatenated projection).
 		n += fuseProjections(g)
-		n += fuseNormGEMV(g, c.o.Target)
+		n += fuseNormGEMV(g, c.o.Target, c.o.streamRow())
 		if c.steps[i].Kind.Decode() && c.o.MoERouter {
 			// After the norms: the router is the rmsnorm_gemv it folds in.
 			n += fuseMoERouter(g, c.o.Target)
 		}
 		if c.steps[i].Kind.Decode() {
 			// After the router's fold, on the blocks it left.
-			n += fuseMoERank(g, c.o.MoERank || streamTable[c.o.Target].RankOnce)
+			n += fuseMoERank(g, c.o.streamRow().RankOnce)
 		}
 		if n == 0 {
 			continue

@@ -58,6 +58,12 @@ type Options struct {
 	// its programmatic wait (docs/pdl.md), on any target that fuses; GPU
 	// targets whose stream row says RankOnce rank so without being asked.
 	MoERank bool
+	// L2Prefetch asks the decode step's weight-streaming launches for an
+	// L2 prefetch of their first weight bytes before the programmatic wait
+	// (the kernels' l2_prefetch flag, docs/pdl.md) on a target whose
+	// launches overlap; targets whose stream row says L2Prefetch do so
+	// without being asked.
+	L2Prefetch bool
 	// CertifiedHead adds the greedy step with the certified int8 LM head
 	// (decode_greedy, docs/lm-head.md) to a GPU plan; the cpu plan always
 	// has it (its oracle keeps the BF16 head unless a test turns the

@@ -85,7 +85,7 @@ func parseBuckets(s string) ([]int, error) {
 func planCmd() *cobra.Command {
 	var dir, target, buckets, out, kvDType, fusion, tiling, prefillAttn, prefillGDN, gemmTile string
 	var ctxTokens, decodeSplits, gdnColTile int
-	var decodeStream, gdnPeer, moeRouter, moeRank, certifiedHead bool
+	var decodeStream, gdnPeer, moeRouter, moeRank, l2Prefetch, certifiedHead bool
 	var decodeMMA string
 	c := &cobra.Command{
 		Use:   "plan",
@@ -105,7 +105,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 				return err
 			}
 			p, err := planner.Plan(m, planner.Options{Target: plan.Target(target), Buckets: bs, ContextTokens: ctxTokens, KVDType: ir.DType(kvDType), Fusion: planner.Fusion(fusion),
-				Tiling: planner.Tiling(tiling), DecodeSplits: decodeSplits, DecodeStream: decodeStream, DecodeMMA: planner.DecodeMMA(decodeMMA), MoERouter: moeRouter, MoERank: moeRank, CertifiedHead: certifiedHead, GDNColumnTile: gdnColTile, GDNPeer: gdnPeer, PrefillAttention: planner.PrefillAttention(prefillAttn),
+				Tiling: planner.Tiling(tiling), DecodeSplits: decodeSplits, DecodeStream: decodeStream, DecodeMMA: planner.DecodeMMA(decodeMMA), MoERouter: moeRouter, MoERank: moeRank, L2Prefetch: l2Prefetch, CertifiedHead: certifiedHead, GDNColumnTile: gdnColTile, GDNPeer: gdnPeer, PrefillAttention: planner.PrefillAttention(prefillAttn),
 				PrefillGDN: planner.PrefillGDN(prefillGDN), GEMMTile: planner.GEMMTile(gemmTile)})
 			if err != nil {
 				return err
@@ -133,6 +133,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 	c.Flags().StringVar(&decodeMMA, "decode-mma", "", "the decode attention's split on tensor cores (attention_decode_mma, bf16 KV) `MODE`: on (every GPU target), fused (on, with the combine and the output gate in the same launch), off (the CUDA-core split), or empty for the default (on for sm_90, off on gfx1151: docs/decode-attention.md)")
 	c.Flags().BoolVar(&certifiedHead, "certified-head", false, "add the greedy step with the certified int8 LM head (decode_greedy) to a GPU plan (the cpu plan always has it; off on GPU targets until its folded int8 kernel is shown spill-free on the device: docs/lm-head.md)")
 	c.Flags().BoolVar(&moeRank, "moe-rank", false, "rank each decode MoE block's top-k once in the router's launch (rmsnorm_router_topk), gate_up reading the ids and down reading them before its programmatic wait")
+	c.Flags().BoolVar(&l2Prefetch, "l2-prefetch", false, "the decode step's weight-streaming launches (gemv, gemv_add, rmsnorm_gemv up to 64 MB, moe_decode_gate_up's shared expert) ask the L2 for their first weight bytes before the programmatic wait, on targets that launch programmatically (sm_90): docs/pdl.md")
 	c.Flags().BoolVar(&moeRouter, "moe-router", false, "fold each decode MoE block's router into its gate_up launch behind a grid barrier (moe_decode_route_gate_up; the engine runs the two launches where the device cannot hold its grid)")
 	cliflag.IntRange(c.Flags(), &gdnColTile, "gdn-col-tile", 0, -1, 1<<16, "`N` state columns a block of the decode step's gdn_decode_split or gdn_decode_peer: 0 for the target's (GPU: a block per multiprocessor or more; with --gdn-peer the narrowest tile whose blocks fit one wave), -1 to keep gdn_decode_step (a block per key head), N to ask for N on any target")
 	c.Flags().BoolVar(&gdnPeer, "gdn-peer", false, "run the decode step's column-tiled GDN step as gdn_decode_peer (the blocks of a key head finish the gated norm together, in one wave) instead of gdn_decode_split (measured slower on the H200: docs/gdn-decode.md)")
