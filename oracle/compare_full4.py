@@ -18,6 +18,10 @@ Two steps, driven by scripts/h200_full4_vs_hf.sh:
       holding the engine's exit status) and computes per position, over the full
       vocabulary, KL(HF fp32 || engine) in float64, in row chunks on the GPU.
       Writes JSON after every step, so a run cut short still leaves its results.
+      --variants V1,V2 also scores DIR/ours_V1_<T>.npy ... (the same prompts through
+      plans made with other flags: per_length[T].variants[V]), so one HF run
+      serves several engine configurations; --fp64 0 and --bf16 0 skip those
+      references.
 
 Gates: max per-position KLD <= 0.005 and top-1 agreement >= 0.99 at every length.
 """
@@ -402,11 +406,15 @@ def cmd_compare(args):
             res.save()
 
         # 2. The same weights in bf16.
+        if not args.bf16:
+            lengths_bf16 = []
+        else:
+            lengths_bf16 = lengths
         model = model.to(torch.bfloat16)
         mods = dict(model.named_modules())
         for (mname, buf), v in inv.items():
             setattr(mods[mname], buf, v)
-        for t in lengths:
+        for t in lengths_bf16:
             if t not in ref or time.time() > deadline - 30:
                 continue
             got = forward(torch, model, prompts[t], device)
@@ -425,73 +433,93 @@ def cmd_compare(args):
         res.save()
         return 1
 
-    # 3. The engine's logits, as the shell script produces them.
-    for t in lengths:
-        rc_path = os.path.join(args.work, f"ours_{t}.rc")
-        npy = os.path.join(args.work, f"ours_{t}.npy")
+    # 3. The engine's logits, as the shell script produces them: ours_<T> for
+    # the plan under test, ours_<V>_<T> for each of --variants (the same
+    # prompts through plans made with other flags, scored the same way).
+    def score(t, stem):
+        """The stats of <stem>_<t>.npy against HF fp32 (and fp64): (ours, ours_vs_fp64)."""
+        rc_path = os.path.join(args.work, f"{stem}_{t}.rc")
+        npy = os.path.join(args.work, f"{stem}_{t}.npy")
         while not os.path.exists(rc_path) and time.time() < deadline:
             time.sleep(0.5)
-        entry = per[str(t)]
         if not os.path.exists(rc_path):
-            entry["ours"] = "not run: out of time"
-            log(f"T={t}: no engine logits before the deadline")
-            continue
+            log(f"{stem} T={t}: no engine logits before the deadline")
+            return "not run: out of time", None
         rc_text = open(rc_path).read().strip()
         if rc_text != "0":
-            entry["ours"] = f"engine failed: {rc_text}"
-            log(f"T={t}: engine {rc_text}")
-            res.save()
-            continue
+            log(f"{stem} T={t}: engine {rc_text}")
+            return f"engine failed: {rc_text}", None
         if t not in ref:
-            entry["ours"] = "engine ran, but no HF reference (out of time)"
-            continue
+            return "engine ran, but no HF reference (out of time)", None
         try:
             arr = np.load(npy, mmap_mode="r")
             if arr.shape != tuple(ref[t].shape) or arr.dtype != np.float32:
                 raise RuntimeError(f"engine logits {arr.shape} {arr.dtype}, want {tuple(ref[t].shape)} float32")
-            st = row_stats(torch, ref[t], lambda s, e: torch.from_numpy(np.ascontiguousarray(arr[s:e])), t, device)
+            rows = lambda s_, e_: torch.from_numpy(np.ascontiguousarray(arr[s_:e_]))
+            st = row_stats(torch, ref[t], rows, t, device)
             st["pass"] = bool(st["max_kld"] <= GATE_MAX_KLD and st["top1_agreement"] >= GATE_TOP1 and st["nonfinite"] == 0)
+            kl = row_stats.last
+            st64 = None
             if t in ref64:
-                st64 = row_stats(torch, ref64[t], lambda s_, e_: torch.from_numpy(np.ascontiguousarray(arr[s_:e_])), t, device)
+                st64 = row_stats(torch, ref64[t], rows, t, device)
                 st64["pass"] = bool(st64["max_kld"] <= GATE_MAX_KLD and st64["top1_agreement"] >= GATE_TOP1)
                 k64 = row_stats.last
                 # Where ours is furthest from HF fp32: how far each is from fp64 there.
                 pos = st["argmax_kld_position"]
                 st64["at_worst_fp32_position"] = {"position": pos, "ours_vs_fp64": float(k64[pos]),
                                                   "hf_fp32_vs_fp64": float(hf32_k64[t][pos])}
-                entry["ours_vs_fp64"] = st64
             try:
-                st["diagnostics"] = diagnose(torch, np, row_stats.last, t, rgap.get(t), margin.get(t), bf16_k.get(t),
-                                             lambda s_, e_: torch.from_numpy(np.ascontiguousarray(arr[s_:e_])), ref[t])
+                st["diagnostics"] = diagnose(torch, np, kl, t, rgap.get(t), margin.get(t), bf16_k.get(t), rows, ref[t])
             except Exception as exc:
                 st["diagnostics"] = f"failed: {type(exc).__name__}: {exc}"[:500]
-            tm = os.path.join(args.work, f"ours_{t}.time")
+            tm = os.path.join(args.work, f"{stem}_{t}.time")
             if os.path.exists(tm):
                 st["engine_wall_s"] = float(open(tm).read().strip())
-            entry["ours"] = st
             del arr
             os.remove(npy)
-            log(f"ours T={t}: max KLD {st['max_kld']:.3g} mean {st['mean_kld']:.3g} top1 {st['top1_agreement']:.4f} {'PASS' if st['pass'] else 'FAIL'}")
+            log(f"{stem} T={t}: max KLD {st['max_kld']:.3g} mean {st['mean_kld']:.3g} top1 {st['top1_agreement']:.4f} {'PASS' if st['pass'] else 'FAIL'}")
+            return st, st64
         except Exception as exc:
             traceback.print_exc()
-            entry["ours"] = f"compare failed: {type(exc).__name__}: {exc}"[:1000]
-        res.save()
+            return f"compare failed: {type(exc).__name__}: {exc}"[:1000], None
 
-    # The verdict per length: the gate against HF fp32; where it fails, the failure
-    # is transformers' own when the engine passes against the float64 reference
-    # and, at the failing position, HF fp32 is at least as far from float64 as
-    # the engine is from HF fp32.
-    for t in lengths:
-        e = per[str(t)]
-        o, o64 = e.get("ours"), e.get("ours_vs_fp64")
-        if not isinstance(o, dict):
-            continue
+    # The verdict of one length: the gate against HF fp32; where it fails, the
+    # failure is transformers' own when the engine passes against the float64
+    # reference and, at the failing position, HF fp32 is at least as far from
+    # float64 as the engine is from HF fp32.
+    def verdict(o, o64):
         if o["pass"]:
-            e["verdict"] = "pass"
-        elif isinstance(o64, dict) and o64["pass"] and o64["at_worst_fp32_position"]["hf_fp32_vs_fp64"] >= o["max_kld"] * 0.5:
-            e["verdict"] = "pass: HF fp32 is the one off the float64 reference at the failing position"
-        else:
-            e["verdict"] = "fail"
+            return "pass"
+        if isinstance(o64, dict) and o64["pass"] and o64["at_worst_fp32_position"]["hf_fp32_vs_fp64"] >= o["max_kld"] * 0.5:
+            return "pass: HF fp32 is the one off the float64 reference at the failing position"
+        return "fail"
+
+    variants = [v for v in args.variants.split(",") if v]
+    if variants:
+        res.data["variants"] = {v: args.variant_flags.get(v, "") for v in variants}
+    for stem in ["ours"] + [f"ours_{v}" for v in variants]:
+        for t in lengths:
+            o, o64 = score(t, stem)
+            entry = per[str(t)]
+            if stem != "ours":
+                entry = entry.setdefault("variants", {}).setdefault(stem[len("ours_"):], {})
+            entry["ours"] = o
+            if o64 is not None:
+                entry["ours_vs_fp64"] = o64
+            if isinstance(o, dict):
+                entry["verdict"] = verdict(o, o64)
+            res.save()
+    for v in variants:
+        print(f"variant {v} (plan flags: {args.variant_flags.get(v, '')}):")
+        for t in lengths:
+            e = per[str(t)].get("variants", {}).get(v, {})
+            o = e.get("ours")
+            if isinstance(o, dict):
+                o64 = e.get("ours_vs_fp64")
+                x64 = f"{o64['max_kld']:12.3g}" if isinstance(o64, dict) else f"{'-':>12}"
+                print(f"  T={t:5d} max KLD {o['max_kld']:10.3g} mean {o['mean_kld']:10.3g} top1 {o['top1_agreement']:.4f} vs fp64 {x64}  {e['verdict']}")
+            else:
+                print(f"  T={t:5d} {o}")
     ran = [t for t in lengths if isinstance(per[str(t)].get("ours"), dict)]
     res.data["lengths_compared"] = ran
     res.data["lengths_not_compared"] = [t for t in lengths if t not in ran]
@@ -540,7 +568,12 @@ def main():
     c.add_argument("--commit", default="")
     c.add_argument("--checkpoint-desc", default="")
     c.add_argument("--fp64", type=int, default=1, help="also run HF in float64 and compare both sides to it (1) or not (0)")
+    c.add_argument("--bf16", type=int, default=1, help="also run HF in bf16 and report its distance (1) or not (0)")
+    c.add_argument("--variants", default="", help="comma-separated names V of more engine runs to score (ours_V_<T>.npy)")
+    c.add_argument("--variant-flags", default="", help="V=flags;... : each variant's plan flags, for the report")
     args = ap.parse_args()
+    if args.cmd == "compare":
+        args.variant_flags = dict(kv.split("=", 1) for kv in args.variant_flags.split(";") if "=" in kv)
     if args.cmd == "prompts":
         cmd_prompts(args)
         return 0

@@ -31,8 +31,11 @@
 # gate run with an f32 cache), FULL4_PLAN_ARGS (more aimac plan flags, e.g.
 # "--decode-mma on"), FULL4_DECODE_LAST (default 0: the last N positions of
 # every prompt go through the decode step one token at a time, so the gate
-# holds the decode kernels too). The context is 4224 tokens, or the longest
-# prompt plus 128.
+# holds the decode kernels too), FULL4_VARIANTS (more plans to score against
+# the same HF run: "NAME=plan flags;NAME2=flags", each planned, built and run
+# after the main one, e.g. "untiled=--tiling off;serialgdn=--prefill-gdn
+# chunked"), FULL4_FP64 and FULL4_BF16 (default 1: run those HF references).
+# The context is 4224 tokens, or the longest prompt plus 128.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-$root/results/h200}
@@ -44,6 +47,16 @@ lengths=${FULL4_LENGTHS:-1,63,64,65,1000,1024,1025,4096}
 kv_dtype=${FULL4_KV_DTYPE:-bf16}
 plan_args=${FULL4_PLAN_ARGS:-}
 decode_last=${FULL4_DECODE_LAST:-0}
+variants=${FULL4_VARIANTS:-}
+variant_names=""
+if [ -n "$variants" ]; then
+  IFS=';' read -ra vlist <<<"$variants"
+  for v in "${vlist[@]}"; do
+    name=${v%%=*}
+    [[ "$name" =~ ^[a-z0-9]+$ && "$v" == *=* ]] || { echo "FULL4_VARIANTS: \"$v\" is not NAME=flags with a lower-case alphanumeric NAME" >&2; exit 1; }
+    variant_names=${variant_names:+$variant_names,}$name
+  done
+fi
 context=4224
 for t in ${lengths//,/ }; do [ $((t + 128)) -gt $context ] && context=$((t + 128)); done
 start=$(date +%s)
@@ -97,24 +110,43 @@ echo "[$(elapsed)s] synth done"
     for t in ${lengths//,/ }; do echo "build failed" >"$work/ours_$t.rc"; done; exit 1
   fi
   echo "[$(elapsed)s] bundle ready"
-  for t in ${lengths//,/ }; do
-    # Leave time to compare: skip a length whose run would end after the deadline.
-    need=$(( 25 + t / 200 ))
-    if [ $(( $(date +%s) + need )) -gt "$deadline" ]; then echo "[$(elapsed)s] T=$t skipped: out of time"; echo "skipped: out of time" >"$work/ours_$t.rc"; continue; fi
-    t1=$(date +%s.%N)
-    bin/aima-engine probe logits --model-dir "$ckpt" --bundle "$bundle" --tokens "$(cat "$work/tokens_$t.txt")" --decode-last "$decode_last" --out "$work/ours_$t.npy"
-    rc=$?
-    python3 -c "import sys; print(round($(date +%s.%N) - $t1, 2))" >"$work/ours_$t.time"
-    echo "[$(elapsed)s] T=$t engine exit $rc"
-    echo "$rc" >"$work/ours_$t.rc"
-  done
+  # probe STEM BUNDLE: every length through BUNDLE into STEM_<T>.npy, STEM_<T>.rc.
+  probe() {
+    for t in ${lengths//,/ }; do
+      # Leave time to compare: skip a length whose run would end after the deadline.
+      need=$(( 25 + t / 200 ))
+      if [ $(( $(date +%s) + need )) -gt "$deadline" ]; then echo "[$(elapsed)s] $1 T=$t skipped: out of time"; echo "skipped: out of time" >"$work/$1_$t.rc"; continue; fi
+      t1=$(date +%s.%N)
+      bin/aima-engine probe logits --model-dir "$ckpt" --bundle "$2" --tokens "$(cat "$work/tokens_$t.txt")" --decode-last "$decode_last" --out "$work/$1_$t.npy"
+      rc=$?
+      python3 -c "import sys; print(round($(date +%s.%N) - $t1, 2))" >"$work/$1_$t.time"
+      echo "[$(elapsed)s] $1 T=$t engine exit $rc"
+      echo "$rc" >"$work/$1_$t.rc"
+    done
+  }
+  probe ours "$bundle"
+  if [ -n "$variants" ]; then
+    for v in "${vlist[@]}"; do
+      name=${v%%=*}; flags=${v#*=}
+      echo "[$(elapsed)s] variant $name: $flags"
+      if bin/aimac plan --model-dir "$ckpt" --target sm_90 --buckets 64,1024 --context-tokens "$context" --kv-dtype "$kv_dtype" $plan_args $flags --out "$work/plan_$name.json" &&
+        bin/aimac build --plan "$work/plan_$name.json" --target sm_90 --out "$work/bundle_$name" >"$work/build_$name.log" 2>&1; then
+        tail -n 1 "$work/build_$name.log"
+        probe "ours_$name" "$work/bundle_$name"
+      else
+        cat "$work/build_$name.log" 2>/dev/null | tail -n 5
+        for t in ${lengths//,/ }; do echo "plan or build failed" >"$work/ours_${name}_$t.rc"; done
+      fi
+    done
+  fi
 ) >"$work/engine.log" 2>&1 &
 engine=$!
 
 python3 oracle/compare_full4.py compare --model-dir "$ckpt" --work "$work" --out "$dir/full4_vs_hf.json" \
-  --deadline "$deadline" --commit "${FULL4_COMMIT:-}" \
+  --deadline "$deadline" --commit "${FULL4_COMMIT:-}" --fp64 "${FULL4_FP64:-1}" --bf16 "${FULL4_BF16:-1}" \
+  --variants "$variant_names" --variant-flags "$variants" \
   --checkpoint-desc "aimac synth --preset full --layers 4 --seed 1 (real widths, 3 GDN + 1 full attention, 256 experts)" \
-  --command "scripts/h200_full4_vs_hf.sh (FULL4_LENGTHS=$lengths FULL4_BUDGET_S=$budget FULL4_KV_DTYPE=$kv_dtype FULL4_PLAN_ARGS='$plan_args' FULL4_DECODE_LAST=$decode_last)"
+  --command "scripts/h200_full4_vs_hf.sh (FULL4_LENGTHS=$lengths FULL4_BUDGET_S=$budget FULL4_KV_DTYPE=$kv_dtype FULL4_PLAN_ARGS='$plan_args' FULL4_DECODE_LAST=$decode_last FULL4_VARIANTS='$variants')"
 rc=$?
 if kill -0 $engine 2>/dev/null; then echo "engine job still running at the end: stopping it"; pkill -P $engine 2>/dev/null; kill $engine 2>/dev/null; fi
 wait $engine 2>/dev/null
