@@ -65,8 +65,8 @@ func optionPlans(t *testing.T) []*plan.Plan {
 		// the prefill attention on sm_90a's warpgroup products (--prefill-attention wgmma)
 		{Target: plan.SM90, PrefillAttention: planner.PrefillWGMMA},
 		{Target: plan.SM90, GDNPeer: true},
-		// the greedy step with the certified int8 head (--certified-head)
-		{Target: plan.SM90, CertifiedHead: true}, {Target: plan.GFX1151, CertifiedHead: true},
+		// no greedy step with the certified int8 head (--certified-head=false)
+		{Target: plan.SM90, BF16Head: true}, {Target: plan.GFX1151, BF16Head: true},
 		// the router folded into the MoE block behind a grid barrier (--moe-router)
 		{Target: plan.SM90, MoERouter: true}, {Target: plan.GFX1151, MoERouter: true},
 		// the router ranking top-k once, down reading the ids before its wait (--moe-rank)

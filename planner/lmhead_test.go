@@ -25,7 +25,7 @@ func TestCertifiedHeadPhase(t *testing.T) {
 		m := FromConfig(cfg.name, cfg.c)
 		V, H := int64(cfg.c.VocabSize), int64(cfg.c.HiddenSize)
 		for _, target := range plan.Targets {
-			p, err := Plan(m, Options{Target: target, Buckets: []int{16}, ContextTokens: 64, CertifiedHead: true})
+			p, err := Plan(m, Options{Target: target, Buckets: []int{16}, ContextTokens: 64})
 			if err != nil {
 				t.Fatalf("%s %s: %v", cfg.name, target, err)
 			}
@@ -132,20 +132,20 @@ func TestCertifiedHeadPhase(t *testing.T) {
 	}
 }
 
-// TestCertifiedHeadOption: without CertifiedHead (aimac plan
-// --certified-head) a GPU plan has no decode_greedy and no derived int8
-// weights; the cpu plan has them.
+// TestCertifiedHeadOption: with BF16Head (aimac plan
+// --certified-head=false) a GPU plan has no decode_greedy and no derived
+// int8 weights; the cpu plan has them.
 func TestCertifiedHeadOption(t *testing.T) {
 	m := FromConfig("tiny", tinyConfig(t))
 	for _, target := range plan.Targets {
-		p, err := Plan(m, Options{Target: target, Buckets: []int{16}, ContextTokens: 64})
+		p, err := Plan(m, Options{Target: target, Buckets: []int{16}, ContextTokens: 64, BF16Head: true})
 		if err != nil {
 			t.Fatalf("%s: %v", target, err)
 		}
 		greedy := slices.ContainsFunc(p.Phases, func(ph plan.Phase) bool { return ph.Kind == plan.DecodeGreedy })
 		derived := slices.ContainsFunc(p.Buffers, func(b plan.Buffer) bool { return b.Name == lmHeadInt8 || b.Name == lmHeadScale })
 		if want := !target.GPU(); greedy != want || derived != want {
-			t.Errorf("%s without CertifiedHead: decode_greedy %v, int8 rows %v; want %v", target, greedy, derived, want)
+			t.Errorf("%s with BF16Head: decode_greedy %v, int8 rows %v; want %v", target, greedy, derived, want)
 		}
 	}
 }

@@ -193,9 +193,7 @@ func TestDecodeBytesReal(t *testing.T) {
 // the candidates. With the final norm folded (the GPU plans) certify reads
 // the norm's 8 KB of weights as well as the int8 head.
 func TestGreedyBytesReal(t *testing.T) {
-	// The frozen GPU plans have no greedy step (--certified-head is off
-	// on GPU targets for now).
-	for _, target := range []plan.Target{plan.CPU} {
+	for _, target := range []plan.Target{plan.CPU, plan.SM90, plan.GFX1151} {
 		data, err := plans.Frozen(target)
 		if err != nil {
 			t.Fatal(err)

@@ -57,7 +57,7 @@ the greedy decode step instead, whose LM head is the certified int8 head
 				if err != nil {
 					return err
 				}
-				if p, err = planner.Plan(m, planner.Options{Target: plan.Target(target), Buckets: []int{1024}, ContextTokens: ctxTokens, KVDType: ir.DType(kvDType), CertifiedHead: greedy}); err != nil {
+				if p, err = planner.Plan(m, planner.Options{Target: plan.Target(target), Buckets: []int{1024}, ContextTokens: ctxTokens, KVDType: ir.DType(kvDType)}); err != nil {
 					return err
 				}
 			}

@@ -15,7 +15,7 @@ import (
 func TestRoofline(t *testing.T) {
 	// An sm_90 plan with the certified head (off by default).
 	f := filepath.Join(t.TempDir(), "plan.json")
-	if _, _, err := run("plan", "--target", "sm_90", "--buckets", "1024", "--context-tokens", "16384", "--certified-head", "--out", f); err != nil {
+	if _, _, err := run("plan", "--target", "sm_90", "--buckets", "1024", "--context-tokens", "16384", "--out", f); err != nil {
 		t.Fatal(err)
 	}
 	p, err := plan.ReadFile(f)
@@ -49,7 +49,7 @@ func TestRoofline(t *testing.T) {
 func TestRooflineGreedy(t *testing.T) {
 	// An sm_90 plan with the certified head (off by default).
 	f := filepath.Join(t.TempDir(), "plan.json")
-	if _, _, err := run("plan", "--target", "sm_90", "--buckets", "1024", "--context-tokens", "4096", "--certified-head", "--out", f); err != nil {
+	if _, _, err := run("plan", "--target", "sm_90", "--buckets", "1024", "--context-tokens", "4096", "--out", f); err != nil {
 		t.Fatal(err)
 	}
 	p, err := plan.ReadFile(f)

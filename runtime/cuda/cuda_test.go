@@ -150,7 +150,7 @@ func gpu(t *testing.T, c *hipcc.Compiler, cache string, buckets []int, contextTo
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := planner.Plan(m, planner.Options{Target: cuda.Target, Buckets: buckets, ContextTokens: contextTokens, KVDType: kv, CertifiedHead: true})
+	p, err := planner.Plan(m, planner.Options{Target: cuda.Target, Buckets: buckets, ContextTokens: contextTokens, KVDType: kv})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func TestEngineStepGraphs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := planner.Plan(planner.FromConfig("tiny", cfg), planner.Options{Target: plan.SM90, Buckets: []int{8}, ContextTokens: 64, CertifiedHead: true})
+	p, err := planner.Plan(planner.FromConfig("tiny", cfg), planner.Options{Target: plan.SM90, Buckets: []int{8}, ContextTokens: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
