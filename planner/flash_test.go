@@ -73,14 +73,14 @@ func TestFlashPrefill(t *testing.T) {
 		{"tiny heads gfx1151 bf16", &tiny, plan.GFX1151, ir.BF16, PrefillFlashBF16, true, [2]int64{64, 16}, [3]bool{}},
 		{"head_dim 40 sm_90", &odd, plan.SM90, ir.F32, PrefillFlash, false, [2]int64{}, [3]bool{}},
 		{"head_dim 96 sm_90 bf16", &hd96, plan.SM90, ir.BF16, PrefillDefault, false, [2]int64{}, [3]bool{}},
-		{"head_dim 128 sm_90 bf16", &hd128, plan.SM90, ir.BF16, PrefillDefault, true, [2]int64{128, 64}, [3]bool{true, false, true}},
+		{"head_dim 128 sm_90 bf16", &hd128, plan.SM90, ir.BF16, PrefillFlash, true, [2]int64{128, 64}, [3]bool{true, false, true}},
 		{"real sm_90 eager", arch.Real(), plan.SM90, ir.F32, PrefillEager, false, [2]int64{}, [3]bool{}},
 		{"real sm_90 flash-bf16", arch.Real(), plan.SM90, ir.F32, PrefillFlashBF16, true, [2]int64{128, 64}, [3]bool{}},
 		{"real cpu", arch.Real(), plan.CPU, ir.F32, PrefillDefault, false, [2]int64{}, [3]bool{}},
-		{"real sm_90 bf16 default", arch.Real(), plan.SM90, ir.BF16, PrefillDefault, true, [2]int64{128, 32}, [3]bool{true, false, true}},
+		{"real sm_90 bf16 flash", arch.Real(), plan.SM90, ir.BF16, PrefillFlash, true, [2]int64{128, 32}, [3]bool{true, false, true}},
 		{"real gfx1151 bf16 default", arch.Real(), plan.GFX1151, ir.BF16, PrefillDefault, false, [2]int64{}, [3]bool{}},
 		{"tiny heads gfx1151 bf16 default", &tiny, plan.GFX1151, ir.BF16, PrefillDefault, false, [2]int64{}, [3]bool{}},
-		{"tiny heads sm_90 bf16 default", &tiny, plan.SM90, ir.BF16, PrefillDefault, true, [2]int64{128, 64}, [3]bool{true, false, true}},
+		{"tiny heads sm_90 bf16 flash", &tiny, plan.SM90, ir.BF16, PrefillFlash, true, [2]int64{128, 64}, [3]bool{true, false, true}},
 		{"real cpu flash", arch.Real(), plan.CPU, ir.F32, PrefillFlash, true, [2]int64{128, 32}, [3]bool{true, true, true}},
 	} {
 		gs := graphs(tc.c, tc.target, tc.kv, tc.attn)
@@ -157,6 +157,13 @@ func TestWGMMAPrefill(t *testing.T) {
 		{"tiny heads sm_90 bf16", &tiny, plan.SM90, ir.BF16, PrefillWGMMA, got{0, layers, 0, [4]int{}, false, false}},
 		{"real gfx1151 bf16", arch.Real(), plan.GFX1151, ir.BF16, PrefillWGMMA, got{0, 0, layers, [4]int{}, false, false}},
 		{"real gfx1151 bf16 plain", arch.Real(), plan.GFX1151, ir.BF16, PrefillWGMMABF16, got{0, layers, 0, [4]int{}, false, false}},
+		// the default: wgmma on sm_90 where it serves, flash where it does
+		// not, flash on gfx1151, the pair on the cpu
+		{"real sm_90 bf16 default", arch.Real(), plan.SM90, ir.BF16, PrefillDefault, got{layers, 0, 0, [4]int{128, 64, 1, 2}, true, false}},
+		{"real sm_90 f32 default", arch.Real(), plan.SM90, ir.F32, PrefillDefault, got{0, layers, 0, [4]int{}, false, false}},
+		{"tiny heads sm_90 bf16 default", &tiny, plan.SM90, ir.BF16, PrefillDefault, got{0, layers, 0, [4]int{}, false, false}},
+		{"real gfx1151 bf16 default", arch.Real(), plan.GFX1151, ir.BF16, PrefillDefault, got{0, 0, layers, [4]int{}, false, false}},
+		{"real cpu default", arch.Real(), plan.CPU, ir.F32, PrefillDefault, got{0, 0, layers, [4]int{}, false, false}},
 	} {
 		gs, err := Graphs(FromConfig("m", tc.c), Options{Target: tc.target, Buckets: []int{4}, ContextTokens: 64, KVDType: tc.kv, PrefillAttention: tc.attn}, "flash")
 		if err != nil {
