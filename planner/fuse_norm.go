@@ -78,7 +78,7 @@ func normMatch(g *ir.Graph, u uses, i int, nm *ir.Op, target plan.Target, tune s
 		}
 	}
 	fp := params(ints{"k": int64(k), "n": int64(mm.Params.Int("n"))}, "eps", p.Real("eps"), "one_plus", p.Flag("one_plus"))
-	maps.Copy(fp.Ints, gemvParams(mm.Params.Int("n"), k, target))
+	maps.Copy(fp.Ints, gemvParams(mm.Params.Int("n"), k, target, tune))
 	setPrefetch(&fp, g, mw, target, tune)
 	return &ir.Op{Kind: ir.RMSNormGEMV, Layer: mm.Layer, Rows: nm.Rows, Params: fp,
 		Operands: []ir.Operand{my, x, w, mw, y}}, j, true

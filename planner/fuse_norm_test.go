@@ -88,7 +88,7 @@ func TestFuseNormGEMV(t *testing.T) {
 		// K 16 is 16-byte aligned and the 192-byte matrix a weight: prefetched where the row asks for it.
 		pre := streamTable[target].L2Prefetch && target.Programmatic() && !early
 		want := params(ints{"k": 16, "n": 6}, "eps", 1e-6, "one_plus", true, "early", early, "staged", false, "l2_prefetch", pre)
-		maps.Copy(want.Ints, gemvParams(6, 16, target))
+		maps.Copy(want.Ints, gemvParams(6, 16, target, streamTable[target]))
 		if d := cmp.Diff(want, g.Ops[0].Params); d != "" {
 			t.Errorf("%s: params (-want +got):\n%s", target, d)
 		}

@@ -59,11 +59,14 @@ var streamTable = map[plan.Target]streamTuning{
 }
 
 // streamRow is the target's row of streamTable with what the options ask
-// for on top of it (Options.L2Prefetch, Options.MoERank).
+// for on top of it (Options.L2Prefetch, Options.MoERank, Options.StreamUnroll).
 func (o *Options) streamRow() streamTuning {
 	tune := streamTable[o.Target]
 	tune.L2Prefetch = tune.L2Prefetch || o.L2Prefetch
 	tune.RankOnce = tune.RankOnce || o.MoERank
+	if o.StreamUnroll > 0 {
+		tune.Unroll = o.StreamUnroll
+	}
 	return tune
 }
 
@@ -101,7 +104,7 @@ func streamOneRow(g *ir.Graph, t plan.Target, tune streamTuning) error {
 		}
 		switch op.Kind {
 		case ir.MatMul, ir.MatMulAdd:
-			maps.Copy(p.Ints, gemvParams(p.Int("n"), p.Int("k"), t))
+			maps.Copy(p.Ints, gemvParams(p.Int("n"), p.Int("k"), t, tune))
 			setPrefetch(&p, g, op.Operands[2], t, tune)
 			op.Kind = map[ir.Kind]ir.Kind{ir.MatMul: ir.GEMV, ir.MatMulAdd: ir.GEMVAdd}[op.Kind]
 		case ir.MoEGateUp:
@@ -158,9 +161,8 @@ func streamOneRow(g *ir.Graph, t plan.Target, tune streamTuning) error {
 // idle and each slice keeps two passes of a warp, the unroll within a
 // lane's loads. A target without a row in streamTable (the cpu, which runs
 // the references) gets ones.
-func gemvParams(n, k int, t plan.Target) map[string]int64 {
-	tune, ok := streamTable[t]
-	if !ok {
+func gemvParams(n, k int, t plan.Target, tune streamTuning) map[string]int64 {
+	if _, ok := streamTable[t]; !ok {
 		return map[string]int64{"rows_per_warp": 1, "split_k": 1, "unroll": 1}
 	}
 	warps := t.Launch().Warps()

@@ -64,6 +64,11 @@ type Options struct {
 	// launches overlap; targets whose stream row says L2Prefetch do so
 	// without being asked.
 	L2Prefetch bool
+	// StreamUnroll, when positive, replaces the target's unroll of the
+	// weight-streaming families (the 16-byte chunks a lane loads before its
+	// FMAs, within kernels.GEMVMaxLoads over its rows): a tuning knob for
+	// measuring the decode step; 0 keeps the target's (docs/gemv.md).
+	StreamUnroll int
 	// BF16Head leaves the greedy step with the certified int8 LM head
 	// (decode_greedy, docs/lm-head.md) out of a GPU plan, whose greedy
 	// draws then use the BF16 head. Every plan has the step by default: on
@@ -183,6 +188,9 @@ func (o *Options) check() error {
 	}
 	if o.ContextTokens <= 0 || o.ContextTokens > 1<<24 {
 		errs = append(errs, fmt.Errorf("context tokens %d: want 1 to %d", o.ContextTokens, 1<<24))
+	}
+	if o.StreamUnroll < 0 || o.StreamUnroll > kernels.GEMVMaxLoads {
+		errs = append(errs, fmt.Errorf("stream unroll %d: want 0 (the target's) to %d", o.StreamUnroll, kernels.GEMVMaxLoads))
 	}
 	if o.Chunk == 0 {
 		o.Chunk = 64

@@ -84,7 +84,7 @@ func parseBuckets(s string) ([]int, error) {
 
 func planCmd() *cobra.Command {
 	var dir, target, buckets, out, kvDType, fusion, tiling, prefillAttn, prefillGDN, gemmTile string
-	var ctxTokens, decodeSplits, gdnColTile int
+	var ctxTokens, decodeSplits, gdnColTile, streamUnroll int
 	var decodeStream, gdnPeer, moeRouter, moeRank, l2Prefetch, certifiedHead bool
 	var decodeMMA string
 	c := &cobra.Command{
@@ -105,7 +105,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 				return err
 			}
 			p, err := planner.Plan(m, planner.Options{Target: plan.Target(target), Buckets: bs, ContextTokens: ctxTokens, KVDType: ir.DType(kvDType), Fusion: planner.Fusion(fusion),
-				Tiling: planner.Tiling(tiling), DecodeSplits: decodeSplits, DecodeStream: decodeStream, DecodeMMA: planner.DecodeMMA(decodeMMA), MoERouter: moeRouter, MoERank: moeRank, L2Prefetch: l2Prefetch, BF16Head: !certifiedHead, GDNColumnTile: gdnColTile, GDNPeer: gdnPeer, PrefillAttention: planner.PrefillAttention(prefillAttn),
+				Tiling: planner.Tiling(tiling), DecodeSplits: decodeSplits, DecodeStream: decodeStream, DecodeMMA: planner.DecodeMMA(decodeMMA), MoERouter: moeRouter, MoERank: moeRank, L2Prefetch: l2Prefetch, StreamUnroll: streamUnroll, BF16Head: !certifiedHead, GDNColumnTile: gdnColTile, GDNPeer: gdnPeer, PrefillAttention: planner.PrefillAttention(prefillAttn),
 				PrefillGDN: planner.PrefillGDN(prefillGDN), GEMMTile: planner.GEMMTile(gemmTile)})
 			if err != nil {
 				return err
@@ -134,6 +134,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 	c.Flags().BoolVar(&certifiedHead, "certified-head", true, "give a GPU plan the greedy step with the certified int8 LM head (decode_greedy: the BF16 head's tokens from half its bytes, docs/lm-head.md); false leaves it out, so greedy draws use the BF16 head (the cpu plan always has it)")
 	c.Flags().BoolVar(&moeRank, "moe-rank", false, "rank each decode MoE block's top-k once in the router's launch (rmsnorm_router_topk), gate_up reading the ids and down reading them before its programmatic wait")
 	c.Flags().BoolVar(&l2Prefetch, "l2-prefetch", false, "the decode step's weight-streaming launches (gemv, gemv_add, rmsnorm_gemv up to 64 MB, moe_decode_gate_up's shared expert) ask the L2 for their first weight bytes before the programmatic wait, on targets that launch programmatically (sm_90): docs/pdl.md")
+	cliflag.IntRange(c.Flags(), &streamUnroll, "stream-unroll", 0, 0, kernels.GEMVMaxLoads, "`N` 16-byte weight chunks a lane of the decode step's weight-streaming launches loads before its FMAs (a tuning knob; 0: the target's, docs/gemv.md)")
 	c.Flags().BoolVar(&moeRouter, "moe-router", false, "fold each decode MoE block's router into its gate_up launch behind a grid barrier (moe_decode_route_gate_up; the engine runs the two launches where the device cannot hold its grid)")
 	cliflag.IntRange(c.Flags(), &gdnColTile, "gdn-col-tile", 0, -1, 1<<16, "`N` state columns a block of the decode step's gdn_decode_split or gdn_decode_peer: 0 for the target's (GPU: a block per multiprocessor or more; with --gdn-peer the narrowest tile whose blocks fit one wave), -1 to keep gdn_decode_step (a block per key head), N to ask for N on any target")
 	c.Flags().BoolVar(&gdnPeer, "gdn-peer", false, "run the decode step's column-tiled GDN step as gdn_decode_peer (the blocks of a key head finish the gated norm together, in one wave) instead of gdn_decode_split (measured slower on the H200: docs/gdn-decode.md)")
