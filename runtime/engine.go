@@ -46,6 +46,9 @@ type Engine struct {
 	greedy      *phase
 	greedyGraph Graph
 	certified   bool
+	// decodeTail: a prompt's last segment of at most this many tokens runs
+	// as decode steps (tail.go).
+	decodeTail int
 	// noLogits: the last step was a certified greedy one, which leaves no
 	// logits on the device.
 	noLogits  bool
@@ -106,6 +109,9 @@ func NewEngine(p *plan.Plan, be Backend, w Weights) (*Engine, error) {
 	}
 	e := &Engine{plan: p, be: be, globals: map[string]Mem{}, prefill: map[int]*phase{}}
 	_, e.graphs = be.(Grapher)
+	if p.Target.GPU() {
+		e.decodeTail = DefaultDecodeTail
+	}
 	e.stepGraphs.pdl = e.canProgrammatic()
 	if ib, ok := be.(Interruptible); ok {
 		ib.SetInterrupt(e.interrupted)
@@ -377,10 +383,24 @@ func (e *Engine) Prefill(ctx context.Context, tokens []int32, rows RowsFunc) ([]
 		return nil, err
 	}
 	var last []float32
-	for _, s := range Segments(len(tokens), e.plan.Buckets) {
+	segs := Segments(len(tokens), e.plan.Buckets)
+	for i, s := range segs {
 		if err := ctx.Err(); err != nil {
 			e.broken = s.Start > 0 // part of this prompt is in the state
 			return nil, err
+		}
+		if rows == nil && i == len(segs)-1 && s.Tokens <= e.decodeTail {
+			// A short last segment as decode steps (tail.go).
+			for j, t := range tokens[s.Start:] {
+				if err := ctx.Err(); err != nil {
+					e.broken = s.Start+j > 0
+					return nil, err
+				}
+				if last, err = e.decodeToken(ctx, t); err != nil {
+					return nil, err
+				}
+			}
+			break
 		}
 		l, err := e.step(ctx, e.prefill[s.Bucket], tokens[s.Start:s.Start+s.Tokens])
 		if err != nil {
@@ -412,6 +432,12 @@ func (e *Engine) Decode(ctx context.Context, token int32) ([]float32, error) {
 	if err := e.checkIDs([]int32{token}); err != nil {
 		return nil, err
 	}
+	return e.decodeToken(ctx, token)
+}
+
+// decodeToken is Decode after its checks: the step graph's replay where
+// the backend has one, else the decode phase launch by launch.
+func (e *Engine) decodeToken(ctx context.Context, token int32) ([]float32, error) {
 	if sg, ok := e.stepping(); ok {
 		logits, err := e.decodeStep(ctx, sg, token)
 		if !errors.Is(err, errNoStepGraph) {

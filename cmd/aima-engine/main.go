@@ -73,7 +73,10 @@ type loadFlags struct {
 	// certifiedHead: greedy draws may take the certified int8 LM head
 	// (the engine's default: on GPU targets); false keeps the BF16 head.
 	certifiedHead bool
-	flags         *pflag.FlagSet // to tell flags given from defaults
+	// decodeTail: the longest last prompt segment run as decode steps (-1:
+	// the engine's default, runtime.DefaultDecodeTail on GPU targets).
+	decodeTail int
+	flags      *pflag.FlagSet // to tell flags given from defaults
 }
 
 // registerModel adds the flags that choose the model and its plan.
@@ -87,6 +90,7 @@ func (f *loadFlags) registerModel(c *cobra.Command) {
 	cliflag.Int(c.Flags(), &f.o.ContextTokens, "context-tokens", 4096, 1, "context capacity `N` (prompt + output) when planning now")
 	c.Flags().StringVar(&f.synthetic, "synthetic-weights", "", "generate the weights from `SEED` instead of reading them (only config.json is read)")
 	c.Flags().BoolVar(&f.certifiedHead, "certified-head", true, "greedy draws that need no logprob decode with the certified int8 LM head where the plan has one, on GPU targets (the same tokens as the BF16 head); false: the BF16 head")
+	cliflag.IntRange(c.Flags(), &f.decodeTail, "decode-tail", -1, -1, 1<<20, "`N`: a prompt's last segment of at most N tokens runs as decode steps instead of a prefill step (-1: the engine's default, 16 on GPU targets and 0 on the cpu; 0: never; docs/serving.md)")
 	_ = c.RegisterFlagCompletionFunc("target", cobra.FixedCompletions(targetNames(), cobra.ShellCompDirectiveNoFileComp))
 }
 
@@ -190,6 +194,11 @@ func (f *loadFlags) load(stderr io.Writer) (*loader.Loaded, []int32, error) {
 
 // configure applies the flags that set a loaded engine's choices.
 func (f *loadFlags) configure(e *runtime.Engine) error {
+	if f.decodeTail >= 0 {
+		if err := e.SetDecodeTail(f.decodeTail); err != nil {
+			return fmt.Errorf("--decode-tail: %w", err)
+		}
+	}
 	if f.certifiedHead {
 		return nil // the engine's default
 	}

@@ -395,6 +395,12 @@ func TestHuggingFaceOnGPU(t *testing.T) {
 // last logits.
 func prefillLogits(t *testing.T, e *runtime.Engine) [][]float32 {
 	t.Helper()
+	// Every length prefilled, none of them as the decode tail.
+	tail := e.DecodeTail()
+	if err := e.SetDecodeTail(0); err != nil {
+		t.Fatal(err)
+	}
+	defer e.SetDecodeTail(tail)
 	var out [][]float32
 	for _, n := range []int{1, 3, 4, 5, 15, 16, 17, 21, 40} {
 		if err := e.Reset(); err != nil {

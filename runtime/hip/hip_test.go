@@ -972,6 +972,11 @@ func TestEngine(t *testing.T) {
 	}
 	logged()
 	ctx := context.Background()
+	// The bucket's graph: a prompt of one bucket prefilled, not run as
+	// the decode tail a GPU engine gives prompts this short.
+	if err := e.SetDecodeTail(0); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := e.Prefill(ctx, []int32{1, 2, 3, 4, 5, 6, 7, 8}, nil); err != nil {
 		t.Fatal(err)
 	}
