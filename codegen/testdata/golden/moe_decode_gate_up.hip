@@ -264,7 +264,7 @@ constexpr int WARPS = BDIM_X / WARP_SIZE;
 constexpr int PER = WARPS * RPW;
 constexpr int GI = (INTER + PER - 1) / PER;
 constexpr int WIDTH = TOPK * INTER + SINTER;
-constexpr int EPL = (EXPERTS + WARP_SIZE - 1) / WARP_SIZE;
+constexpr int EPL = (EXPERTS + WARP_SIZE - 1) / WARP_SIZE;  // the logits a lane ranks
 static_assert(RPW >= 1 && U >= 1 && TOPK >= 1 && EXPERTS >= TOPK, "rows_per_warp, unroll and top-k at least 1, top-k at most the experts");
 KERNEL void moe_decode_gate_up_a9e2110e(float* act, int* ids, float* weights, const float* x, const float* logits, const bf16* gate_up, const bf16* shared_gate, const bf16* shared_up, int n, const int* params) {
   if (n < 0) n = params[-n - 1];
