@@ -1,6 +1,7 @@
 package codegen
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -427,6 +428,39 @@ func TestEmulateGDNChunk(t *testing.T) {
 			}
 		})
 	}
+	// int_tf32 rounds like cvt.rna.tf32.f32 (the emulator's tf32_of): the
+	// same bits out of both launches, at the model's dims and the tiny ones.
+	t.Run("int_tf32", func(t *testing.T) {
+		pairs := [][2]plan.Kernel{
+			{wyT, gdnStateAsync(2, 4, 16, 16, 64, 16, 16, true, true)},
+			{gdnWY(1, 1, 128, 128, 64, 64, true), gdnStateAsync(1, 1, 128, 128, 64, 128, 32, true, true)},
+			{gdnWY(1, 1, 128, 128, 64, 32, false), gdnStateAsync(1, 1, 128, 128, 64, 128, 32, false, true)},
+		}
+		for i, pr := range pairs {
+			if i > 0 && !*emulateAll {
+				break
+			}
+			for _, k := range pr {
+				a := gdnArgs(k, 130, 132, uint64(300+i), 0.3, false)
+				b, want := cloneArgs(a), cloneArgs(a)
+				if err := want.Family.Reference(want); err != nil {
+					t.Fatal(err)
+				}
+				emu.emulate(t, plan.SM90, k, a)
+				emu.emulate(t, plan.SM90, gdnInt(k), b)
+				for j, o := range a.Family.Operands {
+					if o.Access != ir.Read && !bytes.Equal(a.Mem[j], b.Mem[j]) {
+						t.Errorf("%s: %s differs with int_tf32", k.Name, o.Name)
+					}
+				}
+				worst, where := worstError(b, want)
+				t.Logf("%s: max abs error %.3g (%s)", gdnInt(k).Name, worst, where)
+				if tol := map[bool]float64{true: 2e-4, false: 5e-2}[k.Params.Flag("split")]; worst > tol {
+					t.Errorf("%s: max abs error %.3g > %g at %s", gdnInt(k).Name, worst, tol, where)
+				}
+			}
+		}
+	})
 	t.Run("conv", func(t *testing.T) {
 		for _, n := range []int{1, 2, 3, 7, 64} {
 			k := gdnConv(300, 4, 3)

@@ -69,6 +69,21 @@ func gdnModelState(split bool, cols int) plan.Kernel {
 // its state (fewer rows than its history, one row, tiles of 3 and 4). Every
 // written operand is compared, rows past n poisoned.
 func gdnChunkCases() []gpuCase {
+	cs := gdnChunkCasesCvt()
+	// Every case of either launch again with int_tf32 (the same bits
+	// expected: the error figures should match the twin's).
+	for _, c := range cs {
+		if k := ir.Kind(c.k.Family); k == ir.GatedDeltaWY || k == ir.GatedDeltaState {
+			c.name += "_int"
+			c.k = gdnInt(c.k)
+			cs = append(cs, c)
+		}
+	}
+	return cs
+}
+
+// gdnChunkCasesCvt are the cases with cvt.rna.tf32.f32 operands.
+func gdnChunkCasesCvt() []gpuCase {
 	var cs []gpuCase
 	for _, n := range []int{1, 63, 64, 65, 200} {
 		cs = append(cs,
@@ -154,6 +169,11 @@ func TestWriteGPUCasesGDNChunk(t *testing.T) {
 		{"speed_gdn_state_8k_s64", gdnState(16, 32, 128, 128, 64, 64, 32, true), 10, "speed_gdn_state_8k"},
 		{"speed_gdn_state_8k_sync", gdnState(16, 32, 128, 128, 64, 128, 32, true), 10, "speed_gdn_state_8k"},
 		{"speed_gdn_state_8k_plain_sync", gdnState(16, 32, 128, 128, 64, 128, 32, false), 10, "speed_gdn_state_8k"},
+		{"speed_gdn_wy_8k_int", gdnInt(gdnModelWY(true)), 10, "speed_gdn_wy_8k"},
+		{"speed_gdn_wy_8k_s32_int", gdnInt(gdnWY(16, 32, 128, 128, 64, 32, true)), 10, "speed_gdn_wy_8k"},
+		{"speed_gdn_wy_8k_s32_plain_int", gdnInt(gdnWY(16, 32, 128, 128, 64, 32, false)), 10, "speed_gdn_wy_8k"},
+		{"speed_gdn_state_8k_int", gdnInt(gdnModelState(true, 32)), 10, "speed_gdn_state_8k"},
+		{"speed_gdn_state_8k_plain_int", gdnInt(gdnModelState(false, 32)), 10, "speed_gdn_state_8k"},
 		{"speed_conv_rows_8k", gdnConv(8192, 4, 8), 20, ""},
 		{"speed_conv_rows_8k_r4", gdnConv(8192, 4, 4), 20, "speed_conv_rows_8k"},
 		{"speed_conv_rows_8k_r16", gdnConv(8192, 4, 16), 20, "speed_conv_rows_8k"},
@@ -171,6 +191,20 @@ func TestWriteGPUCasesGDNChunk(t *testing.T) {
 		long = 1024
 	}
 	writeGDNSpeed(t, filepath.Join(out, "speed_gdn_state_128k"), out, gdnSpeed{"speed_gdn_state_128k", gdnModelState(true, 32), 2, ""}, long, 5199)
+	writeGDNSpeed(t, filepath.Join(out, "speed_gdn_state_128k_int"), out, gdnSpeed{"speed_gdn_state_128k_int", gdnInt(gdnModelState(true, 32)), 2, "speed_gdn_state_128k"}, long, 5199)
+	// 32K in one segment (512 chunks a block), both launches old and new.
+	mid := 32768
+	if *gpuCases == "" {
+		mid = 768
+	}
+	for i, sp := range []gdnSpeed{
+		{"speed_gdn_wy_32k", gdnModelWY(true), 3, ""},
+		{"speed_gdn_wy_32k_int", gdnInt(gdnModelWY(true)), 3, "speed_gdn_wy_32k"},
+		{"speed_gdn_state_32k", gdnModelState(true, 32), 3, ""},
+		{"speed_gdn_state_32k_int", gdnInt(gdnModelState(true, 32)), 3, "speed_gdn_state_32k"},
+	} {
+		writeGDNSpeed(t, filepath.Join(out, sp.name), out, sp, mid, uint64(5200+i))
+	}
 }
 
 // gdnSpeedBytes is what one launch must move at least: every operand once
@@ -235,8 +269,9 @@ func writeGDNSpeed(t *testing.T, dir, root string, sp gdnSpeed, n int, seed uint
 		if k.Params.Flag("split") {
 			products = 3
 		}
-		meta.Note = fmt.Sprintf("%d tokens of one GDN layer at the model's heads, %s, %d tf32 products per multiply-add (%s); files of %d rows repeated",
-			n, kernelShape(k), products, map[bool]string{true: "split: hi·hi + hi·lo + lo·hi", false: "plain"}[products == 3], period)
+		meta.Note = fmt.Sprintf("%d tokens (%d chunks: µs a chunk = µs / %d) of one GDN layer at the model's heads, %s, %d tf32 products per multiply-add (%s), operands rounded by %s; files of %d rows repeated",
+			n, ir.Ceil(n, k.Params.Int("chunk")), ir.Ceil(n, k.Params.Int("chunk")), kernelShape(k), products, map[bool]string{true: "split: hi·hi + hi·lo + lo·hi", false: "plain"}[products == 3],
+			map[bool]string{true: "integer arithmetic (int_tf32)", false: "cvt.rna.tf32.f32"}[k.Params.Flag("int_tf32")], period)
 	case ir.GatedRMSNorm:
 		meta.Note = fmt.Sprintf("%d tokens of the gated norm over %d heads of %d, a warp per vector; files of %d rows repeated", n, k.Params.Int("heads"), k.Params.Int("dim"), period)
 	default:

@@ -67,16 +67,19 @@ func (o *Options) chunksGDN() bool {
 // SMs: 1,540 µs at 16, 1,697 at 64); gfx1151 slices of 32 within its
 // 64 KiB of LDS. The cpu runs the references: sm_90's. With async (sm_90)
 // a state pass whose one slice is the whole k_dim stages its tiles by
-// asynchronous copies ahead.
+// asynchronous copies ahead. With intTF32 (sm_90 only: the other targets'
+// products are f32 or references) both launches round their tensor-core
+// operands to tf32 by integer arithmetic instead of cvt.rna.tf32.f32: the
+// same bits, off the conversion unit (docs/prefill-gdn.md, "Third version").
 type gdnTile struct {
 	wySlices, wyPlainSlices, stateSlices, cols []int
-	async                                      bool
+	async, intTF32                             bool
 }
 
 var gdnTiles = map[plan.Target]gdnTile{
-	plan.SM90:    {[]int{64, 32, 16}, []int{32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true},
-	plan.GFX1151: {[]int{32, 16}, []int{32, 16}, []int{32, 16}, []int{32, 16, 8}, false},
-	plan.CPU:     {[]int{64, 32, 16}, []int{32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true},
+	plan.SM90:    {[]int{64, 32, 16}, []int{32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true, false},
+	plan.GFX1151: {[]int{32, 16}, []int{32, 16}, []int{32, 16}, []int{32, 16, 8}, false, false},
+	plan.CPU:     {[]int{64, 32, 16}, []int{32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true, false},
 }
 
 func gdnPass(c *compilation) error {
@@ -111,6 +114,7 @@ func gdnParams(p ir.Params, t gdnTile, split bool, c ir.LaunchConfig) (wy, st ir
 		q := p.Clone()
 		q.SetInt("slice", int64(slice))
 		q.SetFlag("split", split)
+		q.SetFlag("int_tf32", t.intTF32)
 		return q
 	}
 	fits := func(kind ir.Kind, q ir.Params, bytes func(ir.Params) int) bool {
