@@ -28,7 +28,7 @@ func gdnState(hk, hv, dk, dv, chunk, slice, cols int, split bool) plan.Kernel {
 
 func gdnStateAsync(hk, hv, dk, dv, chunk, slice, cols int, split, async bool) plan.Kernel {
 	k := kern("gated_delta_state", map[string]float64{"k_heads": float64(hk), "v_heads": float64(hv), "k_dim": float64(dk), "v_dim": float64(dv),
-		"chunk": float64(chunk), "slice": float64(slice), "cols": float64(cols), "split": b2f(split), "async": b2f(async), "int_tf32": 0})
+		"chunk": float64(chunk), "slice": float64(slice), "cols": float64(cols), "split": b2f(split), "async": b2f(async), "int_tf32": 0, "lo_acc": 0})
 	k.Name = fmt.Sprintf("gated_delta_state_%d_%d_%d_%d_c%d_s%d_n%d%s%s", hk, hv, dk, dv, chunk, slice, cols,
 		map[bool]string{true: "_split", false: ""}[split], map[bool]string{true: "_async", false: ""}[async])
 	return k
@@ -40,6 +40,15 @@ func gdnInt(k plan.Kernel) plan.Kernel {
 	k.Params = k.Params.Clone()
 	k.Params.SetFlag("int_tf32", true)
 	k.Name += "_int"
+	return k
+}
+
+// gdnLoAcc is gated_delta_state kernel k with the split's corrections
+// summed apart, named apart.
+func gdnLoAcc(k plan.Kernel) plan.Kernel {
+	k.Params = k.Params.Clone()
+	k.Params.SetFlag("lo_acc", true)
+	k.Name += "_lo"
 	return k
 }
 
@@ -79,6 +88,9 @@ func gdnChunkKernels() []plan.Kernel {
 		gdnInt(gdnStateAsync(16, 32, 128, 128, 64, 128, 32, false, true)),
 		gdnInt(gdnState(16, 32, 128, 128, 64, 32, 32, true)),
 		gdnInt(gdnState(2, 4, 16, 16, 64, 16, 8, true)),
+		gdnLoAcc(gdnInt(gdnStateAsync(16, 32, 128, 128, 64, 128, 32, true, true))),
+		gdnLoAcc(gdnStateAsync(16, 32, 128, 128, 64, 128, 32, true, true)),
+		gdnLoAcc(gdnInt(gdnState(16, 32, 128, 128, 64, 32, 32, true))),
 		gdnConv(8192, 4, 8),
 		gdnConv(8192, 4, 4),
 		gdnConv(300, 4, 3),
@@ -127,8 +139,8 @@ func TestCompileGDNChunk(t *testing.T) {
 					t.Errorf("%s: no cp.async in the PTX", r.Name)
 				}
 				// int_tf32 rounds on the integer pipes: no conversion left.
-				if cvt := strings.Contains(ptx, "cvt.rna.tf32.f32"); strings.HasPrefix(r.Name, "gated_delta_") && strings.HasSuffix(r.Name, "_int") == cvt {
-					t.Errorf("%s: cvt.rna.tf32.f32 in the PTX %v, int_tf32 %v", r.Name, cvt, strings.HasSuffix(r.Name, "_int"))
+				if cvt := strings.Contains(ptx, "cvt.rna.tf32.f32"); strings.HasPrefix(r.Name, "gated_delta_") && strings.Contains(r.Name, "_int") == cvt {
+					t.Errorf("%s: cvt.rna.tf32.f32 in the PTX %v, int_tf32 %v", r.Name, cvt, strings.Contains(r.Name, "_int"))
 				}
 				continue
 			}

@@ -402,12 +402,15 @@ func TestEmulateGDNChunk(t *testing.T) {
 		{"tiny_t65_async", wyT, gdnStateAsync(2, 4, 16, 16, 64, 16, 16, true, true), 65, 0.3, false, plan.SM90, 2e-4},
 		// four chunks: the two [w; qw] buffers taken in turn, the last chunk partial
 		{"tiny_t200_async", wyT, gdnStateAsync(2, 4, 16, 16, 64, 16, 16, true, true), 200, 0.3, false, plan.SM90, 2e-4},
+		// the split's corrections summed apart, operands rounded by integer arithmetic
+		{"tiny_t200_lo", gdnInt(wyT), gdnLoAcc(gdnInt(gdnStateAsync(2, 4, 16, 16, 64, 16, 16, true, true))), 200, 4, false, plan.SM90, 2e-4},
+		{"model_t130_lo", gdnInt(gdnWY(1, 1, 128, 128, 64, 64, true)), gdnLoAcc(gdnInt(gdnStateAsync(1, 1, 128, 128, 64, 128, 32, true, true))), 130, 0.3, false, plan.SM90, 2e-4},
 		{"model_t130_gfx", gdnWY(1, 1, 128, 128, 64, 32, true), gdnState(1, 1, 128, 128, 64, 32, 32, true), 130, 0.3, false, plan.GFX1151, 2e-4},
 	}
 	// The host runs a thread per GPU thread: by default the two cases that
 	// cover both launches, the ragged chunk and the async staging; every
 	// case with -emulate-all.
-	quick := map[string]bool{"tiny_t65": true, "tiny_t200_async": true}
+	quick := map[string]bool{"tiny_t65": true, "tiny_t200_async": true, "tiny_t200_lo": true}
 	for i, c := range cases {
 		if !*emulateAll && !quick[c.name] {
 			continue

@@ -72,11 +72,21 @@ func gdnChunkCases() []gpuCase {
 	cs := gdnChunkCasesCvt()
 	// Every case of either launch again with int_tf32 (the same bits
 	// expected: the error figures should match the twin's).
+	// Every split state case with the corrections summed apart as well
+	// (lo_acc: another order of the sums, the same tolerance).
 	for _, c := range cs {
-		if k := ir.Kind(c.k.Family); k == ir.GatedDeltaWY || k == ir.GatedDeltaState {
-			c.name += "_int"
-			c.k = gdnInt(c.k)
-			cs = append(cs, c)
+		k := ir.Kind(c.k.Family)
+		if k == ir.GatedDeltaWY || k == ir.GatedDeltaState {
+			i := c
+			i.name += "_int"
+			i.k = gdnInt(c.k)
+			cs = append(cs, i)
+		}
+		if k == ir.GatedDeltaState && c.k.Params.Flag("split") {
+			l := c
+			l.name += "_int_lo"
+			l.k = gdnLoAcc(gdnInt(c.k))
+			cs = append(cs, l)
 		}
 	}
 	return cs
@@ -174,6 +184,8 @@ func TestWriteGPUCasesGDNChunk(t *testing.T) {
 		{"speed_gdn_wy_8k_s32_plain_int", gdnInt(gdnWY(16, 32, 128, 128, 64, 32, false)), 10, "speed_gdn_wy_8k"},
 		{"speed_gdn_state_8k_int", gdnInt(gdnModelState(true, 32)), 10, "speed_gdn_state_8k"},
 		{"speed_gdn_state_8k_plain_int", gdnInt(gdnModelState(false, 32)), 10, "speed_gdn_state_8k"},
+		{"speed_gdn_state_8k_lo", gdnLoAcc(gdnModelState(true, 32)), 10, "speed_gdn_state_8k"},
+		{"speed_gdn_state_8k_int_lo", gdnLoAcc(gdnInt(gdnModelState(true, 32))), 10, "speed_gdn_state_8k"},
 		{"speed_conv_rows_8k", gdnConv(8192, 4, 8), 20, ""},
 		{"speed_conv_rows_8k_r4", gdnConv(8192, 4, 4), 20, "speed_conv_rows_8k"},
 		{"speed_conv_rows_8k_r16", gdnConv(8192, 4, 16), 20, "speed_conv_rows_8k"},
@@ -192,6 +204,7 @@ func TestWriteGPUCasesGDNChunk(t *testing.T) {
 	}
 	writeGDNSpeed(t, filepath.Join(out, "speed_gdn_state_128k"), out, gdnSpeed{"speed_gdn_state_128k", gdnModelState(true, 32), 2, ""}, long, 5199)
 	writeGDNSpeed(t, filepath.Join(out, "speed_gdn_state_128k_int"), out, gdnSpeed{"speed_gdn_state_128k_int", gdnInt(gdnModelState(true, 32)), 2, "speed_gdn_state_128k"}, long, 5199)
+	writeGDNSpeed(t, filepath.Join(out, "speed_gdn_state_128k_int_lo"), out, gdnSpeed{"speed_gdn_state_128k_int_lo", gdnLoAcc(gdnInt(gdnModelState(true, 32))), 2, "speed_gdn_state_128k"}, long, 5199)
 	// 32K in one segment (512 chunks a block), both launches old and new.
 	mid := 32768
 	if *gpuCases == "" {
@@ -202,6 +215,7 @@ func TestWriteGPUCasesGDNChunk(t *testing.T) {
 		{"speed_gdn_wy_32k_int", gdnInt(gdnModelWY(true)), 3, "speed_gdn_wy_32k"},
 		{"speed_gdn_state_32k", gdnModelState(true, 32), 3, ""},
 		{"speed_gdn_state_32k_int", gdnInt(gdnModelState(true, 32)), 3, "speed_gdn_state_32k"},
+		{"speed_gdn_state_32k_int_lo", gdnLoAcc(gdnInt(gdnModelState(true, 32))), 3, "speed_gdn_state_32k"},
 	} {
 		writeGDNSpeed(t, filepath.Join(out, sp.name), out, sp, mid, uint64(5200+i))
 	}
@@ -348,8 +362,8 @@ func kernelShape(k plan.Kernel) string {
 	case ir.GatedDeltaWY:
 		return fmt.Sprintf("gated_delta_wy chunk %d, slices of %d", p.Int("chunk"), p.Int("slice"))
 	case ir.GatedDeltaState:
-		return fmt.Sprintf("gated_delta_state chunk %d, slices of %d, %d state columns a block, %s staging", p.Int("chunk"), p.Int("slice"), p.Int("cols"),
-			map[bool]string{true: "asynchronous", false: "synchronous"}[p.Flag("async")])
+		return fmt.Sprintf("gated_delta_state chunk %d, slices of %d, %d state columns a block, %s staging%s", p.Int("chunk"), p.Int("slice"), p.Int("cols"),
+			map[bool]string{true: "asynchronous", false: "synchronous"}[p.Flag("async")], map[bool]string{true: ", the split's corrections summed apart (lo_acc)", false: ""}[p.Flag("lo_acc")])
 	case ir.CausalConv1dSiLURows:
 		return fmt.Sprintf("a thread per channel and %d rows", p.Int("rows_per_thread"))
 	}

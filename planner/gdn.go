@@ -70,16 +70,18 @@ func (o *Options) chunksGDN() bool {
 // asynchronous copies ahead. With intTF32 (sm_90 only: the other targets'
 // products are f32 or references) both launches round their tensor-core
 // operands to tf32 by integer arithmetic instead of cvt.rna.tf32.f32: the
-// same bits, off the conversion unit (docs/prefill-gdn.md, "Third version").
+// same bits, off the conversion unit; with loAcc the split state pass
+// sums its corrections apart from hi·hi (a shorter chain of dependent
+// products; docs/prefill-gdn.md, "Third version").
 type gdnTile struct {
 	wySlices, wyPlainSlices, stateSlices, cols []int
-	async, intTF32                             bool
+	async, intTF32, loAcc                      bool
 }
 
 var gdnTiles = map[plan.Target]gdnTile{
-	plan.SM90:    {[]int{64, 32, 16}, []int{32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true, false},
-	plan.GFX1151: {[]int{32, 16}, []int{32, 16}, []int{32, 16}, []int{32, 16, 8}, false, false},
-	plan.CPU:     {[]int{64, 32, 16}, []int{32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true, false},
+	plan.SM90:    {[]int{64, 32, 16}, []int{32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true, false, false},
+	plan.GFX1151: {[]int{32, 16}, []int{32, 16}, []int{32, 16}, []int{32, 16, 8}, false, false, false},
+	plan.CPU:     {[]int{64, 32, 16}, []int{32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true, false, false},
 }
 
 func gdnPass(c *compilation) error {
@@ -140,6 +142,7 @@ func gdnParams(p ir.Params, t gdnTile, split bool, c ir.LaunchConfig) (wy, st ir
 			delete(st.Ints, "row_stride")
 			st.SetInt("cols", int64(n))
 			st.SetFlag("async", t.async && s == st.Int("k_dim"))
+			st.SetFlag("lo_acc", t.loAcc && split)
 			if fits(ir.GatedDeltaState, st, kernels.GDNStateSharedBytes) {
 				return wy, st, true
 			}

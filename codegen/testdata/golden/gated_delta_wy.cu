@@ -241,9 +241,14 @@ DEVICE void f32_copy_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "mem
 DEVICE void f32_copy_wait_but_last() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 // A's fragment: (row g, k t), (g+8, t), (g, t+4), (g+8, t+4); B's: (k t, col g), (t+4, g),
 // g = LANE/4, t = LANE%4. A step's fragments are all loaded before its products.
-template <int K, int NT, bool SPLIT, int UNROLL = K / 8, bool INT_TF32 = false>
+template <int K, int NT, bool SPLIT, int UNROLL = K / 8, bool INT_TF32 = false, bool LO_ACC = false>
 DEVICE void mm_strip(float (&c)[NT][4], int nt, const float* a, int ars, int aks, const float* b, int bks, int bns) {
   const int g = LANE / 4, t = LANE % 4;
+  float lo[NT][4];  // LO_ACC: the split's corrections, apart from hi·hi
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) lo[j][i] = 0.0f;
 #pragma unroll UNROLL
   for (int k0 = 0; k0 < K; k0 += 8) {
     const float x[4] = {a[g * ars + (k0 + t) * aks], a[(g + 8) * ars + (k0 + t) * aks],
@@ -267,11 +272,18 @@ DEVICE void mm_strip(float (&c)[NT][4], int nt, const float* a, int ars, int aks
       if (SPLIT) {
         const unsigned int bl[2] = {INT_TF32 ? tf32_int(y[j][0] - bits_f32(bh[0])) : tf32_of(y[j][0] - bits_f32(bh[0])),
                                     INT_TF32 ? tf32_int(y[j][1] - bits_f32(bh[1])) : tf32_of(y[j][1] - bits_f32(bh[1]))};
-        mma_tf32(c[j], al, bh);
-        mma_tf32(c[j], ah, bl);
+        float(&e)[4] = LO_ACC ? lo[j] : c[j];
+        mma_tf32(e, al, bh);
+        mma_tf32(e, ah, bl);
       }
       mma_tf32(c[j], ah, bh);
     }
+  }
+  if (SPLIT && LO_ACC) {
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) c[j][i] += lo[j][i];
   }
 }
 // mm_share: a warp's part of a product of MT row tiles × NTOT column tiles over

@@ -163,7 +163,7 @@ DEVICE void f32_copy16(float* dst, const float* src, bool ok) {
 DEVICE void f32_copy_commit() {}
 DEVICE void f32_copy_wait_all() {}
 DEVICE void f32_copy_wait_but_last() {}
-template <int K, int NT, bool SPLIT, int UNROLL = K / 8, bool INT_TF32 = false>
+template <int K, int NT, bool SPLIT, int UNROLL = K / 8, bool INT_TF32 = false, bool LO_ACC = false>
 DEVICE void mm_strip(float (&c)[NT][4], int nt, const float* a, int ars, int aks, const float* b, int bks, int bns) {
   const int g = LANE / 4, t = LANE % 4;
   for (int k = 0; k < K; ++k) {
