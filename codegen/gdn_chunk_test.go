@@ -28,7 +28,7 @@ func gdnState(hk, hv, dk, dv, chunk, slice, cols int, split bool) plan.Kernel {
 
 func gdnStateAsync(hk, hv, dk, dv, chunk, slice, cols int, split, async bool) plan.Kernel {
 	k := kern("gated_delta_state", map[string]float64{"k_heads": float64(hk), "v_heads": float64(hv), "k_dim": float64(dk), "v_dim": float64(dv),
-		"chunk": float64(chunk), "slice": float64(slice), "cols": float64(cols), "split": b2f(split), "async": b2f(async), "int_tf32": 0, "lo_acc": 0})
+		"chunk": float64(chunk), "slice": float64(slice), "cols": float64(cols), "split": b2f(split), "async": b2f(async), "int_tf32": 0, "lo_acc": 0, "pre_split": 0})
 	k.Name = fmt.Sprintf("gated_delta_state_%d_%d_%d_%d_c%d_s%d_n%d%s%s", hk, hv, dk, dv, chunk, slice, cols,
 		map[bool]string{true: "_split", false: ""}[split], map[bool]string{true: "_async", false: ""}[async])
 	return k
@@ -49,6 +49,15 @@ func gdnLoAcc(k plan.Kernel) plan.Kernel {
 	k.Params = k.Params.Clone()
 	k.Params.SetFlag("lo_acc", true)
 	k.Name += "_lo"
+	return k
+}
+
+// gdnPre is split, asynchronous gated_delta_state kernel k with its B
+// operands split once by their producers, named apart.
+func gdnPre(k plan.Kernel) plan.Kernel {
+	k.Params = k.Params.Clone()
+	k.Params.SetFlag("pre_split", true)
+	k.Name += "_pre"
 	return k
 }
 
@@ -91,6 +100,10 @@ func gdnChunkKernels() []plan.Kernel {
 		gdnLoAcc(gdnInt(gdnStateAsync(16, 32, 128, 128, 64, 128, 32, true, true))),
 		gdnLoAcc(gdnStateAsync(16, 32, 128, 128, 64, 128, 32, true, true)),
 		gdnLoAcc(gdnInt(gdnState(16, 32, 128, 128, 64, 32, 32, true))),
+		gdnPre(gdnStateAsync(16, 32, 128, 128, 64, 128, 32, true, true)),
+		gdnPre(gdnInt(gdnStateAsync(16, 32, 128, 128, 64, 128, 32, true, true))),
+		gdnPre(gdnLoAcc(gdnInt(gdnStateAsync(16, 32, 128, 128, 64, 128, 32, true, true)))),
+		gdnPre(gdnInt(gdnStateAsync(2, 4, 16, 16, 64, 16, 16, true, true))),
 		gdnConv(8192, 4, 8),
 		gdnConv(8192, 4, 4),
 		gdnConv(300, 4, 3),
@@ -107,6 +120,9 @@ func TestCompileGDNChunk(t *testing.T) {
 		for _, k := range gdnChunkKernels() {
 			if target == plan.GFX1151 && (k.Params.Int("slice") > 32) {
 				continue // sm_90's tiles: more than the 64 KiB of LDS
+			}
+			if target == plan.GFX1151 && k.Params.Flag("pre_split") {
+				continue // sm_90's only: the planner sets it with the asynchronous staging
 			}
 			s, err := Render(target, k)
 			if err != nil {

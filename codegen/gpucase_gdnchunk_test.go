@@ -74,7 +74,7 @@ func gdnChunkCases() []gpuCase {
 	// expected: the error figures should match the twin's).
 	// Every split state case with the corrections summed apart as well
 	// (lo_acc: another order of the sums, the same tolerance).
-	for _, c := range cs {
+	for _, c := range gdnChunkCasesCvt() {
 		k := ir.Kind(c.k.Family)
 		if k == ir.GatedDeltaWY || k == ir.GatedDeltaState {
 			i := c
@@ -87,6 +87,19 @@ func gdnChunkCases() []gpuCase {
 			l.name += "_int_lo"
 			l.k = gdnLoAcc(gdnInt(c.k))
 			cs = append(cs, l)
+		}
+		// The split B operands (pre_split, the same bits expected) where
+		// the pass is split and asynchronous.
+		if k == ir.GatedDeltaState && c.k.Params.Flag("split") && c.k.Params.Flag("async") {
+			for _, fast := range []struct {
+				suffix string
+				k      plan.Kernel
+			}{{"_pre", gdnPre(c.k)}, {"_int_pre", gdnPre(gdnInt(c.k))}} {
+				q := c
+				q.name += fast.suffix
+				q.k = fast.k
+				cs = append(cs, q)
+			}
 		}
 	}
 	return cs
@@ -186,6 +199,9 @@ func TestWriteGPUCasesGDNChunk(t *testing.T) {
 		{"speed_gdn_state_8k_plain_int", gdnInt(gdnModelState(false, 32)), 10, "speed_gdn_state_8k"},
 		{"speed_gdn_state_8k_lo", gdnLoAcc(gdnModelState(true, 32)), 10, "speed_gdn_state_8k"},
 		{"speed_gdn_state_8k_int_lo", gdnLoAcc(gdnInt(gdnModelState(true, 32))), 10, "speed_gdn_state_8k"},
+		{"speed_gdn_state_8k_pre", gdnPre(gdnModelState(true, 32)), 10, "speed_gdn_state_8k"},
+		{"speed_gdn_state_8k_int_pre", gdnPre(gdnInt(gdnModelState(true, 32))), 10, "speed_gdn_state_8k"},
+		{"speed_gdn_state_8k_int_lo_pre", gdnPre(gdnLoAcc(gdnInt(gdnModelState(true, 32)))), 10, "speed_gdn_state_8k"},
 		{"speed_conv_rows_8k", gdnConv(8192, 4, 8), 20, ""},
 		{"speed_conv_rows_8k_r4", gdnConv(8192, 4, 4), 20, "speed_conv_rows_8k"},
 		{"speed_conv_rows_8k_r16", gdnConv(8192, 4, 16), 20, "speed_conv_rows_8k"},
@@ -205,6 +221,7 @@ func TestWriteGPUCasesGDNChunk(t *testing.T) {
 	writeGDNSpeed(t, filepath.Join(out, "speed_gdn_state_128k"), out, gdnSpeed{"speed_gdn_state_128k", gdnModelState(true, 32), 2, ""}, long, 5199)
 	writeGDNSpeed(t, filepath.Join(out, "speed_gdn_state_128k_int"), out, gdnSpeed{"speed_gdn_state_128k_int", gdnInt(gdnModelState(true, 32)), 2, "speed_gdn_state_128k"}, long, 5199)
 	writeGDNSpeed(t, filepath.Join(out, "speed_gdn_state_128k_int_lo"), out, gdnSpeed{"speed_gdn_state_128k_int_lo", gdnLoAcc(gdnInt(gdnModelState(true, 32))), 2, "speed_gdn_state_128k"}, long, 5199)
+	writeGDNSpeed(t, filepath.Join(out, "speed_gdn_state_128k_int_pre"), out, gdnSpeed{"speed_gdn_state_128k_int_pre", gdnPre(gdnInt(gdnModelState(true, 32))), 2, "speed_gdn_state_128k"}, long, 5199)
 	// 32K in one segment (512 chunks a block), both launches old and new.
 	mid := 32768
 	if *gpuCases == "" {
@@ -216,6 +233,7 @@ func TestWriteGPUCasesGDNChunk(t *testing.T) {
 		{"speed_gdn_state_32k", gdnModelState(true, 32), 3, ""},
 		{"speed_gdn_state_32k_int", gdnInt(gdnModelState(true, 32)), 3, "speed_gdn_state_32k"},
 		{"speed_gdn_state_32k_int_lo", gdnLoAcc(gdnInt(gdnModelState(true, 32))), 3, "speed_gdn_state_32k"},
+		{"speed_gdn_state_32k_int_pre", gdnPre(gdnInt(gdnModelState(true, 32))), 3, "speed_gdn_state_32k"},
 	} {
 		writeGDNSpeed(t, filepath.Join(out, sp.name), out, sp, mid, uint64(5200+i))
 	}
@@ -363,7 +381,8 @@ func kernelShape(k plan.Kernel) string {
 		return fmt.Sprintf("gated_delta_wy chunk %d, slices of %d", p.Int("chunk"), p.Int("slice"))
 	case ir.GatedDeltaState:
 		return fmt.Sprintf("gated_delta_state chunk %d, slices of %d, %d state columns a block, %s staging%s", p.Int("chunk"), p.Int("slice"), p.Int("cols"),
-			map[bool]string{true: "asynchronous", false: "synchronous"}[p.Flag("async")], map[bool]string{true: ", the split's corrections summed apart (lo_acc)", false: ""}[p.Flag("lo_acc")])
+			map[bool]string{true: "asynchronous", false: "synchronous"}[p.Flag("async")], map[bool]string{true: ", the split's corrections summed apart (lo_acc)", false: ""}[p.Flag("lo_acc")]+
+				map[bool]string{true: ", S and Vnew split once by their producers (pre_split)", false: ""}[p.Flag("pre_split")])
 	case ir.CausalConv1dSiLURows:
 		return fmt.Sprintf("a thread per channel and %d rows", p.Int("rows_per_thread"))
 	}

@@ -36,7 +36,7 @@ var examples = map[ir.Kind]ir.Params{
 	ir.GatedDeltaWY: {Ints: map[string]int64{"row_stride": 96, "k_heads": 1, "v_heads": 2, "k_dim": 32, "v_dim": 16, "chunk": 16, "slice": 16},
 		Flags: map[string]bool{"split": true, "int_tf32": false}},
 	ir.GatedDeltaState: {Ints: map[string]int64{"k_heads": 1, "v_heads": 2, "k_dim": 32, "v_dim": 16, "chunk": 16, "slice": 16, "cols": 8},
-		Flags: map[string]bool{"split": true, "async": false, "int_tf32": true, "lo_acc": true}},
+		Flags: map[string]bool{"split": true, "async": false, "int_tf32": true, "lo_acc": true, "pre_split": false}},
 	ir.CausalConv1dSiLURows: {Ints: map[string]int64{"channels": 6, "kernel": 4, "rows_per_thread": 4}},
 	ir.GatedRMSNorm:         {Ints: map[string]int64{"heads": 2, "dim": 4}, Reals: map[string]float64{"eps": 1e-6}},
 	ir.GDNDecodeStep: {Ints: map[string]int64{"k_heads": 1, "v_heads": 2, "k_dim": 4, "v_dim": 4, "kernel": 4},

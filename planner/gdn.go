@@ -72,16 +72,18 @@ func (o *Options) chunksGDN() bool {
 // operands to tf32 by integer arithmetic instead of cvt.rna.tf32.f32: the
 // same bits, off the conversion unit; with loAcc the split state pass
 // sums its corrections apart from hi·hi (a shorter chain of dependent
-// products; docs/prefill-gdn.md, "Third version").
+// products), with preSplit it splits its B operands (S, Vnew) once, by
+// the lane that produces each element, instead of in every warp that reads
+// them (docs/prefill-gdn.md, "Third version").
 type gdnTile struct {
 	wySlices, wyPlainSlices, stateSlices, cols []int
-	async, intTF32, loAcc                      bool
+	async, intTF32, loAcc, preSplit            bool
 }
 
 var gdnTiles = map[plan.Target]gdnTile{
-	plan.SM90:    {[]int{64, 32, 16}, []int{32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true, false, false},
-	plan.GFX1151: {[]int{32, 16}, []int{32, 16}, []int{32, 16}, []int{32, 16, 8}, false, false, false},
-	plan.CPU:     {[]int{64, 32, 16}, []int{32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true, false, false},
+	plan.SM90:    {[]int{64, 32, 16}, []int{32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true, false, false, false},
+	plan.GFX1151: {[]int{32, 16}, []int{32, 16}, []int{32, 16}, []int{32, 16, 8}, false, false, false, false},
+	plan.CPU:     {[]int{64, 32, 16}, []int{32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true, false, false, false},
 }
 
 func gdnPass(c *compilation) error {
@@ -143,6 +145,7 @@ func gdnParams(p ir.Params, t gdnTile, split bool, c ir.LaunchConfig) (wy, st ir
 			st.SetInt("cols", int64(n))
 			st.SetFlag("async", t.async && s == st.Int("k_dim"))
 			st.SetFlag("lo_acc", t.loAcc && split)
+			st.SetFlag("pre_split", t.preSplit && split && st.Flag("async"))
 			if fits(ir.GatedDeltaState, st, kernels.GDNStateSharedBytes) {
 				return wy, st, true
 			}

@@ -241,8 +241,15 @@ DEVICE void f32_copy_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "mem
 DEVICE void f32_copy_wait_but_last() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 // A's fragment: (row g, k t), (g+8, t), (g, t+4), (g+8, t+4); B's: (k t, col g), (t+4, g),
 // g = LANE/4, t = LANE%4. A step's fragments are all loaded before its products.
-template <int K, int NT, bool SPLIT, int UNROLL = K / 8, bool INT_TF32 = false, bool LO_ACC = false>
-DEVICE void mm_strip(float (&c)[NT][4], int nt, const float* a, int ars, int aks, const float* b, int bks, int bns) {
+template <bool INT_TF32>
+DEVICE void tf32_split(float x, float& hi, float& lo) {
+  const unsigned int h = INT_TF32 ? tf32_int(x) : tf32_of(x);
+  hi = bits_f32(h);
+  lo = bits_f32(INT_TF32 ? tf32_int(x - hi) : tf32_of(x - hi));
+}
+template <int K, int NT, bool SPLIT, int UNROLL = K / 8, bool INT_TF32 = false, bool LO_ACC = false, bool PRE_B = false>
+DEVICE void mm_strip(float (&c)[NT][4], int nt, const float* a, int ars, int aks, const float* b, int bks, int bns,
+                     const float* blo = nullptr) {
   const int g = LANE / 4, t = LANE % 4;
   float lo[NT][4];  // LO_ACC: the split's corrections, apart from hi·hi
 #pragma unroll
@@ -253,11 +260,13 @@ DEVICE void mm_strip(float (&c)[NT][4], int nt, const float* a, int ars, int aks
   for (int k0 = 0; k0 < K; k0 += 8) {
     const float x[4] = {a[g * ars + (k0 + t) * aks], a[(g + 8) * ars + (k0 + t) * aks],
                         a[g * ars + (k0 + t + 4) * aks], a[(g + 8) * ars + (k0 + t + 4) * aks]};
-    float y[NT][2];
+    float y[NT][2], yl[NT][2];
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
       y[j][0] = j < nt ? b[(k0 + t) * bks + (8 * j + g) * bns] : 0.0f;
       y[j][1] = j < nt ? b[(k0 + t + 4) * bks + (8 * j + g) * bns] : 0.0f;
+      yl[j][0] = PRE_B && j < nt ? blo[(k0 + t) * bks + (8 * j + g) * bns] : 0.0f;
+      yl[j][1] = PRE_B && j < nt ? blo[(k0 + t + 4) * bks + (8 * j + g) * bns] : 0.0f;
     }
     unsigned int ah[4], al[4];
 #pragma unroll
@@ -268,10 +277,13 @@ DEVICE void mm_strip(float (&c)[NT][4], int nt, const float* a, int ars, int aks
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
       if (j >= nt) continue;
-      const unsigned int bh[2] = {INT_TF32 ? tf32_int(y[j][0]) : tf32_of(y[j][0]), INT_TF32 ? tf32_int(y[j][1]) : tf32_of(y[j][1])};
+      unsigned int bh[2], bl[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        bh[e] = PRE_B ? f32_bits(y[j][e]) : (INT_TF32 ? tf32_int(y[j][e]) : tf32_of(y[j][e]));
+        bl[e] = PRE_B ? f32_bits(yl[j][e]) : (INT_TF32 ? tf32_int(y[j][e] - bits_f32(bh[e])) : tf32_of(y[j][e] - bits_f32(bh[e])));
+      }
       if (SPLIT) {
-        const unsigned int bl[2] = {INT_TF32 ? tf32_int(y[j][0] - bits_f32(bh[0])) : tf32_of(y[j][0] - bits_f32(bh[0])),
-                                    INT_TF32 ? tf32_int(y[j][1] - bits_f32(bh[1])) : tf32_of(y[j][1] - bits_f32(bh[1]))};
         float(&e)[4] = LO_ACC ? lo[j] : c[j];
         mma_tf32(e, al, bh);
         mma_tf32(e, ah, bl);

@@ -163,8 +163,15 @@ DEVICE void f32_copy16(float* dst, const float* src, bool ok) {
 DEVICE void f32_copy_commit() {}
 DEVICE void f32_copy_wait_all() {}
 DEVICE void f32_copy_wait_but_last() {}
-template <int K, int NT, bool SPLIT, int UNROLL = K / 8, bool INT_TF32 = false, bool LO_ACC = false>
-DEVICE void mm_strip(float (&c)[NT][4], int nt, const float* a, int ars, int aks, const float* b, int bks, int bns) {
+// The f32 products need no split: hi is x itself, lo zero (PRE_B's b exact, blo unread).
+template <bool INT_TF32>
+DEVICE void tf32_split(float x, float& hi, float& lo) {
+  hi = x;
+  lo = 0.0f;
+}
+template <int K, int NT, bool SPLIT, int UNROLL = K / 8, bool INT_TF32 = false, bool LO_ACC = false, bool PRE_B = false>
+DEVICE void mm_strip(float (&c)[NT][4], int nt, const float* a, int ars, int aks, const float* b, int bks, int bns,
+                     const float* blo = nullptr) {
   const int g = LANE / 4, t = LANE % 4;
   for (int k = 0; k < K; ++k) {
     const float a0 = a[g * ars + k * aks], a1 = a[(g + 8) * ars + k * aks];
