@@ -383,6 +383,12 @@ KERNEL void gated_delta_state_7b31f2ae(float* out, float* state, const float* w,
   // PRE_SPLIT: the lane's elements of S, in the state update's layout (one
   // slice: the whole k_dim), split into sS and sSl.
   float sreg[Sk::MPW][Sk::NT][4];
+#pragma unroll
+  for (int mi = 0; mi < Sk::MPW; ++mi)
+#pragma unroll
+    for (int jt = 0; jt < Sk::NT; ++jt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sreg[mi][jt][i] = 0.0f;
   if (PRE_SPLIT) {
     block_sync();
 #pragma unroll
