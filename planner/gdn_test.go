@@ -109,8 +109,9 @@ func TestChunkGDN(t *testing.T) {
 	}
 }
 
-// TestGDNParamsFlags checks that gdnParams passes a tile's int_tf32 to both
-// launches, lo_acc and pre_split to the split state pass only.
+// TestGDNParamsFlags checks that gdnParams passes a tile's int_tf32 to the
+// state pass and the split gated_delta_wy, lo_acc and pre_split to the
+// split state pass only.
 func TestGDNParamsFlags(t *testing.T) {
 	var p ir.Params
 	for name, v := range map[string]int64{"row_stride": 8192, "k_heads": 16, "v_heads": 32, "k_dim": 128, "v_dim": 128, "chunk": 64} {
@@ -128,6 +129,7 @@ func TestGDNParamsFlags(t *testing.T) {
 		{"int lo", true, true, false, true, flags{true, true, true, false}},
 		{"int pre", true, false, true, true, flags{true, true, false, true}},
 		{"lo pre plain", false, true, true, false, flags{}},
+		{"int plain", true, true, true, false, flags{false, true, false, false}},
 	} {
 		tile := gdnTiles[plan.SM90]
 		tile.intTF32, tile.loAcc, tile.preSplit = tc.intTF32, tc.loAcc, tc.preSplit
