@@ -15,7 +15,7 @@ import (
 // named for its shape so that compiled variants do not share a name.
 func gdnWY(hk, hv, dk, dv, chunk, slice int, split bool) plan.Kernel {
 	k := kern("gated_delta_wy", map[string]float64{"row_stride": float64(2*hk*dk + hv*dv), "k_heads": float64(hk), "v_heads": float64(hv),
-		"k_dim": float64(dk), "v_dim": float64(dv), "chunk": float64(chunk), "slice": float64(slice), "split": b2f(split)})
+		"k_dim": float64(dk), "v_dim": float64(dv), "chunk": float64(chunk), "slice": float64(slice), "split": b2f(split), "int_tf32": 0})
 	k.Name = fmt.Sprintf("gated_delta_wy_%d_%d_%d_%d_c%d_s%d%s", hk, hv, dk, dv, chunk, slice, map[bool]string{true: "_split", false: ""}[split])
 	return k
 }
@@ -28,9 +28,36 @@ func gdnState(hk, hv, dk, dv, chunk, slice, cols int, split bool) plan.Kernel {
 
 func gdnStateAsync(hk, hv, dk, dv, chunk, slice, cols int, split, async bool) plan.Kernel {
 	k := kern("gated_delta_state", map[string]float64{"k_heads": float64(hk), "v_heads": float64(hv), "k_dim": float64(dk), "v_dim": float64(dv),
-		"chunk": float64(chunk), "slice": float64(slice), "cols": float64(cols), "split": b2f(split), "async": b2f(async)})
+		"chunk": float64(chunk), "slice": float64(slice), "cols": float64(cols), "split": b2f(split), "async": b2f(async), "int_tf32": 0, "lo_acc": 0, "pre_split": 0})
 	k.Name = fmt.Sprintf("gated_delta_state_%d_%d_%d_%d_c%d_s%d_n%d%s%s", hk, hv, dk, dv, chunk, slice, cols,
 		map[bool]string{true: "_split", false: ""}[split], map[bool]string{true: "_async", false: ""}[async])
+	return k
+}
+
+// gdnInt is k (gated_delta_wy or gated_delta_state) with its tf32
+// operands rounded by integer arithmetic, named apart.
+func gdnInt(k plan.Kernel) plan.Kernel {
+	k.Params = k.Params.Clone()
+	k.Params.SetFlag("int_tf32", true)
+	k.Name += "_int"
+	return k
+}
+
+// gdnLoAcc is gated_delta_state kernel k with the split's corrections
+// summed apart, named apart.
+func gdnLoAcc(k plan.Kernel) plan.Kernel {
+	k.Params = k.Params.Clone()
+	k.Params.SetFlag("lo_acc", true)
+	k.Name += "_lo"
+	return k
+}
+
+// gdnPre is split, asynchronous gated_delta_state kernel k with its B
+// operands split once by their producers, named apart.
+func gdnPre(k plan.Kernel) plan.Kernel {
+	k.Params = k.Params.Clone()
+	k.Params.SetFlag("pre_split", true)
+	k.Name += "_pre"
 	return k
 }
 
@@ -63,6 +90,20 @@ func gdnChunkKernels() []plan.Kernel {
 		gdnState(16, 32, 128, 128, 64, 32, 32, true),
 		gdnState(16, 32, 128, 128, 64, 128, 16, true),
 		gdnState(2, 4, 16, 16, 64, 16, 8, true),
+		gdnInt(gdnWY(16, 32, 128, 128, 64, 64, true)),
+		gdnInt(gdnWY(16, 32, 128, 128, 64, 32, false)),
+		gdnInt(gdnWY(2, 4, 16, 16, 64, 16, true)),
+		gdnInt(gdnStateAsync(16, 32, 128, 128, 64, 128, 32, true, true)),
+		gdnInt(gdnStateAsync(16, 32, 128, 128, 64, 128, 32, false, true)),
+		gdnInt(gdnState(16, 32, 128, 128, 64, 32, 32, true)),
+		gdnInt(gdnState(2, 4, 16, 16, 64, 16, 8, true)),
+		gdnLoAcc(gdnInt(gdnStateAsync(16, 32, 128, 128, 64, 128, 32, true, true))),
+		gdnLoAcc(gdnStateAsync(16, 32, 128, 128, 64, 128, 32, true, true)),
+		gdnLoAcc(gdnInt(gdnState(16, 32, 128, 128, 64, 32, 32, true))),
+		gdnPre(gdnStateAsync(16, 32, 128, 128, 64, 128, 32, true, true)),
+		gdnPre(gdnInt(gdnStateAsync(16, 32, 128, 128, 64, 128, 32, true, true))),
+		gdnPre(gdnLoAcc(gdnInt(gdnStateAsync(16, 32, 128, 128, 64, 128, 32, true, true)))),
+		gdnPre(gdnInt(gdnStateAsync(2, 4, 16, 16, 64, 16, 16, true, true))),
 		gdnConv(8192, 4, 8),
 		gdnConv(8192, 4, 4),
 		gdnConv(300, 4, 3),
@@ -79,6 +120,9 @@ func TestCompileGDNChunk(t *testing.T) {
 		for _, k := range gdnChunkKernels() {
 			if target == plan.GFX1151 && (k.Params.Int("slice") > 32) {
 				continue // sm_90's tiles: more than the 64 KiB of LDS
+			}
+			if target == plan.GFX1151 && k.Params.Flag("pre_split") {
+				continue // sm_90's only: the planner sets it with the asynchronous staging
 			}
 			s, err := Render(target, k)
 			if err != nil {
@@ -107,8 +151,12 @@ func TestCompileGDNChunk(t *testing.T) {
 				if strings.HasPrefix(r.Name, "gated_delta_") && !strings.Contains(ptx, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") {
 					t.Errorf("%s: no tf32 mma.sync in the PTX", r.Name)
 				}
-				if strings.HasSuffix(r.Name, "_async") && !strings.Contains(ptx, "cp.async.cg.shared.global") {
+				if strings.Contains(r.Name, "_async") && !strings.Contains(ptx, "cp.async.cg.shared.global") {
 					t.Errorf("%s: no cp.async in the PTX", r.Name)
+				}
+				// int_tf32 rounds on the integer pipes: no conversion left.
+				if cvt := strings.Contains(ptx, "cvt.rna.tf32.f32"); strings.HasPrefix(r.Name, "gated_delta_") && strings.Contains(r.Name, "_int") == cvt {
+					t.Errorf("%s: cvt.rna.tf32.f32 in the PTX %v, int_tf32 %v", r.Name, cvt, strings.Contains(r.Name, "_int"))
 				}
 				continue
 			}

@@ -1,6 +1,7 @@
 package codegen
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -401,12 +402,15 @@ func TestEmulateGDNChunk(t *testing.T) {
 		{"tiny_t65_async", wyT, gdnStateAsync(2, 4, 16, 16, 64, 16, 16, true, true), 65, 0.3, false, plan.SM90, 2e-4},
 		// four chunks: the two [w; qw] buffers taken in turn, the last chunk partial
 		{"tiny_t200_async", wyT, gdnStateAsync(2, 4, 16, 16, 64, 16, 16, true, true), 200, 0.3, false, plan.SM90, 2e-4},
+		// the split's corrections summed apart, operands rounded by integer arithmetic
+		{"tiny_t200_lo", gdnInt(wyT), gdnLoAcc(gdnInt(gdnStateAsync(2, 4, 16, 16, 64, 16, 16, true, true))), 200, 4, false, plan.SM90, 2e-4},
+		{"model_t130_lo", gdnInt(gdnWY(1, 1, 128, 128, 64, 64, true)), gdnLoAcc(gdnInt(gdnStateAsync(1, 1, 128, 128, 64, 128, 32, true, true))), 130, 0.3, false, plan.SM90, 2e-4},
 		{"model_t130_gfx", gdnWY(1, 1, 128, 128, 64, 32, true), gdnState(1, 1, 128, 128, 64, 32, 32, true), 130, 0.3, false, plan.GFX1151, 2e-4},
 	}
 	// The host runs a thread per GPU thread: by default the two cases that
 	// cover both launches, the ragged chunk and the async staging; every
 	// case with -emulate-all.
-	quick := map[string]bool{"tiny_t65": true, "tiny_t200_async": true}
+	quick := map[string]bool{"tiny_t65": true, "tiny_t200_async": true, "tiny_t200_lo": true}
 	for i, c := range cases {
 		if !*emulateAll && !quick[c.name] {
 			continue
@@ -427,6 +431,44 @@ func TestEmulateGDNChunk(t *testing.T) {
 			}
 		})
 	}
+	// int_tf32 rounds like cvt.rna.tf32.f32 (the emulator's tf32_of), and
+	// pre_split splits the same terms: the same bits out of both launches,
+	// at the model's dims and the tiny ones.
+	t.Run("int_tf32", func(t *testing.T) {
+		pairs := [][2]plan.Kernel{
+			{wyT, gdnStateAsync(2, 4, 16, 16, 64, 16, 16, true, true)},
+			{gdnWY(1, 1, 128, 128, 64, 64, true), gdnStateAsync(1, 1, 128, 128, 64, 128, 32, true, true)},
+			{gdnWY(1, 1, 128, 128, 64, 32, false), gdnStateAsync(1, 1, 128, 128, 64, 128, 32, false, true)},
+		}
+		for i, pr := range pairs {
+			if i > 0 && !*emulateAll {
+				break
+			}
+			for _, k := range pr {
+				a := gdnArgs(k, 130, 132, uint64(300+i), 0.3, false)
+				b, want := cloneArgs(a), cloneArgs(a)
+				if err := want.Family.Reference(want); err != nil {
+					t.Fatal(err)
+				}
+				emu.emulate(t, plan.SM90, k, a)
+				fast := gdnInt(k)
+				if ir.Kind(k.Family) == ir.GatedDeltaState && k.Params.Flag("split") {
+					fast = gdnPre(fast) // and its B operands split once: the same bits still
+				}
+				emu.emulate(t, plan.SM90, fast, b)
+				for j, o := range a.Family.Operands {
+					if o.Access != ir.Read && !bytes.Equal(a.Mem[j], b.Mem[j]) {
+						t.Errorf("%s: %s differs in %s", k.Name, o.Name, fast.Name)
+					}
+				}
+				worst, where := worstError(b, want)
+				t.Logf("%s: max abs error %.3g (%s)", fast.Name, worst, where)
+				if tol := map[bool]float64{true: 2e-4, false: 5e-2}[k.Params.Flag("split")]; worst > tol {
+					t.Errorf("%s: max abs error %.3g > %g at %s", fast.Name, worst, tol, where)
+				}
+			}
+		}
+	})
 	t.Run("conv", func(t *testing.T) {
 		for _, n := range []int{1, 2, 3, 7, 64} {
 			k := gdnConv(300, 4, 3)

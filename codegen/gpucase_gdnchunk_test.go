@@ -69,6 +69,44 @@ func gdnModelState(split bool, cols int) plan.Kernel {
 // its state (fewer rows than its history, one row, tiles of 3 and 4). Every
 // written operand is compared, rows past n poisoned.
 func gdnChunkCases() []gpuCase {
+	cs := gdnChunkCasesCvt()
+	// Every case of either launch again with int_tf32 (the same bits
+	// expected: the error figures should match the twin's).
+	// Every split state case with the corrections summed apart as well
+	// (lo_acc: another order of the sums, the same tolerance).
+	for _, c := range gdnChunkCasesCvt() {
+		k := ir.Kind(c.k.Family)
+		if k == ir.GatedDeltaWY || k == ir.GatedDeltaState {
+			i := c
+			i.name += "_int"
+			i.k = gdnInt(c.k)
+			cs = append(cs, i)
+		}
+		if k == ir.GatedDeltaState && c.k.Params.Flag("split") {
+			l := c
+			l.name += "_int_lo"
+			l.k = gdnLoAcc(gdnInt(c.k))
+			cs = append(cs, l)
+		}
+		// The split B operands (pre_split, the same bits expected) where
+		// the pass is split and asynchronous.
+		if k == ir.GatedDeltaState && c.k.Params.Flag("split") && c.k.Params.Flag("async") {
+			for _, fast := range []struct {
+				suffix string
+				k      plan.Kernel
+			}{{"_pre", gdnPre(c.k)}, {"_int_pre", gdnPre(gdnInt(c.k))}} {
+				q := c
+				q.name += fast.suffix
+				q.k = fast.k
+				cs = append(cs, q)
+			}
+		}
+	}
+	return cs
+}
+
+// gdnChunkCasesCvt are the cases with cvt.rna.tf32.f32 operands.
+func gdnChunkCasesCvt() []gpuCase {
 	var cs []gpuCase
 	for _, n := range []int{1, 63, 64, 65, 200} {
 		cs = append(cs,
@@ -154,6 +192,16 @@ func TestWriteGPUCasesGDNChunk(t *testing.T) {
 		{"speed_gdn_state_8k_s64", gdnState(16, 32, 128, 128, 64, 64, 32, true), 10, "speed_gdn_state_8k"},
 		{"speed_gdn_state_8k_sync", gdnState(16, 32, 128, 128, 64, 128, 32, true), 10, "speed_gdn_state_8k"},
 		{"speed_gdn_state_8k_plain_sync", gdnState(16, 32, 128, 128, 64, 128, 32, false), 10, "speed_gdn_state_8k"},
+		{"speed_gdn_wy_8k_int", gdnInt(gdnModelWY(true)), 10, "speed_gdn_wy_8k"},
+		{"speed_gdn_wy_8k_s32_int", gdnInt(gdnWY(16, 32, 128, 128, 64, 32, true)), 10, "speed_gdn_wy_8k"},
+		{"speed_gdn_wy_8k_s32_plain_int", gdnInt(gdnWY(16, 32, 128, 128, 64, 32, false)), 10, "speed_gdn_wy_8k"},
+		{"speed_gdn_state_8k_int", gdnInt(gdnModelState(true, 32)), 10, "speed_gdn_state_8k"},
+		{"speed_gdn_state_8k_plain_int", gdnInt(gdnModelState(false, 32)), 10, "speed_gdn_state_8k"},
+		{"speed_gdn_state_8k_lo", gdnLoAcc(gdnModelState(true, 32)), 10, "speed_gdn_state_8k"},
+		{"speed_gdn_state_8k_int_lo", gdnLoAcc(gdnInt(gdnModelState(true, 32))), 10, "speed_gdn_state_8k"},
+		{"speed_gdn_state_8k_pre", gdnPre(gdnModelState(true, 32)), 10, "speed_gdn_state_8k"},
+		{"speed_gdn_state_8k_int_pre", gdnPre(gdnInt(gdnModelState(true, 32))), 10, "speed_gdn_state_8k"},
+		{"speed_gdn_state_8k_int_lo_pre", gdnPre(gdnLoAcc(gdnInt(gdnModelState(true, 32)))), 10, "speed_gdn_state_8k"},
 		{"speed_conv_rows_8k", gdnConv(8192, 4, 8), 20, ""},
 		{"speed_conv_rows_8k_r4", gdnConv(8192, 4, 4), 20, "speed_conv_rows_8k"},
 		{"speed_conv_rows_8k_r16", gdnConv(8192, 4, 16), 20, "speed_conv_rows_8k"},
@@ -171,6 +219,24 @@ func TestWriteGPUCasesGDNChunk(t *testing.T) {
 		long = 1024
 	}
 	writeGDNSpeed(t, filepath.Join(out, "speed_gdn_state_128k"), out, gdnSpeed{"speed_gdn_state_128k", gdnModelState(true, 32), 2, ""}, long, 5199)
+	writeGDNSpeed(t, filepath.Join(out, "speed_gdn_state_128k_int"), out, gdnSpeed{"speed_gdn_state_128k_int", gdnInt(gdnModelState(true, 32)), 2, "speed_gdn_state_128k"}, long, 5199)
+	writeGDNSpeed(t, filepath.Join(out, "speed_gdn_state_128k_int_lo"), out, gdnSpeed{"speed_gdn_state_128k_int_lo", gdnLoAcc(gdnInt(gdnModelState(true, 32))), 2, "speed_gdn_state_128k"}, long, 5199)
+	writeGDNSpeed(t, filepath.Join(out, "speed_gdn_state_128k_int_pre"), out, gdnSpeed{"speed_gdn_state_128k_int_pre", gdnPre(gdnInt(gdnModelState(true, 32))), 2, "speed_gdn_state_128k"}, long, 5199)
+	// 32K in one segment (512 chunks a block), both launches old and new.
+	mid := 32768
+	if *gpuCases == "" {
+		mid = 768
+	}
+	for i, sp := range []gdnSpeed{
+		{"speed_gdn_wy_32k", gdnModelWY(true), 3, ""},
+		{"speed_gdn_wy_32k_int", gdnInt(gdnModelWY(true)), 3, "speed_gdn_wy_32k"},
+		{"speed_gdn_state_32k", gdnModelState(true, 32), 3, ""},
+		{"speed_gdn_state_32k_int", gdnInt(gdnModelState(true, 32)), 3, "speed_gdn_state_32k"},
+		{"speed_gdn_state_32k_int_lo", gdnLoAcc(gdnInt(gdnModelState(true, 32))), 3, "speed_gdn_state_32k"},
+		{"speed_gdn_state_32k_int_pre", gdnPre(gdnInt(gdnModelState(true, 32))), 3, "speed_gdn_state_32k"},
+	} {
+		writeGDNSpeed(t, filepath.Join(out, sp.name), out, sp, mid, uint64(5200+i))
+	}
 }
 
 // gdnSpeedBytes is what one launch must move at least: every operand once
@@ -235,8 +301,9 @@ func writeGDNSpeed(t *testing.T, dir, root string, sp gdnSpeed, n int, seed uint
 		if k.Params.Flag("split") {
 			products = 3
 		}
-		meta.Note = fmt.Sprintf("%d tokens of one GDN layer at the model's heads, %s, %d tf32 products per multiply-add (%s); files of %d rows repeated",
-			n, kernelShape(k), products, map[bool]string{true: "split: hi·hi + hi·lo + lo·hi", false: "plain"}[products == 3], period)
+		meta.Note = fmt.Sprintf("%d tokens (%d chunks: µs a chunk = µs / %d) of one GDN layer at the model's heads, %s, %d tf32 products per multiply-add (%s), operands rounded by %s; files of %d rows repeated",
+			n, ir.Ceil(n, k.Params.Int("chunk")), ir.Ceil(n, k.Params.Int("chunk")), kernelShape(k), products, map[bool]string{true: "split: hi·hi + hi·lo + lo·hi", false: "plain"}[products == 3],
+			map[bool]string{true: "integer arithmetic (int_tf32)", false: "cvt.rna.tf32.f32"}[k.Params.Flag("int_tf32")], period)
 	case ir.GatedRMSNorm:
 		meta.Note = fmt.Sprintf("%d tokens of the gated norm over %d heads of %d, a warp per vector; files of %d rows repeated", n, k.Params.Int("heads"), k.Params.Int("dim"), period)
 	default:
@@ -313,8 +380,9 @@ func kernelShape(k plan.Kernel) string {
 	case ir.GatedDeltaWY:
 		return fmt.Sprintf("gated_delta_wy chunk %d, slices of %d", p.Int("chunk"), p.Int("slice"))
 	case ir.GatedDeltaState:
-		return fmt.Sprintf("gated_delta_state chunk %d, slices of %d, %d state columns a block, %s staging", p.Int("chunk"), p.Int("slice"), p.Int("cols"),
-			map[bool]string{true: "asynchronous", false: "synchronous"}[p.Flag("async")])
+		return fmt.Sprintf("gated_delta_state chunk %d, slices of %d, %d state columns a block, %s staging%s", p.Int("chunk"), p.Int("slice"), p.Int("cols"),
+			map[bool]string{true: "asynchronous", false: "synchronous"}[p.Flag("async")], map[bool]string{true: ", the split's corrections summed apart (lo_acc)", false: ""}[p.Flag("lo_acc")]+
+				map[bool]string{true: ", S and Vnew split once by their producers (pre_split)", false: ""}[p.Flag("pre_split")])
 	case ir.CausalConv1dSiLURows:
 		return fmt.Sprintf("a thread per channel and %d rows", p.Int("rows_per_thread"))
 	}

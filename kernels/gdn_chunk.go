@@ -51,14 +51,19 @@ func GDNWYSharedBytes(p ir.Params) int {
 // GDNStateSharedBytes is gated_delta_state's: the state tile, k_dim ×
 // (cols + 8) floats; the w and qw slices, 2·chunk × (slice + 4), twice with
 // async (the next chunk's copy lands in the second); the kd slice, chunk ×
-// (slice + 8); Vnew, chunk × (cols + 8).
+// (slice + 8); Vnew, chunk × (cols + 8); with pre_split the lo terms of the
+// state tile and of Vnew besides.
 func GDNStateSharedBytes(p ir.Params) int {
 	c, s, n := p.Int("chunk"), p.Int("slice"), p.Int("cols")
 	wq := 1
 	if p.Flag("async") {
 		wq = 2
 	}
-	return 4 * (p.Int("k_dim")*(n+8) + wq*2*c*(s+4) + c*(s+8) + c*(n+8))
+	b := 4 * (p.Int("k_dim")*(n+8) + wq*2*c*(s+4) + c*(s+8) + c*(n+8))
+	if p.Flag("pre_split") {
+		b += 4 * (p.Int("k_dim") + c) * (n + 8) // the lo terms of S and Vnew
+	}
+	return b
 }
 
 // GDNChunkFLOPs is the matrix work of the two launches over n tokens
@@ -108,7 +113,7 @@ func gdnChunkFamilies() []*ir.Family {
 				ir.OperandSpec{Name: "beta", DType: ir.F32, Access: ir.Read, Extent: ir.PerRow("v_heads")},
 				ir.OperandSpec{Name: "g", DType: ir.F32, Access: ir.Read, Extent: ir.PerRow("v_heads")},
 			),
-			Params: cat(ir.Ints("row_stride", "k_heads", "v_heads", "k_dim", "v_dim", "chunk", "slice"), ir.Flags("split")),
+			Params: cat(ir.Ints("row_stride", "k_heads", "v_heads", "k_dim", "v_dim", "chunk", "slice"), ir.Flags("split", "int_tf32")),
 			Check: func(p ir.Params) error {
 				if err := gdnChunkCheck(p, true); err != nil {
 					return err
@@ -137,7 +142,7 @@ func gdnChunkFamilies() []*ir.Family {
 				{Name: "out", DType: ir.F32, Access: ir.ReadWrite, Extent: ir.PerRow("v_heads", "v_dim")},
 				{Name: "state", DType: ir.F32, Access: ir.ReadWrite, Extent: ir.Fixed("v_heads", "k_dim", "v_dim")},
 			}, gdnRows(ir.Read)...),
-			Params: cat(ir.Ints("k_heads", "v_heads", "k_dim", "v_dim", "chunk", "slice", "cols"), ir.Flags("split", "async")),
+			Params: cat(ir.Ints("k_heads", "v_heads", "k_dim", "v_dim", "chunk", "slice", "cols"), ir.Flags("split", "async", "int_tf32", "lo_acc", "pre_split")),
 			Check: func(p ir.Params) error {
 				if err := gdnChunkCheck(p, false); err != nil {
 					return err
@@ -147,6 +152,9 @@ func gdnChunkFamilies() []*ir.Family {
 				}
 				if p.Flag("async") && p.Int("slice") != p.Int("k_dim") {
 					return fmt.Errorf("async stages whole rows: slice %d must be k_dim %d", p.Int("slice"), p.Int("k_dim"))
+				}
+				if p.Flag("pre_split") && !(p.Flag("split") && p.Flag("async")) {
+					return fmt.Errorf("pre_split splits the B operands of the split, asynchronous pass: split %v, async %v", p.Flag("split"), p.Flag("async"))
 				}
 				return nil
 			},

@@ -67,16 +67,26 @@ func (o *Options) chunksGDN() bool {
 // SMs: 1,540 µs at 16, 1,697 at 64); gfx1151 slices of 32 within its
 // 64 KiB of LDS. The cpu runs the references: sm_90's. With async (sm_90)
 // a state pass whose one slice is the whole k_dim stages its tiles by
-// asynchronous copies ahead.
+// asynchronous copies ahead. With intTF32 (sm_90 only: the other targets'
+// products are f32 or references) both launches round their tensor-core
+// operands to tf32 by integer arithmetic instead of cvt.rna.tf32.f32: the
+// same bits, measured on the H200 at 8K the state pass 1,068 → 968 µs
+// (−9 %; 128K: 17,149 → 15,221), gated_delta_wy split 1,053 → 933 µs
+// (−11 %); plain gated_delta_wy (wy-tf32's, slices of 32) keeps cvt (740
+// against 728 µs: 107 registers, 2 blocks an SM instead of 3); with loAcc the split state pass
+// sums its corrections apart from hi·hi (a shorter chain of dependent
+// products), with preSplit it splits its B operands (S, Vnew) once, by
+// the lane that produces each element, instead of in every warp that reads
+// them (docs/prefill-gdn.md, "Third version").
 type gdnTile struct {
 	wySlices, wyPlainSlices, stateSlices, cols []int
-	async                                      bool
+	async, intTF32, loAcc, preSplit            bool
 }
 
 var gdnTiles = map[plan.Target]gdnTile{
-	plan.SM90:    {[]int{64, 32, 16}, []int{32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true},
-	plan.GFX1151: {[]int{32, 16}, []int{32, 16}, []int{32, 16}, []int{32, 16, 8}, false},
-	plan.CPU:     {[]int{64, 32, 16}, []int{32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true},
+	plan.SM90:    {[]int{64, 32, 16}, []int{32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true, true, false, false},
+	plan.GFX1151: {[]int{32, 16}, []int{32, 16}, []int{32, 16}, []int{32, 16, 8}, false, false, false, false},
+	plan.CPU:     {[]int{64, 32, 16}, []int{32, 16}, []int{128, 64, 32, 16}, []int{32, 16, 8}, true, false, false, false},
 }
 
 func gdnPass(c *compilation) error {
@@ -111,6 +121,7 @@ func gdnParams(p ir.Params, t gdnTile, split bool, c ir.LaunchConfig) (wy, st ir
 		q := p.Clone()
 		q.SetInt("slice", int64(slice))
 		q.SetFlag("split", split)
+		q.SetFlag("int_tf32", t.intTF32)
 		return q
 	}
 	fits := func(kind ir.Kind, q ir.Params, bytes func(ir.Params) int) bool {
@@ -122,7 +133,9 @@ func gdnParams(p ir.Params, t gdnTile, split bool, c ir.LaunchConfig) (wy, st ir
 		slices = t.wyPlainSlices
 	}
 	for _, s := range slices {
-		if wy = base(s); fits(ir.GatedDeltaWY, wy, kernels.GDNWYSharedBytes) {
+		wy = base(s)
+		wy.SetFlag("int_tf32", t.intTF32 && split) // plain: cvt (fewer registers, 3 blocks an SM)
+		if fits(ir.GatedDeltaWY, wy, kernels.GDNWYSharedBytes) {
 			found = true
 			break
 		}
@@ -136,6 +149,8 @@ func gdnParams(p ir.Params, t gdnTile, split bool, c ir.LaunchConfig) (wy, st ir
 			delete(st.Ints, "row_stride")
 			st.SetInt("cols", int64(n))
 			st.SetFlag("async", t.async && s == st.Int("k_dim"))
+			st.SetFlag("lo_acc", t.loAcc && split)
+			st.SetFlag("pre_split", t.preSplit && split && st.Flag("async"))
 			if fits(ir.GatedDeltaState, st, kernels.GDNStateSharedBytes) {
 				return wy, st, true
 			}

@@ -108,3 +108,38 @@ func TestChunkGDN(t *testing.T) {
 		}
 	}
 }
+
+// TestGDNParamsFlags checks that gdnParams passes a tile's int_tf32 to the
+// state pass and the split gated_delta_wy, lo_acc and pre_split to the
+// split state pass only.
+func TestGDNParamsFlags(t *testing.T) {
+	var p ir.Params
+	for name, v := range map[string]int64{"row_stride": 8192, "k_heads": 16, "v_heads": 32, "k_dim": 128, "v_dim": 128, "chunk": 64} {
+		p.SetInt(name, v)
+	}
+	type flags struct{ WYInt, StateInt, StateLo, StatePre bool }
+	for _, tc := range []struct {
+		name                     string
+		intTF32, loAcc, preSplit bool
+		split                    bool
+		want                     flags
+	}{
+		{"off", false, false, false, true, flags{}},
+		{"int", true, false, false, true, flags{true, true, false, false}},
+		{"int lo", true, true, false, true, flags{true, true, true, false}},
+		{"int pre", true, false, true, true, flags{true, true, false, true}},
+		{"lo pre plain", false, true, true, false, flags{}},
+		{"int plain", true, true, true, false, flags{false, true, false, false}},
+	} {
+		tile := gdnTiles[plan.SM90]
+		tile.intTF32, tile.loAcc, tile.preSplit = tc.intTF32, tc.loAcc, tc.preSplit
+		wy, st, ok := gdnParams(p, tile, tc.split, plan.SM90.Launch())
+		if !ok {
+			t.Fatalf("%s: no tiles", tc.name)
+		}
+		got := flags{wy.Flag("int_tf32"), st.Flag("int_tf32"), st.Flag("lo_acc"), st.Flag("pre_split")}
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("%s: flags (-want +got):\n%s", tc.name, d)
+		}
+	}
+}
