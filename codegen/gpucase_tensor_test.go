@@ -306,6 +306,26 @@ func tensorCorrectness() []tensorCase {
 		c.mem, c.stored = mem, maps.Clone(c.stored)
 		out = append(out, c)
 	}
+	// flush_k on both tiles' grouped GEMMs, on the same operands: the tiny
+	// fixtures' experts, odd sizes, several tiles of one expert, the model's
+	// widths, two terms (gfx1151's plans).
+	fk := map[string]bool{"tiny_t1": true, "tiny_t65": true, "odd": true, "tiles": true, "wide": true, "s2_t65": true, "s2_wide": true,
+		"wg_tiny_t65": true, "wg_odd": true, "wg_tiles": true, "wg_wide": true, "wg_s2_wide": true}
+	for _, c := range out {
+		prefix := strings.TrimSuffix(strings.TrimSuffix(c.name, "_gate_up"), "_down")
+		if !fk[strings.TrimPrefix(prefix, "moe_")] || !strings.HasSuffix(c.k.Family, "_group") {
+			continue
+		}
+		c.name = "moe_fk_" + strings.TrimPrefix(c.name, "moe_")
+		c.k = flushKern(c.k)
+		mem := map[string][]byte{}
+		for name, b := range c.mem {
+			mem[name] = aligned(int64(len(b)))
+			copy(mem[name], b)
+		}
+		c.mem, c.stored = mem, maps.Clone(c.stored)
+		out = append(out, c)
+	}
 	// Several chunks of moe_count and moe_sort: 1000 tokens × top-8 over 256
 	// experts (4 blocks, the last one partial), and 2048 pairs exactly.
 	out = append(out, moeCases("moe_chunks", 256, 64, 32, 8, 1000, 256, true, 3, false, 409)[:2]...)

@@ -118,10 +118,14 @@ func gemmFamily(kind, of ir.Kind) *ir.Family {
 	return &ir.Family{
 		Kind:     kind,
 		Operands: operandsOf(of),
-		Params:   cat(ir.Ints("k", "n", "tile_n"), ir.Flags("split_a", "split_a3", "wgmma")),
+		Params:   cat(ir.Ints("k", "n", "tile_n"), ir.Flags("split_a", "split_a3", "wgmma"), ir.OptionalFlags("flush_k")),
 		Check: func(p ir.Params) error {
-			if n := p.Int("tile_n"); n != GEMMTileCols && n != GEMMTileColsWide {
+			n := p.Int("tile_n")
+			if n != GEMMTileCols && n != GEMMTileColsWide {
 				return fmt.Errorf("tile_n %d: the tile takes %d or %d weight rows", n, GEMMTileCols, GEMMTileColsWide)
+			}
+			if p.Flag("flush_k") && n != GEMMTileCols {
+				return fmt.Errorf("flush_k with tile_n %d: the second accumulator set fits the %d-column tile only", n, GEMMTileCols)
 			}
 			return checkATerms(p)
 		},

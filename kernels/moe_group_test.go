@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -281,5 +282,55 @@ func TestSplit3BF16(t *testing.T) {
 	}
 	if worst > 1.0/(1<<24) {
 		t.Errorf("Split3BF16 is off by up to %g of x, want at most 2⁻²⁴", worst)
+	}
+}
+
+// TestFlushKCheck: flush_k takes the 128-column tile (its second
+// accumulator set leaves no registers on the 256-column one) and may be
+// left out; the grouped GEMMs (always 128 columns) take it either way.
+func TestFlushKCheck(t *testing.T) {
+	gemm := func(cols int, flush *bool) ir.Params {
+		var p ir.Params
+		p.SetInt("k", 64)
+		p.SetInt("n", 64)
+		p.SetInt("tile_n", int64(cols))
+		p.SetFlag("split_a", true)
+		p.SetFlag("split_a3", true)
+		p.SetFlag("wgmma", true)
+		if flush != nil {
+			p.SetFlag("flush_k", *flush)
+		}
+		return p
+	}
+	on, off := true, false
+	tests := []struct {
+		name string
+		kind ir.Kind
+		p    ir.Params
+		want string
+	}{
+		{"left out", ir.GEMM, gemm(kernels.GEMMTileColsWide, nil), ""},
+		{"off, wide", ir.GEMMAdd, gemm(kernels.GEMMTileColsWide, &off), ""},
+		{"on, narrow", ir.GEMM, gemm(kernels.GEMMTileCols, &on), ""},
+		{"on, wide", ir.GEMM, gemm(kernels.GEMMTileColsWide, &on), "flush_k with tile_n 256: the second accumulator set fits the 128-column tile only"},
+	}
+	for _, tt := range tests {
+		err := kernels.Families[tt.kind].CheckParams(tt.p)
+		if (tt.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want %q", tt.name, err, tt.want)
+		}
+	}
+	var p ir.Params
+	for k, v := range map[string]int64{"experts": 16, "hidden": 64, "inter": 32, "k": 4} {
+		p.SetInt(k, v)
+	}
+	p.SetFlag("split_a", true)
+	p.SetFlag("split_a3", false)
+	p.SetFlag("wgmma", false)
+	p.SetFlag("flush_k", true)
+	for _, kind := range []ir.Kind{ir.MoEGateUpGroup, ir.MoEDownGroup} {
+		if err := kernels.Families[kind].CheckParams(p); err != nil {
+			t.Errorf("%s with flush_k: %v", kind, err)
+		}
 	}
 }
