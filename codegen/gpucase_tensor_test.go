@@ -1,9 +1,11 @@
 package codegen
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -35,6 +37,9 @@ type tensorCase struct {
 	bytes    int64
 	flops    int64
 	note     string
+	// want64: an output's float64 reference (its first elements), written
+	// as <name>.want64 for the runner's relative error figures.
+	want64 map[string][]float64
 }
 
 // tensorMeta is caseMeta with the speed fields gpucheck reads.
@@ -84,6 +89,14 @@ func writeTensorCase(t *testing.T, dir string, c tensorCase) {
 		a.Mem[i] = m
 		size := int64(o.DType.Size())
 		arg := caseArg{File: o.Name + ".in", DType: string(o.DType), Out: o.Access != ir.Read}
+		if v, ok := c.want64[o.Name]; ok {
+			arg.Want64 = o.Name + ".want64"
+			b := make([]byte, 0, 8*len(v))
+			for _, x := range v {
+				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+			}
+			write(arg.Want64, b)
+		}
 		b := m
 		if s, ok := c.stored[o.Name]; ok {
 			b = m[:s*size]
@@ -445,6 +458,21 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 	writeSibling(t, out, "speed_moe_down_plain", plain(moe[3].k), T, moe[3].name, 20, "one bf16 term, on speed_moe_down's files")
 	writeSibling(t, out, "speed_moe_gate_up_wg", wgmmaKernel(moe[2].k), T, moe[2].name, 20, "the wgmma tile, three terms, on speed_moe_gate_up's files")
 	writeSibling(t, out, "speed_moe_down_wg", wgmmaKernel(moe[3].k), T, moe[3].name, 20, "the wgmma tile, three terms, on speed_moe_down's files")
+	// flush_k (each k-tile's sum added in round to nearest) on the same
+	// files, beside the flag's absence above: the wgmma tile of 128 columns
+	// (the flag's; 256 is the plans' today) and the mma tile of 128.
+	for _, c := range []tensorCase{cases[0], cases[2], moe[2], moe[3]} {
+		wg := wgmmaKernel(c.k)
+		if c.k.Params.Int("tile_n") != 0 {
+			wg = wgmma(c.k, kernels.GEMMTileCols)
+		}
+		wgName := c.name + "_wg"
+		if c.k.Params.Int("tile_n") != 0 {
+			wgName += "128"
+		}
+		writeSibling(t, out, wgName+"_fk", flushKern(wg), T, c.name, 20, "the wgmma tile, 128 columns, three terms, flush_k, on "+c.name+"'s files (against "+wgName+")")
+		writeSibling(t, out, c.name+"_fk", flushKern(c.k), T, c.name, 20, "the mma tile, 128 columns, three terms, flush_k, on "+c.name+"'s files (against "+c.name+")")
+	}
 	writeSibling(t, out, "speed_matmul_8192", kern("matmul", map[string]float64{"k": 2048, "n": 8192}), T, "speed_gemm_8192", 1,
 		"the family gemm replaces, on its files")
 }
