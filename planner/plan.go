@@ -118,6 +118,12 @@ type Options struct {
 	// wgmmaDefault), GEMMTileWGMMA (sm_90a's warpgroup products, sm_90 only)
 	// or GEMMTileMMA (mma.sync on sm_90, WMMA on gfx1151).
 	GEMMTile GEMMTile
+	// TCSums chooses how the tensor-core kernels keep their long sums:
+	// TCSumsDefault (the target's: tcSumsFlush, off everywhere for now),
+	// TCSumsFlush (each k-tile's products summed apart and added in rounded
+	// to nearest: the tiled GEMMs' flush_k on the 128-column tile) or
+	// TCSumsMMA (the whole sum in the MMA accumulators).
+	TCSums TCSums
 }
 
 // DefaultBuckets are the real model's prefill buckets.
@@ -216,6 +222,9 @@ func (o *Options) check() error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("gemm tile %q: want %q, %q or empty (the target's default)", o.GEMMTile, GEMMTileWGMMA, GEMMTileMMA))
+	}
+	if o.TCSums != TCSumsDefault && o.TCSums != TCSumsFlush && o.TCSums != TCSumsMMA {
+		errs = append(errs, fmt.Errorf("tc sums %q: want %q, %q or empty (the target's default)", o.TCSums, TCSumsFlush, TCSumsMMA))
 	}
 	if o.Fusion != FuseDefault && o.Fusion != FuseOn && o.Fusion != FuseOff {
 		errs = append(errs, fmt.Errorf("fusion %q: want %q, %q or empty (the target's default)", o.Fusion, FuseOn, FuseOff))

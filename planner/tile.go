@@ -32,7 +32,7 @@ func tilePass(c *compilation) error {
 		if k := c.steps[i].Kind; k != plan.Prefill && k != plan.Logits {
 			continue
 		}
-		if err := tileMany(g, gemmTileCols(c.o.Target), activationTerms(c.o.Target), c.o.wgmma()); err != nil {
+		if err := tileMany(g, gemmTileCols(c.o.Target), activationTerms(c.o.Target), c.o.wgmma(), c.o.flushSums()); err != nil {
 			return err
 		}
 	}
@@ -46,8 +46,11 @@ func tilePass(c *compilation) error {
 // moe_slot_sum.
 // Their tiles take any K, N and row count (partial tiles are zero-filled
 // and not stored, blocks past the logical rows return at once), so no shape
-// keeps the old family; a one-row graph is the streaming pass's.
-func tileMany(g *ir.Graph, cols, terms int, wgmma bool) error {
+// keeps the old family; a one-row graph is the streaming pass's. With flush
+// every tiled GEMM takes flush_k (each k-tile's products added into the
+// sum rounded to nearest) on the 128-column tile, the only one with
+// registers for the second accumulator set.
+func tileMany(g *ir.Graph, cols, terms int, wgmma, flush bool) error {
 	if g.Tokens <= 1 {
 		return nil
 	}
@@ -66,18 +69,19 @@ func tileMany(g *ir.Graph, cols, terms int, wgmma bool) error {
 		op.Params = op.Params.Clone()
 		setATerms(&op.Params, terms)
 		op.Params.SetFlag("wgmma", wgmma)
+		setFlush(&op.Params, flush)
 		// A projection one narrow tile covers (the GDN's b and a, the shared
 		// expert's gate) would only pad a wide one; on the wgmma tile one of
 		// two narrow tiles (the router's 256 columns) too: twice the blocks,
 		// each half as long, where one column of wide tiles leaves half the
 		// SMs idle at 8K rows.
 		n := cols
-		if w := op.Params.Int("n"); w <= kernels.GEMMTileCols || (wgmma && w <= 2*kernels.GEMMTileCols) {
+		if w := op.Params.Int("n"); flush || w <= kernels.GEMMTileCols || (wgmma && w <= 2*kernels.GEMMTileCols) {
 			n = kernels.GEMMTileCols
 		}
 		op.Params.SetInt("tile_n", int64(n))
 	}
-	groupExperts(g, terms, wgmma)
+	groupExperts(g, terms, wgmma, flush)
 	if err := g.Verify(kernels.Families); err != nil {
 		return fmt.Errorf("tiling %s: %w", g.Name, err)
 	}
@@ -91,7 +95,7 @@ func tileMany(g *ir.Graph, cols, terms int, wgmma bool) error {
 // their slot sum into the down's output. counts, order, tiles and ys are
 // activations shared by the layers.
 // It returns the number of rewrites.
-func groupExperts(g *ir.Graph, terms int, wgmma bool) int {
+func groupExperts(g *ir.Graph, terms int, wgmma, flush bool) int {
 	u := indexUses(g)
 	var out []*ir.Op
 	replace := map[int][]*ir.Op{}
@@ -113,9 +117,11 @@ func groupExperts(g *ir.Graph, terms int, wgmma bool) int {
 		p := gu.Params.Clone()
 		setATerms(&p, terms)
 		p.SetFlag("wgmma", wgmma)
+		setFlush(&p, flush)
 		dp := dn.Params.Clone()
 		setATerms(&dp, terms)
 		dp.SetFlag("wgmma", wgmma)
+		setFlush(&dp, flush)
 		sortP := ir.Params{Ints: map[string]int64{"experts": int64(p.Int("experts")), "k": int64(p.Int("k"))}}
 		sumP := ir.Params{Ints: map[string]int64{"experts": int64(p.Int("experts")), "hidden": int64(p.Int("hidden")), "k": int64(p.Int("k"))}}
 		if kernels.Families[ir.MoESort].CheckParams(sortP) != nil {
@@ -244,4 +250,36 @@ func activationTerms(t plan.Target) int {
 func setATerms(p *ir.Params, terms int) {
 	p.SetFlag("split_a", terms >= 2)
 	p.SetFlag("split_a3", terms >= 3)
+}
+
+// TCSums chooses how the tensor-core kernels keep their sums over a long
+// axis (docs/prefill-gemm.md, "Sums over K"): the tiled GEMMs' K (flush_k)
+// and, behind the same option, the chunked GDN's state across chunks and
+// the flash prefill attention's P·V across KV blocks.
+type TCSums string
+
+const (
+	TCSumsDefault TCSums = ""      // the target's: tcSumsFlush
+	TCSumsFlush   TCSums = "flush" // each block's products summed apart, added in with round-to-nearest FADDs
+	TCSumsMMA     TCSums = "mma"   // the whole sum in the MMA accumulators (their truncating alignment)
+)
+
+// tcSumsFlush are the targets whose plans flush by default: none until the
+// device shows it brings the 8K gate within bounds (the one line to flip).
+var tcSumsFlush = map[plan.Target]bool{plan.SM90: false, plan.GFX1151: false}
+
+// flushSums says whether the plan's tensor-core sums are flushed.
+func (o *Options) flushSums() bool {
+	if o.TCSums == TCSumsDefault {
+		return tcSumsFlush[o.Target]
+	}
+	return o.TCSums == TCSumsFlush
+}
+
+// setFlush sets flush_k where flush is on; a plan without it leaves the
+// optional flag out, so its kernels keep their names.
+func setFlush(p *ir.Params, flush bool) {
+	if flush {
+		p.SetFlag("flush_k", true)
+	}
 }

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -172,5 +173,49 @@ func TestGEMMTileOption(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s, gemm tile %q: err = %v, want %q", c.target, c.tile, err, c.want)
 		}
+	}
+}
+
+// TestTCSumsOption: with TCSumsFlush every tiled GEMM of a GPU prefill
+// takes flush_k and the dense ones the 128-column tile; the default (off
+// for now) and TCSumsMMA leave the flag out, so the plans are as before;
+// an unknown mode is refused by name.
+func TestTCSumsOption(t *testing.T) {
+	m := FromConfig("tiny", tinyConfig(t))
+	tiled := map[ir.Kind]bool{ir.GEMM: true, ir.GEMMAdd: true, ir.MoEGateUpGroup: true, ir.MoEDownGroup: true}
+	for _, target := range plan.GPUTargets() {
+		for _, c := range []struct {
+			sums TCSums
+			want bool
+		}{{TCSumsDefault, tcSumsFlush[target]}, {TCSumsMMA, false}, {TCSumsFlush, true}} {
+			gs, err := Graphs(m, Options{Target: target, Buckets: []int{4}, ContextTokens: 64, TCSums: c.sums}, "tile")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int{}
+			for _, g := range gs {
+				for _, op := range g.Ops {
+					if !tiled[op.Kind] {
+						continue
+					}
+					_, given := op.Params.Flags["flush_k"]
+					got[fmt.Sprintf("flush_k=%v given=%v", op.Params.Flag("flush_k"), given)]++
+					if c.want && op.Params.Int("tile_n") > kernels.GEMMTileCols {
+						t.Errorf("%s, tc sums %q: %s with tile_n %d", target, c.sums, op.Kind, op.Params.Int("tile_n"))
+					}
+				}
+			}
+			key := fmt.Sprintf("flush_k=%v given=%v", c.want, c.want)
+			if len(got) != 1 || got[key] == 0 {
+				t.Errorf("%s, tc sums %q: tiled GEMMs %v, want every one %s", target, c.sums, got, key)
+			}
+		}
+		if _, err := Plan(m, Options{Target: target, Buckets: []int{4}, ContextTokens: 64, TCSums: TCSumsFlush}); err != nil {
+			t.Errorf("%s, tc sums flush: %v", target, err)
+		}
+	}
+	_, err := Plan(m, Options{Target: plan.SM90, Buckets: []int{4}, ContextTokens: 64, TCSums: "exact"})
+	if err == nil || !strings.Contains(err.Error(), `tc sums "exact": want "flush", "mma"`) {
+		t.Errorf("err = %v, want the mode named", err)
 	}
 }
