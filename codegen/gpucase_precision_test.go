@@ -105,3 +105,83 @@ func TestWriteGPUCasesPrecision(t *testing.T) {
 		}
 	}
 }
+
+// gdnState64 is kernels.GatedDeltaState in float64 on the same f32 inputs:
+// out and state are updated in place.
+func gdnState64(out, state []float64, w, qw, kd, u, gc []float32, n, hv, dk, dv, chunk int) {
+	vnew := make([]float64, chunk*dv)
+	for j := range hv {
+		s := state[j*dk*dv:][:dk*dv]
+		for t0 := 0; t0 < n; t0 += chunk {
+			L := min(chunk, n-t0)
+			at := func(r int) int { return (t0+r)*hv + j }
+			for r := range L {
+				vr, o := vnew[r*dv:][:dv], out[at(r)*dv:][:dv]
+				for c := range vr {
+					vr[c] = float64(u[at(r)*dv+c])
+				}
+				for a := range dk {
+					row := s[a*dv:][:dv]
+					wa, qa := float64(w[at(r)*dk+a]), float64(qw[at(r)*dk+a])
+					for c, x := range row {
+						vr[c] -= wa * x
+						o[c] += qa * x
+					}
+				}
+			}
+			decay := math.Exp(float64(gc[at(L-1)]))
+			for a := range dk {
+				row := s[a*dv:][:dv]
+				for c := range row {
+					row[c] *= decay
+				}
+				for r := range L {
+					ka := float64(kd[at(r)*dk+a])
+					for c, x := range vnew[r*dv:][:dv] {
+						row[c] += ka * x
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestWriteGPUCasesPrecisionGDN writes the precision cases of the chunked
+// GDN's state across chunks (docs/prefill-gdn.md, "Sums across chunks"):
+// gated_delta_state over 8192 tokens (128 chunks) of one key head and two
+// value heads at the model's dims, slow decays (|g| ≤ 0.02 a token: the
+// state carries far), split tf32 products, with and without flush_k, on
+// the same files; out and the final state compared with the float64
+// recurrence on the same inputs. Without -gpucases: 256 tokens.
+func TestWriteGPUCasesPrecisionGDN(t *testing.T) {
+	out, n := *gpuCases, 8192
+	if out == "" {
+		out, n = t.TempDir(), 256
+	}
+	k := gdnStateAsync(1, 2, 128, 128, 64, 128, 32, true, true)
+	a := gdnArgs(k, n, n+2, 7100, 0.02, false)
+	f64 := func(name string, rows int) []float64 {
+		v := a.F32(name)
+		if rows > 0 {
+			v = v[:rows]
+		}
+		o := make([]float64, len(v))
+		for i, x := range v {
+			o[i] = float64(x)
+		}
+		return o
+	}
+	p := k.Params
+	hv, dv := p.Int("v_heads"), p.Int("v_dim")
+	out64, state64 := f64("out", n*hv*dv), f64("state", 0)
+	gdnState64(out64, state64, a.F32("w"), a.F32("qw"), a.F32("kd"), a.F32("u"), a.F32("gc"), n, hv, p.Int("k_dim"), dv, p.Int("chunk"))
+	mem := map[string][]byte{}
+	for i, o := range a.Family.Operands {
+		mem[o.Name] = a.Mem[i]
+	}
+	base := "prec_gdn_state_8k"
+	writeTensorCase(t, filepath.Join(out, base), tensorCase{name: base, k: k, rows: n, mem: mem,
+		want64: map[string][]float64{"out": out64, "state": state64},
+		note:   fmt.Sprintf("%d tokens, slow decays, split tf32, no flush: 24 truncating MMAs a chunk onto the carried state", n)})
+	writeSibling(t, out, base+"_fk", gdnFlush(k), n, base, 0, "flush_k: each chunk's kdᵀ·Vnew from zero, added to the decayed state rounded to nearest, on "+base+"'s files")
+}

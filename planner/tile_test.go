@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/aimaproject/aimac/arch"
 	"github.com/aimaproject/aimac/ir"
 	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
@@ -177,37 +178,45 @@ func TestGEMMTileOption(t *testing.T) {
 }
 
 // TestTCSumsOption: with TCSumsFlush every tiled GEMM of a GPU prefill
-// takes flush_k and the dense ones the 128-column tile; the default (off
-// for now) and TCSumsMMA leave the flag out, so the plans are as before;
-// an unknown mode is refused by name.
+// and its GDN state pass take flush_k, the dense GEMMs the 128-column
+// tile; the default (off for now) and TCSumsMMA leave the flag out, so the
+// plans are as before; an unknown mode is refused by name.
 func TestTCSumsOption(t *testing.T) {
-	m := FromConfig("tiny", tinyConfig(t))
-	tiled := map[ir.Kind]bool{ir.GEMM: true, ir.GEMMAdd: true, ir.MoEGateUpGroup: true, ir.MoEDownGroup: true}
+	// The real layout with the tiny fixtures' GDN heads (whose chunk the
+	// tiles serve): every family that takes the flag is in the prefill.
+	c := *arch.Real()
+	c.LinearNumKeyHeads, c.LinearNumValueHeads, c.LinearKeyHeadDim, c.LinearValueHeadDim = 2, 4, 16, 16
+	m := FromConfig("tiny heads", &c)
+	tiled := map[ir.Kind]bool{ir.GEMM: true, ir.GEMMAdd: true, ir.MoEGateUpGroup: true, ir.MoEDownGroup: true, ir.GatedDeltaState: true}
 	for _, target := range plan.GPUTargets() {
-		for _, c := range []struct {
+		for _, tc := range []struct {
 			sums TCSums
 			want bool
 		}{{TCSumsDefault, tcSumsFlush[target]}, {TCSumsMMA, false}, {TCSumsFlush, true}} {
-			gs, err := Graphs(m, Options{Target: target, Buckets: []int{4}, ContextTokens: 64, TCSums: c.sums}, "tile")
+			gs, err := Graphs(m, Options{Target: target, Buckets: []int{4}, ContextTokens: 64, TCSums: tc.sums}, "tile")
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := map[string]int{}
+			got, kinds := map[string]int{}, map[ir.Kind]bool{}
 			for _, g := range gs {
 				for _, op := range g.Ops {
 					if !tiled[op.Kind] {
 						continue
 					}
+					kinds[op.Kind] = true
 					_, given := op.Params.Flags["flush_k"]
 					got[fmt.Sprintf("flush_k=%v given=%v", op.Params.Flag("flush_k"), given)]++
-					if c.want && op.Params.Int("tile_n") > kernels.GEMMTileCols {
-						t.Errorf("%s, tc sums %q: %s with tile_n %d", target, c.sums, op.Kind, op.Params.Int("tile_n"))
+					if tc.want && op.Params.Int("tile_n") > kernels.GEMMTileCols {
+						t.Errorf("%s, tc sums %q: %s with tile_n %d", target, tc.sums, op.Kind, op.Params.Int("tile_n"))
 					}
 				}
 			}
-			key := fmt.Sprintf("flush_k=%v given=%v", c.want, c.want)
+			if diff := cmp.Diff(tiled, kinds); diff != "" {
+				t.Errorf("%s: the kinds that take flush_k are not all in the plan (-want +got):\n%s", target, diff)
+			}
+			key := fmt.Sprintf("flush_k=%v given=%v", tc.want, tc.want)
 			if len(got) != 1 || got[key] == 0 {
-				t.Errorf("%s, tc sums %q: tiled GEMMs %v, want every one %s", target, c.sums, got, key)
+				t.Errorf("%s, tc sums %q: tiled GEMMs %v, want every one %s", target, tc.sums, got, key)
 			}
 		}
 		if _, err := Plan(m, Options{Target: target, Buckets: []int{4}, ContextTokens: 64, TCSums: TCSumsFlush}); err != nil {

@@ -44,8 +44,8 @@ With "flops" (what one launch must compute) the rate is reported in TFLOP/s.
 An f32 output argument with "want64" (a file of float64 values, over the output's
 first elements) is also compared against that float64 reference: the log line and
 the json give the largest and the mean absolute error relative to the reference's
-rms ("maxerr 1.2e-07 (rel) meanerr 3e-08 (rel ...)"; maxerr_rel, meanerr_rel,
-scale_rms): the precision cases (docs/prefill-gemm.md, "Sums over K").
+rms ("y.in: maxerr 1.2e-07 (rel) meanerr 3e-08 (rel ...)"; in the json y_maxerr_rel,
+y_meanerr_rel, y_scale_rms): the precision cases (docs/prefill-gemm.md, "Sums over K").
 
 GPUCHECK_ONLY, a regular expression, keeps the cases (and chains) whose names
 it matches: a subset when the whole set does not fit one run.
@@ -252,7 +252,8 @@ for name in names:
                 ref = torch.frombuffer(bytearray(open(os.path.join(src, a["want64"]), "rb").read()), dtype=torch.float64).cuda()
                 e = (got[:ref.numel()].double() - ref).abs()
                 scale = float(ref.pow(2).mean().sqrt()) or 1.0
-                figures.update({"maxerr_rel": float(e.max()) / scale, "meanerr_rel": float(e.mean()) / scale, "scale_rms": scale})
+                op = a["file"].removesuffix(".in")
+                figures.update({op + "_maxerr_rel": float(e.max()) / scale, op + "_meanerr_rel": float(e.mean()) / scale, op + "_scale_rms": scale})
                 notes.append(f"{a['file']}: maxerr {float(e.max()) / scale:.3g} (rel) meanerr {float(e.mean()) / scale:.3g} (rel, against float64, rms {scale:.3g})")
         else:
             diff = (got.to(torch.int64) - want.to(torch.int64)).abs()
