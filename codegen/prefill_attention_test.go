@@ -223,8 +223,12 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 		{"pf_speed_8k_bf16_wg_n48", 8192, 0, true, true, 5, 128, 48, "pf_speed_8k_bf16", true, false, 0, false},
 		// flush_k (each K/V tile's p·v from zero, added to the rescaled
 		// accumulator rounded to nearest) on the planner's tile and bytes
+		// (128 × 16: the planner's with flush_k at head_dim 256, bf16 KV, q and
+		// p split — its partial sum counted against the registers)
 		{"pf_speed_8k_bf16_fk", 8192, 0, true, true, 5, 128, 32, "pf_speed_8k_bf16", false, false, 0, true},
-		{"pf_speed_32k_bucket_bf16_fk", 8192, 24576, true, true, 2, 128, 32, "pf_speed_32k_bucket_bf16", false, false, 0, true},
+		{"pf_speed_8k_bf16_fk_n16", 8192, 0, true, true, 5, 128, 16, "pf_speed_8k_bf16", false, false, 0, true},
+		{"pf_speed_8k_bf16_n16", 8192, 0, true, true, 5, 128, 16, "pf_speed_8k_bf16", false, false, 0, false},
+		{"pf_speed_32k_bucket_bf16_fk", 8192, 24576, true, true, 2, 128, 16, "pf_speed_32k_bucket_bf16", false, false, 0, true},
 		{"pf_speed_1k_f32_fk", 1024, 0, false, true, 50, 128, 32, "pf_speed_1k_f32", false, false, 0, true},
 	}
 	for i, sp := range speeds {

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -177,9 +178,9 @@ func TestGEMMTileOption(t *testing.T) {
 	}
 }
 
-// TestTCSumsOption: with TCSumsFlush every tiled GEMM of a GPU prefill
-// and its GDN state pass take flush_k, the dense GEMMs the 128-column
-// tile; the default (off for now) and TCSumsMMA leave the flag out, so the
+// TestTCSumsOption: with TCSumsFlush every tiled GEMM of a GPU prefill,
+// its GDN state pass and (sm_90) its flash attention take flush_k, the
+// dense GEMMs the 128-column tile; the default (off for now) and TCSumsMMA leave the flag out, so the
 // plans are as before; an unknown mode is refused by name.
 func TestTCSumsOption(t *testing.T) {
 	// The real layout with the tiny fixtures' GDN heads (whose chunk the
@@ -189,6 +190,10 @@ func TestTCSumsOption(t *testing.T) {
 	m := FromConfig("tiny heads", &c)
 	tiled := map[ir.Kind]bool{ir.GEMM: true, ir.GEMMAdd: true, ir.MoEGateUpGroup: true, ir.MoEDownGroup: true, ir.GatedDeltaState: true}
 	for _, target := range plan.GPUTargets() {
+		tiled := maps.Clone(tiled)
+		if flushAttention[target] {
+			tiled[ir.AttentionPrefill] = true // (gfx1151 plans keep attention and its gate)
+		}
 		for _, tc := range []struct {
 			sums TCSums
 			want bool
