@@ -60,6 +60,14 @@ func flushKern(k plan.Kernel) plan.Kernel {
 	return k
 }
 
+// flush16Kern is flushKern with flush_k16: on the wgmma tile every 16-deep
+// slice's products summed apart (the mma tile's grain with flush_k alone).
+func flush16Kern(k plan.Kernel) plan.Kernel {
+	k = flushKern(k)
+	k.Params.SetFlag("flush_k16", true)
+	return k
+}
+
 // wideTile says whether a case takes the 256-column tile.
 func wideTile(k plan.Kernel) bool { return k.Params.Int("tile_n") == kernels.GEMMTileColsWide }
 
@@ -176,6 +184,21 @@ var gemmCases = []gpuCase{
 	{"gemm_add_wg_fk_odd", flushKern(gemmKernWGMMA("gemm_add", 20, 7, 3, 128)), 63, 0},
 	{"gemm_wg_fk_s2_t65", flushKern(gemmKernWGMMA("gemm", 2048, 264, 2, 128)), 65, 0},
 	{"gemm_wg_fk_plain_t65", flushKern(gemmKernWGMMA("gemm", 2048, 264, 1, 128)), 65, 0},
+	// flush_k16 (every slice's sum apart) on the wgmma tile, and on the mma
+	// tile (the same as flush_k there).
+	{"gemm_wg_fk16_k16", flush16Kern(gemmKernWGMMA("gemm", 16, 128, 3, 128)), 128, 0},
+	{"gemm_wg_fk16_k64", flush16Kern(gemmKernWGMMA("gemm", 64, 256, 3, 128)), 128, 0},
+	{"gemm_wg_fk16_k128", flush16Kern(gemmKernWGMMA("gemm", 128, 512, 3, 128)), 256, 0},
+	{"gemm_wg_fk16_t1", flush16Kern(gemmKernWGMMA("gemm", 2048, 8192, 3, 128)), 1, 0},
+	{"gemm_wg_fk16_t65", flush16Kern(gemmKernWGMMA("gemm", 2048, 264, 3, 128)), 65, 0},
+	{"gemm_wg_fk16_t200", flush16Kern(gemmKernWGMMA("gemm", 2056, 136, 3, 128)), 200, 0},
+	{"gemm_wg_fk16_kodd", flush16Kern(gemmKernWGMMA("gemm", 1001, 300, 3, 128)), 129, 0},
+	{"gemm_wg_fk16_kodd4", flush16Kern(gemmKernWGMMA("gemm", 20, 7, 3, 128)), 65, 0},
+	{"gemm_wg_fk16_kshort", flush16Kern(gemmKernWGMMA("gemm", 8, 24, 3, 128)), 3, 0},
+	{"gemm_wg_fk16_tiny_down", flush16Kern(gemmKernWGMMA("gemm", 32, 64, 3, 128)), 65, 0},
+	{"gemm_add_wg_fk16_t257", flush16Kern(gemmKernWGMMA("gemm_add", 4096, 2048, 3, 128)), 257, 0},
+	{"gemm_wg_fk16_s2_t65", flush16Kern(gemmKernWGMMA("gemm", 2048, 264, 2, 128)), 65, 0},
+	{"gemm_fk16_s2_kodd", flush16Kern(gemmKern("gemm", 20, 7, 2)), 65, 0},
 }
 
 // TestCompileGEMMCases compiles every tensor-core case kernel for gfx1151

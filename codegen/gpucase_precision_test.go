@@ -98,6 +98,7 @@ func TestWriteGPUCasesPrecision(t *testing.T) {
 		}{
 			{"_wg128", gemmKernWGMMA("gemm", float64(c.k), 512, 3, kernels.GEMMTileCols), "the wgmma tile of 128 columns, no flush"},
 			{"_wg128_fk", flushKern(gemmKernWGMMA("gemm", float64(c.k), 512, 3, kernels.GEMMTileCols)), "the wgmma tile of 128 columns, flush_k: 12 truncating MMAs a k-tile, RN across the k-tiles"},
+			{"_wg128_fk16", flush16Kern(gemmKernWGMMA("gemm", float64(c.k), 512, 3, kernels.GEMMTileCols)), "the wgmma tile of 128 columns, flush_k16: 3 truncating MMAs a slice, RN across the slices"},
 			{"_mma", gemmKern("gemm", float64(c.k), 512, 3), "the mma tile of 128 columns, no flush"},
 			{"_mma_fk", flushKern(gemmKern("gemm", float64(c.k), 512, 3)), "the mma tile of 128 columns, flush_k: 3 truncating MMAs a slice, RN across the slices"},
 		} {

@@ -329,15 +329,24 @@ func tensorCorrectness() []tensorCase {
 		if !fk[strings.TrimPrefix(prefix, "moe_")] || !strings.HasSuffix(c.k.Family, "_group") {
 			continue
 		}
-		c.name = "moe_fk_" + strings.TrimPrefix(c.name, "moe_")
-		c.k = flushKern(c.k)
-		mem := map[string][]byte{}
-		for name, b := range c.mem {
-			mem[name] = aligned(int64(len(b)))
-			copy(mem[name], b)
+		for _, v := range []struct {
+			prefix string
+			k      plan.Kernel
+		}{{"moe_fk_", flushKern(c.k)}, {"moe_fk16_", flush16Kern(c.k)}} {
+			if v.prefix == "moe_fk16_" && !strings.HasPrefix(prefix, "moe_wg_") {
+				continue // (the mma tile's grain is the slice with flush_k alone)
+			}
+			d := c
+			d.name = v.prefix + strings.TrimPrefix(c.name, "moe_")
+			d.k = v.k
+			mem := map[string][]byte{}
+			for name, b := range c.mem {
+				mem[name] = aligned(int64(len(b)))
+				copy(mem[name], b)
+			}
+			d.mem, d.stored = mem, maps.Clone(c.stored)
+			out = append(out, d)
 		}
-		c.mem, c.stored = mem, maps.Clone(c.stored)
-		out = append(out, c)
 	}
 	// Several chunks of moe_count and moe_sort: 1000 tokens × top-8 over 256
 	// experts (4 blocks, the last one partial), and 2048 pairs exactly.
@@ -471,6 +480,7 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 			wgName += "128"
 		}
 		writeSibling(t, out, wgName+"_fk", flushKern(wg), T, c.name, 20, "the wgmma tile, 128 columns, three terms, flush_k, on "+c.name+"'s files (against "+wgName+")")
+		writeSibling(t, out, wgName+"_fk16", flush16Kern(wg), T, c.name, 20, "the wgmma tile, 128 columns, three terms, flush_k16 (every slice), on "+c.name+"'s files (against "+wgName+")")
 		writeSibling(t, out, c.name+"_fk", flushKern(c.k), T, c.name, 20, "the mma tile, 128 columns, three terms, flush_k, on "+c.name+"'s files (against "+c.name+")")
 	}
 	writeSibling(t, out, "speed_matmul_8192", kern("matmul", map[string]float64{"k": 2048, "n": 8192}), T, "speed_gemm_8192", 1,

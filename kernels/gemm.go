@@ -106,10 +106,15 @@ func ATerms(p ir.Params) int {
 }
 
 // checkATerms refuses split_a3 without split_a (the third term follows hi
-// and lo).
+// and lo), and flush_k16 without flush_k (the finer grain of the same
+// flush: every 16-deep slice's products summed apart on the wgmma tile; the
+// mma tile flushes every slice with flush_k alone).
 func checkATerms(p ir.Params) error {
 	if p.Flag("split_a3") && !p.Flag("split_a") {
 		return fmt.Errorf("split_a3 without split_a: the third bf16 term follows hi and lo")
+	}
+	if p.Flag("flush_k16") && !p.Flag("flush_k") {
+		return fmt.Errorf("flush_k16 without flush_k: the slice-by-slice flush is flush_k's finer grain")
 	}
 	return nil
 }
@@ -118,7 +123,7 @@ func gemmFamily(kind, of ir.Kind) *ir.Family {
 	return &ir.Family{
 		Kind:     kind,
 		Operands: operandsOf(of),
-		Params:   cat(ir.Ints("k", "n", "tile_n"), ir.Flags("split_a", "split_a3", "wgmma"), ir.OptionalFlags("flush_k")),
+		Params:   cat(ir.Ints("k", "n", "tile_n"), ir.Flags("split_a", "split_a3", "wgmma"), ir.OptionalFlags("flush_k", "flush_k16")),
 		Check: func(p ir.Params) error {
 			n := p.Int("tile_n")
 			if n != GEMMTileCols && n != GEMMTileColsWide {

@@ -303,6 +303,11 @@ func TestFlushKCheck(t *testing.T) {
 		return p
 	}
 	on, off := true, false
+	with := func(p ir.Params, flag string) ir.Params {
+		p = p.Clone()
+		p.SetFlag(flag, true)
+		return p
+	}
 	tests := []struct {
 		name string
 		kind ir.Kind
@@ -313,6 +318,8 @@ func TestFlushKCheck(t *testing.T) {
 		{"off, wide", ir.GEMMAdd, gemm(kernels.GEMMTileColsWide, &off), ""},
 		{"on, narrow", ir.GEMM, gemm(kernels.GEMMTileCols, &on), ""},
 		{"on, wide", ir.GEMM, gemm(kernels.GEMMTileColsWide, &on), "flush_k with tile_n 256: the second accumulator set fits the 128-column tile only"},
+		{"slices", ir.GEMM, with(gemm(kernels.GEMMTileCols, &on), "flush_k16"), ""},
+		{"slices without flush_k", ir.GEMMAdd, with(gemm(kernels.GEMMTileCols, nil), "flush_k16"), "flush_k16 without flush_k"},
 	}
 	for _, tt := range tests {
 		err := kernels.Families[tt.kind].CheckParams(tt.p)
@@ -331,6 +338,12 @@ func TestFlushKCheck(t *testing.T) {
 	for _, kind := range []ir.Kind{ir.MoEGateUpGroup, ir.MoEDownGroup} {
 		if err := kernels.Families[kind].CheckParams(p); err != nil {
 			t.Errorf("%s with flush_k: %v", kind, err)
+		}
+		q := p.Clone()
+		delete(q.Flags, "flush_k")
+		q.SetFlag("flush_k16", true)
+		if err := kernels.Families[kind].CheckParams(q); err == nil || !strings.Contains(err.Error(), "flush_k16 without flush_k") {
+			t.Errorf("%s with flush_k16 alone: error %v", kind, err)
 		}
 	}
 }

@@ -87,7 +87,7 @@ var prefillTiles = map[plan.Target][]prefillTile{
 }
 
 // flushAttention are the targets whose attention_prefill takes flush_k
-// when the plan flushes its tensor-core sums (TCSumsFlush): sm_90 (the
+// when the plan flushes every tensor-core sum (TCSumsFlushAll): sm_90 (the
 // WMMA path's reordered p·v spills on gfx1151) and the cpu, which runs
 // the reference.
 var flushAttention = map[plan.Target]bool{plan.SM90: true, plan.CPU: true}
@@ -195,7 +195,7 @@ func prefillParams(p ir.Params, target plan.Target, plain, flush bool, tiles []p
 		fp.SetFlag("split_q", splitQP)
 		fp.SetFlag("split_p", splitQP)
 		fp.SetFlag("split_kv", splitKV)
-		setFlush(&fp, flush)
+		setFlush(&fp, flush, false)
 		if kernels.PrefillSharedBytes(fp) <= c.MaxSharedBytes {
 			return fp, true
 		}
@@ -216,7 +216,7 @@ func flashPass(c *compilation) error {
 		if c.steps[i].Kind != plan.Prefill {
 			continue
 		}
-		flush := c.o.flushSums() && flushAttention[c.o.Target]
+		flush := c.o.flushAll() && flushAttention[c.o.Target]
 		if flashPrefillAttention(g, c.o.Target, c.o.plainPrefill(), flush, c.o.prefillWGMMA(), c.o.PrefillAttention == PrefillWGMMAFP16, tiles, limits) == 0 {
 			continue
 		}

@@ -93,7 +93,7 @@ func gdnPass(c *compilation) error {
 		if c.steps[i].Kind != plan.Prefill {
 			continue
 		}
-		if chunkGDN(g, tiles, split, c.o.flushSums(), limits) == 0 {
+		if chunkGDN(g, tiles, split, c.o.flushAll(), limits) == 0 {
 			continue
 		}
 		if err := g.Verify(kernels.Families); err != nil {
@@ -137,7 +137,7 @@ func gdnParams(p ir.Params, t gdnTile, split, flush bool, c ir.LaunchConfig) (wy
 			delete(st.Ints, "row_stride")
 			st.SetInt("cols", int64(n))
 			st.SetFlag("async", t.async && s == st.Int("k_dim"))
-			setFlush(&st, flush)
+			setFlush(&st, flush, false)
 			if fits(ir.GatedDeltaState, st, kernels.GDNStateSharedBytes) {
 				return wy, st, true
 			}

@@ -119,10 +119,12 @@ type Options struct {
 	// or GEMMTileMMA (mma.sync on sm_90, WMMA on gfx1151).
 	GEMMTile GEMMTile
 	// TCSums chooses how the tensor-core kernels keep their long sums:
-	// TCSumsDefault (the target's: tcSumsFlush, off everywhere for now),
-	// TCSumsFlush (each k-tile's products summed apart and added in rounded
-	// to nearest: the tiled GEMMs' flush_k on the 128-column tile) or
-	// TCSumsMMA (the whole sum in the MMA accumulators).
+	// TCSumsDefault (the target's: tcSumsDefault, mma everywhere for now),
+	// TCSumsMMA (the whole sum in the MMA accumulators), TCSumsFlush (each
+	// k-tile's products summed apart and added in rounded to nearest: the
+	// tiled GEMMs' flush_k on the 128-column tile), TCSumsFlushSlice (each
+	// 16-deep slice's: flush_k16 too) or TCSumsFlushAll (flush, and the GDN
+	// state pass's and attention_prefill's flush_k).
 	TCSums TCSums
 }
 
@@ -223,8 +225,8 @@ func (o *Options) check() error {
 	default:
 		errs = append(errs, fmt.Errorf("gemm tile %q: want %q, %q or empty (the target's default)", o.GEMMTile, GEMMTileWGMMA, GEMMTileMMA))
 	}
-	if o.TCSums != TCSumsDefault && o.TCSums != TCSumsFlush && o.TCSums != TCSumsMMA {
-		errs = append(errs, fmt.Errorf("tc sums %q: want %q, %q or empty (the target's default)", o.TCSums, TCSumsFlush, TCSumsMMA))
+	if o.TCSums != TCSumsDefault && !slices.Contains(TCSumsModes, o.TCSums) {
+		errs = append(errs, fmt.Errorf("tc sums %q: want one of %q or empty (the target's default)", o.TCSums, TCSumsModes))
 	}
 	if o.Fusion != FuseDefault && o.Fusion != FuseOn && o.Fusion != FuseOff {
 		errs = append(errs, fmt.Errorf("fusion %q: want %q, %q or empty (the target's default)", o.Fusion, FuseOn, FuseOff))

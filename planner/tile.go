@@ -32,7 +32,7 @@ func tilePass(c *compilation) error {
 		if k := c.steps[i].Kind; k != plan.Prefill && k != plan.Logits {
 			continue
 		}
-		if err := tileMany(g, gemmTileCols(c.o.Target), activationTerms(c.o.Target), c.o.wgmma(), c.o.flushSums()); err != nil {
+		if err := tileMany(g, gemmTileCols(c.o.Target), activationTerms(c.o.Target), c.o.wgmma(), c.o.flushSums(), c.o.flushSlices()); err != nil {
 			return err
 		}
 	}
@@ -48,9 +48,10 @@ func tilePass(c *compilation) error {
 // and not stored, blocks past the logical rows return at once), so no shape
 // keeps the old family; a one-row graph is the streaming pass's. With flush
 // every tiled GEMM takes flush_k (each k-tile's products added into the
-// sum rounded to nearest) on the 128-column tile, the only one with
-// registers for the second accumulator set.
-func tileMany(g *ir.Graph, cols, terms int, wgmma, flush bool) error {
+// sum rounded to nearest; with slices flush_k16, each 16-deep slice's) on
+// the 128-column tile, the only one with registers for the second
+// accumulator set.
+func tileMany(g *ir.Graph, cols, terms int, wgmma, flush, slices bool) error {
 	if g.Tokens <= 1 {
 		return nil
 	}
@@ -69,7 +70,7 @@ func tileMany(g *ir.Graph, cols, terms int, wgmma, flush bool) error {
 		op.Params = op.Params.Clone()
 		setATerms(&op.Params, terms)
 		op.Params.SetFlag("wgmma", wgmma)
-		setFlush(&op.Params, flush)
+		setFlush(&op.Params, flush, slices)
 		// A projection one narrow tile covers (the GDN's b and a, the shared
 		// expert's gate) would only pad a wide one; on the wgmma tile one of
 		// two narrow tiles (the router's 256 columns) too: twice the blocks,
@@ -81,7 +82,7 @@ func tileMany(g *ir.Graph, cols, terms int, wgmma, flush bool) error {
 		}
 		op.Params.SetInt("tile_n", int64(n))
 	}
-	groupExperts(g, terms, wgmma, flush)
+	groupExperts(g, terms, wgmma, flush, slices)
 	if err := g.Verify(kernels.Families); err != nil {
 		return fmt.Errorf("tiling %s: %w", g.Name, err)
 	}
@@ -95,7 +96,7 @@ func tileMany(g *ir.Graph, cols, terms int, wgmma, flush bool) error {
 // their slot sum into the down's output. counts, order, tiles and ys are
 // activations shared by the layers.
 // It returns the number of rewrites.
-func groupExperts(g *ir.Graph, terms int, wgmma, flush bool) int {
+func groupExperts(g *ir.Graph, terms int, wgmma, flush, slices bool) int {
 	u := indexUses(g)
 	var out []*ir.Op
 	replace := map[int][]*ir.Op{}
@@ -117,11 +118,11 @@ func groupExperts(g *ir.Graph, terms int, wgmma, flush bool) int {
 		p := gu.Params.Clone()
 		setATerms(&p, terms)
 		p.SetFlag("wgmma", wgmma)
-		setFlush(&p, flush)
+		setFlush(&p, flush, slices)
 		dp := dn.Params.Clone()
 		setATerms(&dp, terms)
 		dp.SetFlag("wgmma", wgmma)
-		setFlush(&dp, flush)
+		setFlush(&dp, flush, slices)
 		sortP := ir.Params{Ints: map[string]int64{"experts": int64(p.Int("experts")), "k": int64(p.Int("k"))}}
 		sumP := ir.Params{Ints: map[string]int64{"experts": int64(p.Int("experts")), "hidden": int64(p.Int("hidden")), "k": int64(p.Int("k"))}}
 		if kernels.Families[ir.MoESort].CheckParams(sortP) != nil {
@@ -253,33 +254,49 @@ func setATerms(p *ir.Params, terms int) {
 }
 
 // TCSums chooses how the tensor-core kernels keep their sums over a long
-// axis (docs/prefill-gemm.md, "Sums over K"): the tiled GEMMs' K (flush_k)
-// and, behind the same option, the chunked GDN's state across chunks and
-// the flash prefill attention's P·V across KV blocks.
+// axis (docs/prefill-gemm.md, "Sums over K"): the tiled GEMMs' K (flush_k,
+// flush_k16) and, with TCSumsFlushAll, the chunked GDN's state across
+// chunks and the flash prefill attention's P·V across KV tiles too.
 type TCSums string
 
 const (
-	TCSumsDefault TCSums = ""      // the target's: tcSumsFlush
-	TCSumsFlush   TCSums = "flush" // each block's products summed apart, added in with round-to-nearest FADDs
-	TCSumsMMA     TCSums = "mma"   // the whole sum in the MMA accumulators (their truncating alignment)
+	TCSumsDefault    TCSums = ""            // the target's: tcSumsDefault
+	TCSumsMMA        TCSums = "mma"         // the whole sum in the MMA accumulators (their truncating alignment)
+	TCSumsFlush      TCSums = "flush"       // the tiled GEMMs' k-tiles summed apart, added in with round-to-nearest FADDs
+	TCSumsFlushSlice TCSums = "flush-slice" // the same for every 16-deep slice (the wgmma tile's finer grain)
+	TCSumsFlushAll   TCSums = "flush-all"   // flush, and the GDN state pass and attention_prefill
 )
 
-// tcSumsFlush are the targets whose plans flush by default: none until the
-// device shows it brings the 8K gate within bounds (the one line to flip).
-var tcSumsFlush = map[plan.Target]bool{plan.SM90: false, plan.GFX1151: false}
+// TCSumsModes are the modes the option takes.
+var TCSumsModes = []TCSums{TCSumsMMA, TCSumsFlush, TCSumsFlushSlice, TCSumsFlushAll}
 
-// flushSums says whether the plan's tensor-core sums are flushed.
-func (o *Options) flushSums() bool {
+// tcSumsDefault is each target's mode: mma until the device shows flush
+// brings the 8K gate within bounds (the one line to change).
+var tcSumsDefault = map[plan.Target]TCSums{plan.SM90: TCSumsMMA, plan.GFX1151: TCSumsMMA, plan.CPU: TCSumsMMA}
+
+// tcSums is the plan's mode.
+func (o *Options) tcSums() TCSums {
 	if o.TCSums == TCSumsDefault {
-		return tcSumsFlush[o.Target]
+		return tcSumsDefault[o.Target]
 	}
-	return o.TCSums == TCSumsFlush
+	return o.TCSums
 }
 
-// setFlush sets flush_k where flush is on; a plan without it leaves the
-// optional flag out, so its kernels keep their names.
-func setFlush(p *ir.Params, flush bool) {
+// flushSums says whether the plan's tiled GEMMs take flush_k; flushSlices
+// whether flush_k16 too; flushAll whether the GDN state pass and flash
+// attention take theirs.
+func (o *Options) flushSums() bool   { return o.tcSums() != TCSumsMMA && o.tcSums() != TCSumsDefault }
+func (o *Options) flushSlices() bool { return o.tcSums() == TCSumsFlushSlice }
+func (o *Options) flushAll() bool    { return o.tcSums() == TCSumsFlushAll }
+
+// setFlush sets flush_k where flush is on (and flush_k16 with slices); a
+// plan without them leaves the optional flags out, so its kernels keep
+// their names.
+func setFlush(p *ir.Params, flush, slices bool) {
 	if flush {
 		p.SetFlag("flush_k", true)
+	}
+	if flush && slices {
+		p.SetFlag("flush_k16", true)
 	}
 }

@@ -1,8 +1,6 @@
 package planner
 
 import (
-	"fmt"
-	"maps"
 	"strings"
 	"testing"
 
@@ -178,58 +176,74 @@ func TestGEMMTileOption(t *testing.T) {
 	}
 }
 
-// TestTCSumsOption: with TCSumsFlush every tiled GEMM of a GPU prefill,
-// its GDN state pass and (sm_90) its flash attention take flush_k, the
-// dense GEMMs the 128-column tile; the default (off for now) and TCSumsMMA leave the flag out, so the
-// plans are as before; an unknown mode is refused by name.
+// TestTCSumsOption: the default (the target's mode: mma for now, so the
+// plans are as before) and TCSumsMMA leave the flags out; TCSumsFlush gives every tiled
+// GEMM of a GPU prefill flush_k (the dense ones the 128-column tile),
+// TCSumsFlushSlice flush_k16 as well, TCSumsFlushAll flush_k to the GDN
+// state pass and (sm_90) the flash attention too; an unknown mode is
+// refused by name.
 func TestTCSumsOption(t *testing.T) {
 	// The real layout with the tiny fixtures' GDN heads (whose chunk the
 	// tiles serve): every family that takes the flag is in the prefill.
 	c := *arch.Real()
 	c.LinearNumKeyHeads, c.LinearNumValueHeads, c.LinearKeyHeadDim, c.LinearValueHeadDim = 2, 4, 16, 16
 	m := FromConfig("tiny heads", &c)
-	tiled := map[ir.Kind]bool{ir.GEMM: true, ir.GEMMAdd: true, ir.MoEGateUpGroup: true, ir.MoEDownGroup: true, ir.GatedDeltaState: true}
+	gemms := []ir.Kind{ir.GEMM, ir.GEMMAdd, ir.MoEGateUpGroup, ir.MoEDownGroup}
 	for _, target := range plan.GPUTargets() {
-		tiled := maps.Clone(tiled)
+		all := append([]ir.Kind{ir.GatedDeltaState}, gemms...)
 		if flushAttention[target] {
-			tiled[ir.AttentionPrefill] = true // (gfx1151 plans keep attention and its gate)
+			all = append(all, ir.AttentionPrefill) // (gfx1151 plans keep attention and its gate)
 		}
-		for _, tc := range []struct {
-			sums TCSums
-			want bool
-		}{{TCSumsDefault, tcSumsFlush[target]}, {TCSumsMMA, false}, {TCSumsFlush, true}} {
+		type row struct {
+			sums          TCSums
+			flush, slices []ir.Kind
+		}
+		rows := []row{
+			{TCSumsMMA, nil, nil},
+			{TCSumsFlush, gemms, nil},
+			{TCSumsFlushSlice, gemms, gemms},
+			{TCSumsFlushAll, all, nil},
+		}
+		for _, r := range rows { // the default: the target's mode's row
+			if r.sums == tcSumsDefault[target] {
+				rows = append(rows, row{TCSumsDefault, r.flush, r.slices})
+			}
+		}
+		for _, tc := range rows {
 			gs, err := Graphs(m, Options{Target: target, Buckets: []int{4}, ContextTokens: 64, TCSums: tc.sums}, "tile")
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, kinds := map[string]int{}, map[ir.Kind]bool{}
+			got := map[string]map[ir.Kind]bool{"flush_k": {}, "flush_k16": {}}
 			for _, g := range gs {
 				for _, op := range g.Ops {
-					if !tiled[op.Kind] {
-						continue
+					for flag := range got {
+						if _, given := op.Params.Flags[flag]; given {
+							got[flag][op.Kind] = op.Params.Flag(flag)
+						}
 					}
-					kinds[op.Kind] = true
-					_, given := op.Params.Flags["flush_k"]
-					got[fmt.Sprintf("flush_k=%v given=%v", op.Params.Flag("flush_k"), given)]++
-					if tc.want && op.Params.Int("tile_n") > kernels.GEMMTileCols {
-						t.Errorf("%s, tc sums %q: %s with tile_n %d", target, tc.sums, op.Kind, op.Params.Int("tile_n"))
+					if op.Params.Flag("flush_k") && op.Params.Int("tile_n") > kernels.GEMMTileCols {
+						t.Errorf("%s, tc sums %q: %s with flush_k and tile_n %d", target, tc.sums, op.Kind, op.Params.Int("tile_n"))
 					}
 				}
 			}
-			if diff := cmp.Diff(tiled, kinds); diff != "" {
-				t.Errorf("%s: the kinds that take flush_k are not all in the plan (-want +got):\n%s", target, diff)
+			want := map[string]map[ir.Kind]bool{"flush_k": {}, "flush_k16": {}}
+			for _, k := range tc.flush {
+				want["flush_k"][k] = true
 			}
-			key := fmt.Sprintf("flush_k=%v given=%v", tc.want, tc.want)
-			if len(got) != 1 || got[key] == 0 {
-				t.Errorf("%s, tc sums %q: tiled GEMMs %v, want every one %s", target, tc.sums, got, key)
+			for _, k := range tc.slices {
+				want["flush_k16"][k] = true
 			}
-		}
-		if _, err := Plan(m, Options{Target: target, Buckets: []int{4}, ContextTokens: 64, TCSums: TCSumsFlush}); err != nil {
-			t.Errorf("%s, tc sums flush: %v", target, err)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s, tc sums %q: the kinds given each flag (-want +got):\n%s", target, tc.sums, diff)
+			}
+			if _, err := Plan(m, Options{Target: target, Buckets: []int{4}, ContextTokens: 64, TCSums: tc.sums}); err != nil {
+				t.Errorf("%s, tc sums %q: %v", target, tc.sums, err)
+			}
 		}
 	}
 	_, err := Plan(m, Options{Target: plan.SM90, Buckets: []int{4}, ContextTokens: 64, TCSums: "exact"})
-	if err == nil || !strings.Contains(err.Error(), `tc sums "exact": want "flush", "mma"`) {
+	if err == nil || !strings.Contains(err.Error(), `tc sums "exact": want one of ["mma" "flush" "flush-slice" "flush-all"]`) {
 		t.Errorf("err = %v, want the mode named", err)
 	}
 }

@@ -150,8 +150,8 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 	_ = c.RegisterFlagCompletionFunc("prefill-gdn", cobra.FixedCompletions([]string{"wy", "wy-tf32", "chunked"}, cobra.ShellCompDirectiveNoFileComp))
 	c.Flags().StringVar(&gemmTile, "gemm-tile", "", "the tile `KIND` under the tiled GEMMs (gemm, gemm_add, the grouped MoE's): wgmma (sm_90a's warpgroup products, sm_90 only), mma (mma.sync on sm_90, WMMA on gfx1151), or empty for the target's default (wgmma on sm_90: see docs/prefill-gemm.md)")
 	_ = c.RegisterFlagCompletionFunc("gemm-tile", cobra.FixedCompletions([]string{"wgmma", "mma"}, cobra.ShellCompDirectiveNoFileComp))
-	c.Flags().StringVar(&tcSums, "tc-sums", "", "how the tensor-core kernels keep their sums over a long axis `MODE`: flush (each k-tile's products summed apart and added in rounded to nearest: the tiled GEMMs' flush_k, on the 128-column tile), mma (the whole sum in the MMA accumulators, whose alignment truncates), or empty for the target's default (mma everywhere for now: see docs/prefill-gemm.md)")
-	_ = c.RegisterFlagCompletionFunc("tc-sums", cobra.FixedCompletions([]string{"flush", "mma"}, cobra.ShellCompDirectiveNoFileComp))
+	c.Flags().StringVar(&tcSums, "tc-sums", "", "how the tensor-core kernels keep their sums over a long axis `MODE`: mma (the whole sum in the MMA accumulators, whose alignment truncates), flush (the tiled GEMMs' k-tiles summed apart and added in rounded to nearest: flush_k, on the 128-column tile), flush-slice (the same for every 16-deep slice), flush-all (flush, and the chunked GDN's state and the flash prefill attention's p·v), or empty for the target's default (mma everywhere for now: see docs/prefill-gemm.md)")
+	_ = c.RegisterFlagCompletionFunc("tc-sums", cobra.FixedCompletions([]string{"mma", "flush", "flush-slice", "flush-all"}, cobra.ShellCompDirectiveNoFileComp))
 	return c
 }
 
