@@ -194,7 +194,10 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // a partial last chunk past n are zeros in shared memory and never stored. With ASYNC
 // (one slice: all of k_dim) each staging is an asynchronous copy issued ahead: the
 // chunk's kd under its [w; qw]·S, the next chunk's [w; qw] into the second of two
-// buffers under the whole chunk.
+// buffers under the whole chunk. With FLUSH (flush_k) the chunk's kdᵀ·Vnew is summed
+// from zero in the products' accumulators and added to e^{G_last}·S with one
+// round-to-nearest FMA: the state, carried across every chunk, never passes through
+// the tensor cores' truncating alignment (docs/prefill-gdn.md, "Sums across chunks").
 constexpr int V_HEADS = 32;
 constexpr int K_DIM = 128;
 constexpr int V_DIM = 128;
@@ -203,6 +206,7 @@ constexpr int SL = 32;
 constexpr int NC = 32;
 constexpr bool SPLIT = true;
 constexpr bool ASYNC = false;
+constexpr bool FLUSH = false;
 constexpr int NW = BDIM_X / WARP_SIZE;
 constexpr int LDS = NC + 8;  // S and Vnew rows (B operands)
 constexpr int LDW = SL + 4;  // w and qw rows (A operand)
@@ -433,18 +437,22 @@ KERNEL void gated_delta_state_2ec127c5(float* out, float* state, const float* w,
 #pragma unroll
       for (int mi = 0; mi < Sk::MPW; ++mi) {
         const int m = (k_m0 + mi * NW) * 16;
-        float c[Sk::NT][4];
+        // c: e^{G_last}·S, or (FLUSH) zero with S kept beside it.
+        float c[Sk::NT][4], kept[Sk::NT][4];
 #pragma unroll
         for (int jt = 0; jt < Sk::NT; ++jt)
 #pragma unroll
-          for (int i = 0; i < 4; ++i)
-            c[jt][i] = jt < k_nt ? decay * sS[(s0 + m + mm_row(i)) * LDS + (k_n0 + jt) * 8 + mm_col(i)] : 0.0f;
+          for (int i = 0; i < 4; ++i) {
+            kept[jt][i] = jt < k_nt ? sS[(s0 + m + mm_row(i)) * LDS + (k_n0 + jt) * 8 + mm_col(i)] : 0.0f;
+            c[jt][i] = FLUSH ? 0.0f : decay * kept[jt][i];
+          }
         mm_strip<CH, Sk::NT, SPLIT>(c, k_nt, sK + m, 1, LDK, sV + k_n0 * 8, LDS, 1);
 #pragma unroll
         for (int jt = 0; jt < Sk::NT; ++jt) {
           if (jt >= k_nt) continue;
 #pragma unroll
-          for (int i = 0; i < 4; ++i) sS[(s0 + m + mm_row(i)) * LDS + (k_n0 + jt) * 8 + mm_col(i)] = c[jt][i];
+          for (int i = 0; i < 4; ++i)
+            sS[(s0 + m + mm_row(i)) * LDS + (k_n0 + jt) * 8 + mm_col(i)] = FLUSH ? decay * kept[jt][i] + c[jt][i] : c[jt][i];
         }
       }
     }

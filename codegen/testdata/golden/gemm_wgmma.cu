@@ -302,13 +302,13 @@ DEVICE void wgmma_hold(mma_c (&acc)[NT]) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) asm volatile("" : "+f"(acc[nt].v[i])::"memory");
 }
-DEVICE void wgmma_rs(mma_c (&acc)[16], const unsigned int (&a)[4], unsigned long long desc) {
+DEVICE void wgmma_rs(mma_c (&acc)[16], const unsigned int (&a)[4], unsigned long long desc, int d = 1) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, {%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}\n"
       : "+f"(acc[0].v[0]), "+f"(acc[0].v[1]), "+f"(acc[0].v[2]), "+f"(acc[0].v[3]), "+f"(acc[0].v[4]), "+f"(acc[0].v[5]), "+f"(acc[0].v[6]), "+f"(acc[0].v[7]), "+f"(acc[1].v[0]), "+f"(acc[1].v[1]), "+f"(acc[1].v[2]), "+f"(acc[1].v[3]), "+f"(acc[1].v[4]), "+f"(acc[1].v[5]), "+f"(acc[1].v[6]), "+f"(acc[1].v[7]), "+f"(acc[2].v[0]), "+f"(acc[2].v[1]), "+f"(acc[2].v[2]), "+f"(acc[2].v[3]), "+f"(acc[2].v[4]), "+f"(acc[2].v[5]), "+f"(acc[2].v[6]), "+f"(acc[2].v[7]), "+f"(acc[3].v[0]), "+f"(acc[3].v[1]), "+f"(acc[3].v[2]), "+f"(acc[3].v[3]), "+f"(acc[3].v[4]), "+f"(acc[3].v[5]), "+f"(acc[3].v[6]), "+f"(acc[3].v[7]), "+f"(acc[4].v[0]), "+f"(acc[4].v[1]), "+f"(acc[4].v[2]), "+f"(acc[4].v[3]), "+f"(acc[4].v[4]), "+f"(acc[4].v[5]), "+f"(acc[4].v[6]), "+f"(acc[4].v[7]), "+f"(acc[5].v[0]), "+f"(acc[5].v[1]), "+f"(acc[5].v[2]), "+f"(acc[5].v[3]), "+f"(acc[5].v[4]), "+f"(acc[5].v[5]), "+f"(acc[5].v[6]), "+f"(acc[5].v[7]), "+f"(acc[6].v[0]), "+f"(acc[6].v[1]), "+f"(acc[6].v[2]), "+f"(acc[6].v[3]), "+f"(acc[6].v[4]), "+f"(acc[6].v[5]), "+f"(acc[6].v[6]), "+f"(acc[6].v[7]), "+f"(acc[7].v[0]), "+f"(acc[7].v[1]), "+f"(acc[7].v[2]), "+f"(acc[7].v[3]), "+f"(acc[7].v[4]), "+f"(acc[7].v[5]), "+f"(acc[7].v[6]), "+f"(acc[7].v[7]), "+f"(acc[8].v[0]), "+f"(acc[8].v[1]), "+f"(acc[8].v[2]), "+f"(acc[8].v[3]), "+f"(acc[8].v[4]), "+f"(acc[8].v[5]), "+f"(acc[8].v[6]), "+f"(acc[8].v[7]), "+f"(acc[9].v[0]), "+f"(acc[9].v[1]), "+f"(acc[9].v[2]), "+f"(acc[9].v[3]), "+f"(acc[9].v[4]), "+f"(acc[9].v[5]), "+f"(acc[9].v[6]), "+f"(acc[9].v[7]), "+f"(acc[10].v[0]), "+f"(acc[10].v[1]), "+f"(acc[10].v[2]), "+f"(acc[10].v[3]), "+f"(acc[10].v[4]), "+f"(acc[10].v[5]), "+f"(acc[10].v[6]), "+f"(acc[10].v[7]), "+f"(acc[11].v[0]), "+f"(acc[11].v[1]), "+f"(acc[11].v[2]), "+f"(acc[11].v[3]), "+f"(acc[11].v[4]), "+f"(acc[11].v[5]), "+f"(acc[11].v[6]), "+f"(acc[11].v[7]), "+f"(acc[12].v[0]), "+f"(acc[12].v[1]), "+f"(acc[12].v[2]), "+f"(acc[12].v[3]), "+f"(acc[12].v[4]), "+f"(acc[12].v[5]), "+f"(acc[12].v[6]), "+f"(acc[12].v[7]), "+f"(acc[13].v[0]), "+f"(acc[13].v[1]), "+f"(acc[13].v[2]), "+f"(acc[13].v[3]), "+f"(acc[13].v[4]), "+f"(acc[13].v[5]), "+f"(acc[13].v[6]), "+f"(acc[13].v[7]), "+f"(acc[14].v[0]), "+f"(acc[14].v[1]), "+f"(acc[14].v[2]), "+f"(acc[14].v[3]), "+f"(acc[14].v[4]), "+f"(acc[14].v[5]), "+f"(acc[14].v[6]), "+f"(acc[14].v[7]), "+f"(acc[15].v[0]), "+f"(acc[15].v[1]), "+f"(acc[15].v[2]), "+f"(acc[15].v[3]), "+f"(acc[15].v[4]), "+f"(acc[15].v[5]), "+f"(acc[15].v[6]), "+f"(acc[15].v[7])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(d));
 #else
   asm volatile("trap;");  // compiled for a target without wgmma (not sm_90a)
 #endif
@@ -320,7 +320,13 @@ DEVICE void wgmma_rs(mma_c (&acc)[16], const unsigned int (&a)[4], unsigned long
 // fragments 16 k at a time, issues hi·W (lo·W, lo2·W) into the same accumulators as one
 // group, refills (after the first group) the stage the previous k-tile used (every
 // warpgroup's products on it were waited for before the barrier), and waits for its
-// groups at the end.
+// groups at the end. With FLUSH (flush_k) a k-tile's products go into a second
+// accumulator set, part (its first product with scale-d 0: a fresh sum), which is
+// added into acc with ordinary round-to-nearest FADDs after the k-tile: the tensor
+// cores' truncating alignment then touches 4·ATERMS products of one k-tile, not
+// every product of K (docs/prefill-gemm.md, "Sums over K"). With FLUSH16 (flush_k16)
+// every slice's ATERMS products are summed apart: the next slice's fragments are
+// rounded while they run, then the wait and the FADDs, then the next group.
 // Dynamic shared memory: 1 KiB of alignment (the swizzle is a function of the
 // address: stages start on 1024 bytes), then the f32 A stages, then the W stages;
 // STAGES is read back from kernels.GEMMSharedBytes' figure.
@@ -328,7 +334,11 @@ constexpr int BM = 128, BN = 256, BK = 64, BKC = BK / 8;
 constexpr bool SPLIT = true;
 constexpr bool SPLIT3 = true;
 constexpr int ATERMS = SPLIT ? (SPLIT3 ? 3 : 2) : 1;
+constexpr bool FLUSH = false;
+constexpr bool FLUSH16 = false;  // flush every 16-deep slice, not every k-tile
 static_assert(SPLIT || !SPLIT3, "the third term follows hi and lo");
+static_assert(FLUSH || !FLUSH16, "flush_k16 is flush_k's finer grain");
+static_assert(!FLUSH || BN == 128, "flush_k doubles the accumulators: 128 columns (the 256-column tile has no registers for them)");
 constexpr int MT = 1, NT = BN / 16;  // a warpgroup's 64 × BN accumulators as mma_c atoms
 // Per k-tile a thread copies AROWS rows × 4 of A's 16 chunks (64 contiguous bytes of
 // each, 4 lanes a row: whole sectors) and WROWS rows × 4 of W's 8 chunks (2 lanes a
@@ -411,6 +421,15 @@ DEVICE void gemm_frag_a(unsigned int (&a)[ATERMS][4], const float* s32, int ks) 
     }
   }
 }
+// gemm_flush: acc += part, rounded to nearest, once the products into part are done.
+DEVICE void gemm_flush(mma_c (&acc)[NT], mma_c (&part)[NT]) {
+  wgmma_wait<0>();
+  wgmma_hold(part);
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[nt].v[i] += part[nt].v[i];
+}
 // gemm_mainloop: acc = Σ over the k-tiles (see above).
 template <int K>
 DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS], const bf16* const (&wrow)[WROWS],
@@ -419,8 +438,15 @@ DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS
   char* base = (char*)smem + ((1024u - shared_addr(smem) % 1024u) % 1024u);
   float* s32 = (float*)base;
   bf16* sw = (bf16*)(s32 + STAGES * A32_TILE);
+  // prod: where the products go, acc itself or (FLUSH) the k-tile's part.
+  mma_c part[NT];  // (unused without FLUSH: the compiler drops it)
+  mma_c (&prod)[NT] = FLUSH ? part : acc[0];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) mma_zero(acc[0][nt]);
+  if constexpr (FLUSH) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) mma_zero(part[nt]);
+  }
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < KT) {
@@ -442,12 +468,16 @@ DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS
     unsigned int a[2][ATERMS][4];
 #pragma unroll
     for (int ks = 0; ks < BK / 16; ++ks) {
-      if (ks >= 2) wgmma_wait<1>();
+      if (!FLUSH16 && ks >= 2) wgmma_wait<1>();
       gemm_frag_a(a[ks % 2], a32, ks);
-      wgmma_hold(acc[0]);
+      if constexpr (FLUSH16) {
+        if (ks > 0) gemm_flush(acc[0], prod);  // slice ks − 1's (ks − 2's registers free with it)
+      }
+      wgmma_hold(prod);
       wgmma_fence();
 #pragma unroll
-      for (int term = 0; term < ATERMS; ++term) wgmma_rs(acc[0], a[ks % 2][term], desc + 2 * ks);
+      for (int term = 0; term < ATERMS; ++term)
+        wgmma_rs(prod, a[ks % 2][term], desc + 2 * ks, FLUSH && (FLUSH16 || ks == 0) && term == 0 ? 0 : 1);
       // One group per 16 k: the next slice's fragments are rounded while these run.
       wgmma_commit();
       if (ks == 0) {
@@ -460,8 +490,12 @@ DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS
         copy_commit();
       }
     }
-    wgmma_wait<0>();
-    wgmma_hold(acc[0]);
+    if constexpr (FLUSH) {
+      gemm_flush(acc[0], prod);  // the k-tile's (FLUSH16: its last slice's) sum into acc
+    } else {
+      wgmma_wait<0>();
+      wgmma_hold(prod);
+    }
   }
 }
 // gemm_row, gemm_col: the block-tile row and column of accumulator element i of atom
