@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -191,26 +192,29 @@ func TestTCSumsOption(t *testing.T) {
 	gemms := []ir.Kind{ir.GEMM, ir.GEMMAdd, ir.MoEGateUpGroup, ir.MoEDownGroup}
 	for _, target := range plan.GPUTargets() {
 		all := append([]ir.Kind{ir.GatedDeltaState}, gemms...)
+		flash := all // with --prefill-attention flash: attention_prefill too where it takes the flag
 		if flushAttention[target] {
-			all = append(all, ir.AttentionPrefill) // (gfx1151 plans keep attention and its gate)
+			flash = append(slices.Clone(all), ir.AttentionPrefill) // (gfx1151 plans keep attention and its gate)
 		}
 		type row struct {
 			sums          TCSums
+			attn          PrefillAttention
 			flush, slices []ir.Kind
 		}
 		rows := []row{
-			{TCSumsMMA, nil, nil},
-			{TCSumsFlush, gemms, nil},
-			{TCSumsFlushSlice, gemms, gemms},
-			{TCSumsFlushAll, all, nil},
+			{TCSumsMMA, PrefillDefault, nil, nil},
+			{TCSumsFlush, PrefillDefault, gemms, nil},
+			{TCSumsFlushSlice, PrefillDefault, gemms, gemms},
+			{TCSumsFlushAll, PrefillDefault, all, nil}, // (sm_90's default attention_prefill_wg has no flag)
+			{TCSumsFlushAll, PrefillFlash, flash, nil},
 		}
 		for _, r := range rows { // the default: the target's mode's row
-			if r.sums == tcSumsDefault[target] {
-				rows = append(rows, row{TCSumsDefault, r.flush, r.slices})
+			if r.sums == tcSumsDefault[target] && r.attn == PrefillDefault {
+				rows = append(rows, row{TCSumsDefault, PrefillDefault, r.flush, r.slices})
 			}
 		}
 		for _, tc := range rows {
-			gs, err := Graphs(m, Options{Target: target, Buckets: []int{4}, ContextTokens: 64, TCSums: tc.sums}, "tile")
+			gs, err := Graphs(m, Options{Target: target, Buckets: []int{4}, ContextTokens: 64, TCSums: tc.sums, PrefillAttention: tc.attn}, "tile")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -235,9 +239,9 @@ func TestTCSumsOption(t *testing.T) {
 				want["flush_k16"][k] = true
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("%s, tc sums %q: the kinds given each flag (-want +got):\n%s", target, tc.sums, diff)
+				t.Errorf("%s, tc sums %q, attention %q: the kinds given each flag (-want +got):\n%s", target, tc.sums, tc.attn, diff)
 			}
-			if _, err := Plan(m, Options{Target: target, Buckets: []int{4}, ContextTokens: 64, TCSums: tc.sums}); err != nil {
+			if _, err := Plan(m, Options{Target: target, Buckets: []int{4}, ContextTokens: 64, TCSums: tc.sums, PrefillAttention: tc.attn}); err != nil {
 				t.Errorf("%s, tc sums %q: %v", target, tc.sums, err)
 			}
 		}
