@@ -60,6 +60,14 @@ func flushKern(k plan.Kernel) plan.Kernel {
 	return k
 }
 
+// flushHalvesKern is k on the wgmma tile of 256 columns with flush_k: each
+// k-tile's products flushed half the columns at a time.
+func flushHalvesKern(k plan.Kernel) plan.Kernel {
+	k.Params = k.Params.Clone()
+	k.Params.SetFlag("flush_k", true)
+	return k
+}
+
 // flush16Kern is flushKern with flush_k16: on the wgmma tile every 16-deep
 // slice's products summed apart (the mma tile's grain with flush_k alone).
 func flush16Kern(k plan.Kernel) plan.Kernel {
@@ -199,6 +207,20 @@ var gemmCases = []gpuCase{
 	{"gemm_add_wg_fk16_t257", flush16Kern(gemmKernWGMMA("gemm_add", 4096, 2048, 3, 128)), 257, 0},
 	{"gemm_wg_fk16_s2_t65", flush16Kern(gemmKernWGMMA("gemm", 2048, 264, 2, 128)), 65, 0},
 	{"gemm_fk16_s2_kodd", flush16Kern(gemmKern("gemm", 20, 7, 2)), 65, 0},
+	// flush_k on the wgmma tile of 256 columns (half the columns at a time).
+	{"gemm_wg256_fk_k16", flushHalvesKern(gemmKernWGMMA("gemm", 16, 256, 3, 256)), 64, 0},
+	{"gemm_wg256_fk_k64", flushHalvesKern(gemmKernWGMMA("gemm", 64, 256, 3, 256)), 128, 0},
+	{"gemm_wg256_fk_k128", flushHalvesKern(gemmKernWGMMA("gemm", 128, 512, 3, 256)), 256, 0},
+	{"gemm_wg256_fk_t1", flushHalvesKern(gemmKernWGMMA("gemm", 2048, 8192, 3, 256)), 1, 0},
+	{"gemm_wg256_fk_t65", flushHalvesKern(gemmKernWGMMA("gemm", 2048, 264, 3, 256)), 65, 0},
+	{"gemm_wg256_fk_t200", flushHalvesKern(gemmKernWGMMA("gemm", 2056, 520, 3, 256)), 200, 0},
+	{"gemm_wg256_fk_kodd", flushHalvesKern(gemmKernWGMMA("gemm", 1001, 300, 3, 256)), 129, 0},
+	{"gemm_wg256_fk_kodd4", flushHalvesKern(gemmKernWGMMA("gemm", 20, 7, 3, 256)), 65, 0},
+	{"gemm_wg256_fk_kshort", flushHalvesKern(gemmKernWGMMA("gemm", 8, 24, 3, 256)), 3, 0},
+	{"gemm_wg256_fk_tiny_qkv", flushHalvesKern(gemmKernWGMMA("gemm", 64, 192, 3, 256)), 63, 0},
+	{"gemm_add_wg256_fk_t257", flushHalvesKern(gemmKernWGMMA("gemm_add", 4096, 2048, 3, 256)), 257, 0},
+	{"gemm_wg256_fk_s2_t65", flushHalvesKern(gemmKernWGMMA("gemm", 2048, 264, 2, 256)), 65, 0},
+	{"gemm_wg256_fk_plain_t65", flushHalvesKern(gemmKernWGMMA("gemm", 2048, 264, 1, 256)), 65, 0},
 }
 
 // TestCompileGEMMCases compiles every tensor-core case kernel for gfx1151
@@ -233,8 +255,8 @@ func TestCompileGEMMCases(t *testing.T) {
 		ins := []string{"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "ldmatrix.sync.aligned.m8n8.x4.shared.b16"}
 		if gc.k.Params.Flag("wgmma") {
 			cols := gc.k.Params.Int("tile_n")
-			if cols == 0 {
-				cols = kernels.GEMMTileCols // the grouped GEMMs' tile
+			if cols == 0 || gc.k.Params.Flag("flush_k") {
+				cols = kernels.GEMMTileCols // the grouped GEMMs' tile; flush_k's products are 128 columns wide
 			}
 			ins = []string{fmt.Sprintf("wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16", cols),
 				"wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned 0", "fence.proxy.async.shared::cta"}

@@ -96,6 +96,7 @@ func TestWriteGPUCasesPrecision(t *testing.T) {
 			k      plan.Kernel
 			note   string
 		}{
+			{"_wg_fk", flushHalvesKern(gemmKernWGMMA("gemm", float64(c.k), 512, 3, kernels.GEMMTileColsWide)), "the wgmma tile of 256 columns, flush_k half the columns at a time"},
 			{"_wg128", gemmKernWGMMA("gemm", float64(c.k), 512, 3, kernels.GEMMTileCols), "the wgmma tile of 128 columns, no flush"},
 			{"_wg128_fk", flushKern(gemmKernWGMMA("gemm", float64(c.k), 512, 3, kernels.GEMMTileCols)), "the wgmma tile of 128 columns, flush_k: 12 truncating MMAs a k-tile, RN across the k-tiles"},
 			{"_wg128_fk16", flush16Kern(gemmKernWGMMA("gemm", float64(c.k), 512, 3, kernels.GEMMTileCols)), "the wgmma tile of 128 columns, flush_k16: 3 truncating MMAs a slice, RN across the slices"},

@@ -481,6 +481,10 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 		}
 		writeSibling(t, out, wgName+"_fk", flushKern(wg), T, c.name, 20, "the wgmma tile, 128 columns, three terms, flush_k, on "+c.name+"'s files (against "+wgName+")")
 		writeSibling(t, out, wgName+"_fk16", flush16Kern(wg), T, c.name, 20, "the wgmma tile, 128 columns, three terms, flush_k16 (every slice), on "+c.name+"'s files (against "+wgName+")")
+		if c.k.Params.Int("tile_n") != 0 {
+			writeSibling(t, out, c.name+"_wg_fk", flushHalvesKern(wgmma(c.k, kernels.GEMMTileColsWide)), T, c.name, 20,
+				"the wgmma tile, 256 columns, three terms, flush_k half the columns at a time, on "+c.name+"'s files (against "+c.name+"_wg)")
+		}
 		writeSibling(t, out, c.name+"_fk", flushKern(c.k), T, c.name, 20, "the mma tile, 128 columns, three terms, flush_k, on "+c.name+"'s files (against "+c.name+")")
 	}
 	writeSibling(t, out, "speed_matmul_8192", kern("matmul", map[string]float64{"k": 2048, "n": 8192}), T, "speed_gemm_8192", 1,

@@ -129,8 +129,13 @@ func gemmFamily(kind, of ir.Kind) *ir.Family {
 			if n != GEMMTileCols && n != GEMMTileColsWide {
 				return fmt.Errorf("tile_n %d: the tile takes %d or %d weight rows", n, GEMMTileCols, GEMMTileColsWide)
 			}
-			if p.Flag("flush_k") && n != GEMMTileCols {
-				return fmt.Errorf("flush_k with tile_n %d: the second accumulator set fits the %d-column tile only", n, GEMMTileCols)
+			// The wgmma tile of 256 columns flushes half its columns at a time
+			// (a 64 × 128 partial sum); the mma tile's second set fits 128 only.
+			if p.Flag("flush_k") && n != GEMMTileCols && !p.Flag("wgmma") {
+				return fmt.Errorf("flush_k with tile_n %d on the mma tile: the second accumulator set fits the %d-column tile only", n, GEMMTileCols)
+			}
+			if p.Flag("flush_k16") && n != GEMMTileCols {
+				return fmt.Errorf("flush_k16 with tile_n %d: the slice-by-slice flush takes the %d-column tile", n, GEMMTileCols)
 			}
 			return checkATerms(p)
 		},
@@ -145,9 +150,12 @@ func gemmFamily(kind, of ir.Kind) *ir.Family {
 		},
 		Template: "gemm.tmpl",
 		TemplateData: func(p ir.Params) map[string]any {
-			d := map[string]any{"accumulate": kind == ir.GEMMAdd, "tile_cols": gemmTileCols(p)}
+			d := map[string]any{"accumulate": kind == ir.GEMMAdd, "tile_cols": gemmTileCols(p), "wgmma_half": false}
 			if p.Flag("wgmma") {
 				maps.Copy(d, wgmmaOperands(gemmTileCols(p)))
+				if p.Flag("flush_k") && gemmTileCols(p) == GEMMTileColsWide {
+					d["wgmma_half"] = wgmmaOperands(GEMMTileCols) // the flush's half-width products
+				}
 			}
 			return d
 		},
@@ -168,6 +176,7 @@ func wgmmaOperands(n int) map[string]any {
 		outs[r] = fmt.Sprintf(`"+f"(acc[%d].v[%d])`, r/8, r%8)
 	}
 	return map[string]any{
+		"wgmma_cols":  n,
 		"wgmma_atoms": n / 16,
 		"wgmma_d":     strings.Join(d, ", "),
 		"wgmma_outs":  strings.Join(outs, ", "),

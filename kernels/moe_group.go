@@ -71,7 +71,7 @@ func moeGroupFamilies() []*ir.Family {
 	moeParams := cat(ir.Ints("experts", "hidden", "inter", "k"), ir.Flags("split_a", "split_a3", "wgmma"), ir.OptionalFlags("flush_k", "flush_k16"))
 	// Both grouped GEMMs take the 128-column tile, mma or wgmma.
 	tileData := func(p ir.Params) map[string]any {
-		d := map[string]any{"tile_cols": GEMMTileCols}
+		d := map[string]any{"tile_cols": GEMMTileCols, "wgmma_half": false}
 		if p.Flag("wgmma") {
 			maps.Copy(d, wgmmaOperands(GEMMTileCols))
 		}

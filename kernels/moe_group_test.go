@@ -285,9 +285,11 @@ func TestSplit3BF16(t *testing.T) {
 	}
 }
 
-// TestFlushKCheck: flush_k takes the 128-column tile (its second
-// accumulator set leaves no registers on the 256-column one) and may be
-// left out; the grouped GEMMs (always 128 columns) take it either way.
+// TestFlushKCheck: flush_k takes the mma tile of 128 columns (its second
+// accumulator set leaves no registers on the 256-column one) and either
+// wgmma tile (256 columns: half at a time), flush_k16 128 columns with
+// flush_k; both may be left out; the grouped GEMMs (always 128 columns)
+// take them either way.
 func TestFlushKCheck(t *testing.T) {
 	gemm := func(cols int, flush *bool) ir.Params {
 		var p ir.Params
@@ -308,6 +310,11 @@ func TestFlushKCheck(t *testing.T) {
 		p.SetFlag(flag, true)
 		return p
 	}
+	without := func(p ir.Params, flag string) ir.Params {
+		p = p.Clone()
+		p.SetFlag(flag, false)
+		return p
+	}
 	tests := []struct {
 		name string
 		kind ir.Kind
@@ -317,7 +324,9 @@ func TestFlushKCheck(t *testing.T) {
 		{"left out", ir.GEMM, gemm(kernels.GEMMTileColsWide, nil), ""},
 		{"off, wide", ir.GEMMAdd, gemm(kernels.GEMMTileColsWide, &off), ""},
 		{"on, narrow", ir.GEMM, gemm(kernels.GEMMTileCols, &on), ""},
-		{"on, wide", ir.GEMM, gemm(kernels.GEMMTileColsWide, &on), "flush_k with tile_n 256: the second accumulator set fits the 128-column tile only"},
+		{"on, wide wgmma (half the columns at a time)", ir.GEMM, gemm(kernels.GEMMTileColsWide, &on), ""},
+		{"on, wide mma", ir.GEMM, without(gemm(kernels.GEMMTileColsWide, &on), "wgmma"), "flush_k with tile_n 256 on the mma tile: the second accumulator set fits the 128-column tile only"},
+		{"slices, wide", ir.GEMM, with(gemm(kernels.GEMMTileColsWide, &on), "flush_k16"), "flush_k16 with tile_n 256"},
 		{"slices", ir.GEMM, with(gemm(kernels.GEMMTileCols, &on), "flush_k16"), ""},
 		{"slices without flush_k", ir.GEMMAdd, with(gemm(kernels.GEMMTileCols, nil), "flush_k16"), "flush_k16 without flush_k"},
 	}

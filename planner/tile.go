@@ -77,8 +77,15 @@ func tileMany(g *ir.Graph, cols, terms int, wgmma, flush, slices bool) error {
 		// each half as long, where one column of wide tiles leaves half the
 		// SMs idle at 8K rows.
 		n := cols
-		if w := op.Params.Int("n"); flush || w <= kernels.GEMMTileCols || (wgmma && w <= 2*kernels.GEMMTileCols) {
+		if w := op.Params.Int("n"); w <= kernels.GEMMTileCols || (wgmma && w <= 2*kernels.GEMMTileCols) {
 			n = kernels.GEMMTileCols
+		}
+		if flush {
+			limit := kernels.GEMMTileCols // the mma tile's second set fits 128 columns only
+			if wgmma {
+				limit = flushTileCols
+			}
+			n = min(n, limit)
 		}
 		op.Params.SetInt("tile_n", int64(n))
 	}
@@ -252,6 +259,13 @@ func setATerms(p *ir.Params, terms int) {
 	p.SetFlag("split_a", terms >= 2)
 	p.SetFlag("split_a3", terms >= 3)
 }
+
+// flushTileCols is the wgmma tile's width with flush_k: 128 columns (a
+// second 64 × 128 set, 192 registers with three terms). The 256-column tile
+// flushes half its columns at a time (≈ 216 registers expected, its stage
+// copies a quarter fewer per product): set 256 here once the device shows
+// it free of spills and faster (speed_gemm_8192_wg_fk against _wg128_fk).
+var flushTileCols = kernels.GEMMTileCols
 
 // TCSums chooses how the tensor-core kernels keep their sums over a long
 // axis (docs/prefill-gemm.md, "Sums over K"): the tiled GEMMs' K (flush_k,

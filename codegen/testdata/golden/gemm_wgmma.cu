@@ -338,7 +338,11 @@ constexpr bool FLUSH = false;
 constexpr bool FLUSH16 = false;  // flush every 16-deep slice, not every k-tile
 static_assert(SPLIT || !SPLIT3, "the third term follows hi and lo");
 static_assert(FLUSH || !FLUSH16, "flush_k16 is flush_k's finer grain");
-static_assert(!FLUSH || BN == 128, "flush_k doubles the accumulators: 128 columns (the 256-column tile has no registers for them)");
+// HALVES: flush_k on 256 columns, whose registers hold no second 64 × 256 set: each
+// k-tile's products go out half the columns at a time (m64n128k16 into a 64 × 128
+// part, flushed, then the other half, its fragments rounded again).
+constexpr bool HALVES = FLUSH && BN == 256;
+static_assert(!FLUSH16 || BN == 128, "flush_k16 takes 128 columns");
 constexpr int MT = 1, NT = BN / 16;  // a warpgroup's 64 × BN accumulators as mma_c atoms
 // Per k-tile a thread copies AROWS rows × 4 of A's 16 chunks (64 contiguous bytes of
 // each, 4 lanes a row: whole sectors) and WROWS rows × 4 of W's 8 chunks (2 lanes a
@@ -439,8 +443,8 @@ DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS
   float* s32 = (float*)base;
   bf16* sw = (bf16*)(s32 + STAGES * A32_TILE);
   // prod: where the products go, acc itself or (FLUSH) the k-tile's part.
-  mma_c part[NT];  // (unused without FLUSH: the compiler drops it)
-  mma_c (&prod)[NT] = FLUSH ? part : acc[0];
+  mma_c part[NT];  // (unused without FLUSH or with HALVES: the compiler drops it)
+  mma_c (&prod)[NT] = FLUSH && !HALVES ? part : acc[0];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) mma_zero(acc[0][nt]);
   if constexpr (FLUSH) {
