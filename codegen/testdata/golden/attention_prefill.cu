@@ -532,8 +532,7 @@ KERNEL void attention_prefill_dd04411f(float* out, const float* q, const float* 
 #pragma unroll
           for (int i = 0; i < 8; ++i) o[d0 + e].v[i] = o[d0 + e].v[i] * corr[slot(i)] + part[e].v[i];
       }
-      continue;
-    }
+    } else {  // (not a continue: nvcc warns of the unreachable loop after it)
 #pragma unroll
     for (int t = 0; t < ST; ++t) {
       // p's fragments per 16-position slice, right before its products.
@@ -562,6 +561,7 @@ KERNEL void attention_prefill_dd04411f(float* out, const float* q, const float* 
             }
           }
         }
+    }
     }
   }
   // Epilogue: normalize, gate, store the rows of this segment.

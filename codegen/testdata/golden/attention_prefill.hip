@@ -469,8 +469,7 @@ KERNEL void attention_prefill_dd04411f(float* out, const float* q, const float* 
 #pragma unroll
           for (int i = 0; i < 8; ++i) o[d0 + e].v[i] = o[d0 + e].v[i] * corr[slot(i)] + part[e].v[i];
       }
-      continue;
-    }
+    } else {  // (not a continue: nvcc warns of the unreachable loop after it)
 #pragma unroll
     for (int t = 0; t < ST; ++t) {
       mma_a a;
@@ -481,6 +480,7 @@ KERNEL void attention_prefill_dd04411f(float* out, const float* q, const float* 
         mma_load_b<PC>(b, sv, d * 16, 2 * t);
         mma(o[d], a, b);
       }
+    }
     }
   }
   // Epilogue: normalize, gate, store the rows of this segment.
