@@ -119,7 +119,7 @@ type Options struct {
 	// or GEMMTileMMA (mma.sync on sm_90, WMMA on gfx1151).
 	GEMMTile GEMMTile
 	// TCSums chooses how the tensor-core kernels keep their long sums:
-	// TCSumsDefault (the target's: tcSumsDefault, mma everywhere for now),
+	// TCSumsDefault (the target's: tcSumsDefault, flush on sm_90, mma elsewhere),
 	// TCSumsMMA (the whole sum in the MMA accumulators), TCSumsFlush (each
 	// k-tile's products summed apart and added in rounded to nearest: the
 	// tiled GEMMs' flush_k on the 128-column tile), TCSumsFlushSlice (each
