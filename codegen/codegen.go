@@ -196,7 +196,8 @@ func RenderPlan(p *plan.Plan) ([]Source, error) {
 
 // templateData is what a template sees: every parameter under its own name
 // as a C literal by its declared type (integers as integers, reals as exact
-// float32 hex literals, flags as booleans for {{if}}), the kernel's name and
+// float32 hex literals, flags as booleans for {{if}}, an optional flag left
+// out as false), the kernel's name and
 // signature, the reads of the slots it declares, and the family's own
 // template data (a []float32 as a list of float32 literals).
 func templateData(d Dialect, c ir.LaunchConfig, k plan.Kernel, f *ir.Family) (map[string]any, error) {
@@ -209,6 +210,11 @@ func templateData(d Dialect, c ir.LaunchConfig, k plan.Kernel, f *ir.Family) (ma
 	}
 	for name, v := range k.Params.Flags {
 		data[name] = v
+	}
+	for _, s := range f.Params {
+		if _, given := data[s.Name]; s.Optional && !given {
+			data[s.Name] = false // an optional flag left out
+		}
 	}
 	// The names codegen itself sets: a parameter of the same name would be
 	// overwritten silently (the template would see the target's value).

@@ -61,6 +61,16 @@ func gdnPre(k plan.Kernel) plan.Kernel {
 	return k
 }
 
+// gdnFlush is a gated_delta_state case kernel k with flush_k: each chunk's
+// kdᵀ·Vnew summed from zero and added to the decayed state rounded to
+// nearest.
+func gdnFlush(k plan.Kernel) plan.Kernel {
+	k.Params = k.Params.Clone()
+	k.Params.SetFlag("flush_k", true)
+	k.Name += "_fk"
+	return k
+}
+
 // gdnConv is a causal_conv1d_silu_rows case kernel.
 func gdnConv(channels, kernel, rows int) plan.Kernel {
 	k := kern("causal_conv1d_silu_rows", map[string]float64{"channels": float64(channels), "kernel": float64(kernel), "rows_per_thread": float64(rows)})
@@ -104,6 +114,9 @@ func gdnChunkKernels() []plan.Kernel {
 		gdnPre(gdnInt(gdnStateAsync(16, 32, 128, 128, 64, 128, 32, true, true))),
 		gdnPre(gdnLoAcc(gdnInt(gdnStateAsync(16, 32, 128, 128, 64, 128, 32, true, true)))),
 		gdnPre(gdnInt(gdnStateAsync(2, 4, 16, 16, 64, 16, 16, true, true))),
+		gdnFlush(gdnStateAsync(16, 32, 128, 128, 64, 128, 32, true, true)),
+		gdnFlush(gdnState(16, 32, 128, 128, 64, 32, 32, true)),
+		gdnFlush(gdnState(2, 4, 16, 16, 64, 16, 8, true)),
 		gdnConv(8192, 4, 8),
 		gdnConv(8192, 4, 4),
 		gdnConv(300, 4, 3),

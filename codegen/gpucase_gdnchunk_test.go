@@ -34,9 +34,11 @@ type gdnCaseOpt struct {
 }
 
 var gdnCaseOpts = map[string]gdnCaseOpt{
-	"gdn_state_t200_zero":  {zeroState: true},
-	"gdn_wy_t130_decay":    {gmax: 4},
-	"gdn_state_t130_decay": {gmax: 4},
+	"gdn_state_t200_zero":     {zeroState: true},
+	"gdn_wy_t130_decay":       {gmax: 4},
+	"gdn_state_t130_decay":    {gmax: 4},
+	"gdn_state_fk_t130_decay": {gmax: 4},
+	"gdn_state_fk_t200_zero":  {zeroState: true},
 }
 
 // gdnCaseFill is writeCaseFull's fill of a gated_delta_wy or
@@ -133,6 +135,20 @@ func gdnChunkCasesCvt() []gpuCase {
 		gpuCase{"gdn_state_tiny_t130", gdnState(2, 4, 16, 16, 64, 16, 16, true), 130, 0},
 		gpuCase{"gdn_wy_group3_t70", gdnWY(1, 3, 32, 16, 64, 16, true), 70, 0},
 		gpuCase{"gdn_state_group3_t70", gdnState(1, 3, 32, 16, 64, 32, 16, true), 70, 0},
+		// flush_k (each chunk's kdᵀ·Vnew added to the decayed state rounded to
+		// nearest) on the same shapes: a partial chunk, several, from zero,
+		// strong decays, gfx1151's tile, synchronous staging, plain tf32, the
+		// tiny fixtures' heads, a group of three.
+		gpuCase{"gdn_state_fk_t1", gdnFlush(gdnModelState(true, 32)), 1, 0},
+		gpuCase{"gdn_state_fk_t65", gdnFlush(gdnModelState(true, 32)), 65, 0},
+		gpuCase{"gdn_state_fk_t520", gdnFlush(gdnModelState(true, 32)), 520, 0},
+		gpuCase{"gdn_state_fk_t200_zero", gdnFlush(gdnModelState(true, 32)), 200, 0},
+		gpuCase{"gdn_state_fk_t130_decay", gdnFlush(gdnModelState(true, 32)), 130, 0},
+		gpuCase{"gdn_state_fk_gfxtile_t65", gdnFlush(gdnState(16, 32, 128, 128, 64, 32, 32, true)), 65, 0},
+		gpuCase{"gdn_state_fk_sync_t200", gdnFlush(gdnState(16, 32, 128, 128, 64, 128, 32, true)), 200, 0},
+		gpuCase{"gdn_state_fk_plain_t200", gdnFlush(gdnModelState(false, 32)), 200, 0},
+		gpuCase{"gdn_state_fk_tiny_t130", gdnFlush(gdnState(2, 4, 16, 16, 64, 16, 16, true)), 130, 0},
+		gpuCase{"gdn_state_fk_group3_t70", gdnFlush(gdnState(1, 3, 32, 16, 64, 32, 16, true)), 70, 0},
 		gpuCase{"conv_rows_t5", gdnConv(8192, 4, 4), 5, 0},
 		gpuCase{"conv_rows_t2", gdnConv(300, 4, 3), 2, 0},
 		gpuCase{"conv_rows_t1", gdnConv(300, 4, 4), 1, 0},
@@ -202,6 +218,7 @@ func TestWriteGPUCasesGDNChunk(t *testing.T) {
 		{"speed_gdn_state_8k_pre", gdnPre(gdnModelState(true, 32)), 10, "speed_gdn_state_8k"},
 		{"speed_gdn_state_8k_int_pre", gdnPre(gdnInt(gdnModelState(true, 32))), 10, "speed_gdn_state_8k"},
 		{"speed_gdn_state_8k_int_lo_pre", gdnPre(gdnLoAcc(gdnInt(gdnModelState(true, 32)))), 10, "speed_gdn_state_8k"},
+		{"speed_gdn_state_8k_fk", gdnFlush(gdnModelState(true, 32)), 10, "speed_gdn_state_8k"},
 		{"speed_conv_rows_8k", gdnConv(8192, 4, 8), 20, ""},
 		{"speed_conv_rows_8k_r4", gdnConv(8192, 4, 4), 20, "speed_conv_rows_8k"},
 		{"speed_conv_rows_8k_r16", gdnConv(8192, 4, 16), 20, "speed_conv_rows_8k"},

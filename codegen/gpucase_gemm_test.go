@@ -48,6 +48,34 @@ func gemmKernWide(family string, k, n float64, terms int) plan.Kernel {
 	return kk
 }
 
+// flushKern is k (a tiled GEMM family's) with flush_k: each k-tile's
+// products summed apart and added in with round-to-nearest FADDs, on the
+// 128-column tile the flag takes.
+func flushKern(k plan.Kernel) plan.Kernel {
+	k.Params = k.Params.Clone()
+	k.Params.SetFlag("flush_k", true)
+	if k.Params.Int("tile_n") != 0 {
+		k.Params.SetInt("tile_n", kernels.GEMMTileCols)
+	}
+	return k
+}
+
+// flushHalvesKern is k on the wgmma tile of 256 columns with flush_k: each
+// k-tile's products flushed half the columns at a time.
+func flushHalvesKern(k plan.Kernel) plan.Kernel {
+	k.Params = k.Params.Clone()
+	k.Params.SetFlag("flush_k", true)
+	return k
+}
+
+// flush16Kern is flushKern with flush_k16: on the wgmma tile every 16-deep
+// slice's products summed apart (the mma tile's grain with flush_k alone).
+func flush16Kern(k plan.Kernel) plan.Kernel {
+	k = flushKern(k)
+	k.Params.SetFlag("flush_k16", true)
+	return k
+}
+
 // wideTile says whether a case takes the 256-column tile.
 func wideTile(k plan.Kernel) bool { return k.Params.Int("tile_n") == kernels.GEMMTileColsWide }
 
@@ -133,6 +161,66 @@ var gemmCases = []gpuCase{
 	{"gemm_add_wg_plain_t200", gemmKernWGMMA("gemm_add", 4096, 2048, 1, 128), 200, 0},
 	{"gemm_wg_s2_t65", gemmKernWGMMA("gemm", 2048, 264, 2, 256), 65, 0},
 	{"gemm_add_wg128_s2_t257", gemmKernWGMMA("gemm_add", 4096, 2048, 2, 128), 257, 0},
+	// flush_k (each k-tile's sum apart, added in round to nearest) on both
+	// tiles: rows 1, 3, 63, 65, 200, 257 (partial row tiles), K of one slice,
+	// one and two k-tiles, K not a multiple of the k-tile (2056, 1001, 20, 8),
+	// N not a multiple of the tile (264, 300, 136, 7), the tiny fixtures'
+	// shapes, gemm_add; three terms, two (gfx1151's) and one.
+	{"gemm_fk_t65", flushKern(gemmKern("gemm", 2048, 264, 3)), 65, 0},
+	{"gemm_fk_odd8", flushKern(gemmKern("gemm", 2056, 136, 3)), 130, 0},
+	{"gemm_fk_kodd", flushKern(gemmKern("gemm", 1001, 300, 3)), 129, 0},
+	{"gemm_fk_kshort", flushKern(gemmKern("gemm", 8, 24, 3)), 3, 0},
+	{"gemm_fk_tiny_qkv", flushKern(gemmKern("gemm", 64, 192, 3)), 63, 0},
+	{"gemm_add_fk_t257", flushKern(gemmKern("gemm_add", 4096, 2048, 3)), 257, 0},
+	{"gemm_fk_s2_t65", flushKern(gemmKern("gemm", 2048, 264, 2)), 65, 0},
+	{"gemm_fk_s2_kodd", flushKern(gemmKern("gemm", 20, 7, 2)), 65, 0},
+	{"gemm_fk_s2_tiny_down", flushKern(gemmKern("gemm", 32, 64, 2)), 65, 0},
+	{"gemm_add_fk_s2_t200", flushKern(gemmKern("gemm_add", 4096, 2048, 2)), 200, 0},
+	{"gemm_fk_plain_kodd", flushKern(gemmKern("gemm", 20, 7, 1)), 65, 0},
+	{"gemm_wg_fk_k16", flushKern(gemmKernWGMMA("gemm", 16, 128, 3, 128)), 128, 0},
+	{"gemm_wg_fk_k64", flushKern(gemmKernWGMMA("gemm", 64, 256, 3, 128)), 128, 0},
+	{"gemm_wg_fk_k128", flushKern(gemmKernWGMMA("gemm", 128, 512, 3, 128)), 256, 0},
+	{"gemm_wg_fk_t1", flushKern(gemmKernWGMMA("gemm", 2048, 8192, 3, 128)), 1, 0},
+	{"gemm_wg_fk_t65", flushKern(gemmKernWGMMA("gemm", 2048, 264, 3, 128)), 65, 0},
+	{"gemm_wg_fk_t200", flushKern(gemmKernWGMMA("gemm", 2056, 136, 3, 128)), 200, 0},
+	{"gemm_wg_fk_kodd", flushKern(gemmKernWGMMA("gemm", 1001, 300, 3, 128)), 129, 0},
+	{"gemm_wg_fk_kodd4", flushKern(gemmKernWGMMA("gemm", 20, 7, 3, 128)), 65, 0},
+	{"gemm_wg_fk_kshort", flushKern(gemmKernWGMMA("gemm", 8, 24, 3, 128)), 3, 0},
+	{"gemm_wg_fk_tiny_qkv", flushKern(gemmKernWGMMA("gemm", 64, 192, 3, 128)), 63, 0},
+	{"gemm_wg_fk_tiny_down", flushKern(gemmKernWGMMA("gemm", 32, 64, 3, 128)), 65, 0},
+	{"gemm_add_wg_fk_t257", flushKern(gemmKernWGMMA("gemm_add", 4096, 2048, 3, 128)), 257, 0},
+	{"gemm_add_wg_fk_odd", flushKern(gemmKernWGMMA("gemm_add", 20, 7, 3, 128)), 63, 0},
+	{"gemm_wg_fk_s2_t65", flushKern(gemmKernWGMMA("gemm", 2048, 264, 2, 128)), 65, 0},
+	{"gemm_wg_fk_plain_t65", flushKern(gemmKernWGMMA("gemm", 2048, 264, 1, 128)), 65, 0},
+	// flush_k16 (every slice's sum apart) on the wgmma tile, and on the mma
+	// tile (the same as flush_k there).
+	{"gemm_wg_fk16_k16", flush16Kern(gemmKernWGMMA("gemm", 16, 128, 3, 128)), 128, 0},
+	{"gemm_wg_fk16_k64", flush16Kern(gemmKernWGMMA("gemm", 64, 256, 3, 128)), 128, 0},
+	{"gemm_wg_fk16_k128", flush16Kern(gemmKernWGMMA("gemm", 128, 512, 3, 128)), 256, 0},
+	{"gemm_wg_fk16_t1", flush16Kern(gemmKernWGMMA("gemm", 2048, 8192, 3, 128)), 1, 0},
+	{"gemm_wg_fk16_t65", flush16Kern(gemmKernWGMMA("gemm", 2048, 264, 3, 128)), 65, 0},
+	{"gemm_wg_fk16_t200", flush16Kern(gemmKernWGMMA("gemm", 2056, 136, 3, 128)), 200, 0},
+	{"gemm_wg_fk16_kodd", flush16Kern(gemmKernWGMMA("gemm", 1001, 300, 3, 128)), 129, 0},
+	{"gemm_wg_fk16_kodd4", flush16Kern(gemmKernWGMMA("gemm", 20, 7, 3, 128)), 65, 0},
+	{"gemm_wg_fk16_kshort", flush16Kern(gemmKernWGMMA("gemm", 8, 24, 3, 128)), 3, 0},
+	{"gemm_wg_fk16_tiny_down", flush16Kern(gemmKernWGMMA("gemm", 32, 64, 3, 128)), 65, 0},
+	{"gemm_add_wg_fk16_t257", flush16Kern(gemmKernWGMMA("gemm_add", 4096, 2048, 3, 128)), 257, 0},
+	{"gemm_wg_fk16_s2_t65", flush16Kern(gemmKernWGMMA("gemm", 2048, 264, 2, 128)), 65, 0},
+	{"gemm_fk16_s2_kodd", flush16Kern(gemmKern("gemm", 20, 7, 2)), 65, 0},
+	// flush_k on the wgmma tile of 256 columns (half the columns at a time).
+	{"gemm_wg256_fk_k16", flushHalvesKern(gemmKernWGMMA("gemm", 16, 256, 3, 256)), 64, 0},
+	{"gemm_wg256_fk_k64", flushHalvesKern(gemmKernWGMMA("gemm", 64, 256, 3, 256)), 128, 0},
+	{"gemm_wg256_fk_k128", flushHalvesKern(gemmKernWGMMA("gemm", 128, 512, 3, 256)), 256, 0},
+	{"gemm_wg256_fk_t1", flushHalvesKern(gemmKernWGMMA("gemm", 2048, 8192, 3, 256)), 1, 0},
+	{"gemm_wg256_fk_t65", flushHalvesKern(gemmKernWGMMA("gemm", 2048, 264, 3, 256)), 65, 0},
+	{"gemm_wg256_fk_t200", flushHalvesKern(gemmKernWGMMA("gemm", 2056, 520, 3, 256)), 200, 0},
+	{"gemm_wg256_fk_kodd", flushHalvesKern(gemmKernWGMMA("gemm", 1001, 300, 3, 256)), 129, 0},
+	{"gemm_wg256_fk_kodd4", flushHalvesKern(gemmKernWGMMA("gemm", 20, 7, 3, 256)), 65, 0},
+	{"gemm_wg256_fk_kshort", flushHalvesKern(gemmKernWGMMA("gemm", 8, 24, 3, 256)), 3, 0},
+	{"gemm_wg256_fk_tiny_qkv", flushHalvesKern(gemmKernWGMMA("gemm", 64, 192, 3, 256)), 63, 0},
+	{"gemm_add_wg256_fk_t257", flushHalvesKern(gemmKernWGMMA("gemm_add", 4096, 2048, 3, 256)), 257, 0},
+	{"gemm_wg256_fk_s2_t65", flushHalvesKern(gemmKernWGMMA("gemm", 2048, 264, 2, 256)), 65, 0},
+	{"gemm_wg256_fk_plain_t65", flushHalvesKern(gemmKernWGMMA("gemm", 2048, 264, 1, 256)), 65, 0},
 }
 
 // TestCompileGEMMCases compiles every tensor-core case kernel for gfx1151
@@ -167,8 +255,8 @@ func TestCompileGEMMCases(t *testing.T) {
 		ins := []string{"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "ldmatrix.sync.aligned.m8n8.x4.shared.b16"}
 		if gc.k.Params.Flag("wgmma") {
 			cols := gc.k.Params.Int("tile_n")
-			if cols == 0 {
-				cols = kernels.GEMMTileCols // the grouped GEMMs' tile
+			if cols == 0 || gc.k.Params.Flag("flush_k") {
+				cols = kernels.GEMMTileCols // the grouped GEMMs' tile; flush_k's products are 128 columns wide
 			}
 			ins = []string{fmt.Sprintf("wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16", cols),
 				"wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned 0", "fence.proxy.async.shared::cta"}

@@ -1,9 +1,11 @@
 package codegen
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -35,6 +37,9 @@ type tensorCase struct {
 	bytes    int64
 	flops    int64
 	note     string
+	// want64: an output's float64 reference (its first elements), written
+	// as <name>.want64 for the runner's relative error figures.
+	want64 map[string][]float64
 }
 
 // tensorMeta is caseMeta with the speed fields gpucheck reads.
@@ -84,6 +89,14 @@ func writeTensorCase(t *testing.T, dir string, c tensorCase) {
 		a.Mem[i] = m
 		size := int64(o.DType.Size())
 		arg := caseArg{File: o.Name + ".in", DType: string(o.DType), Out: o.Access != ir.Read}
+		if v, ok := c.want64[o.Name]; ok {
+			arg.Want64 = o.Name + ".want64"
+			b := make([]byte, 0, 8*len(v))
+			for _, x := range v {
+				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+			}
+			write(arg.Want64, b)
+		}
 		b := m
 		if s, ok := c.stored[o.Name]; ok {
 			b = m[:s*size]
@@ -306,6 +319,35 @@ func tensorCorrectness() []tensorCase {
 		c.mem, c.stored = mem, maps.Clone(c.stored)
 		out = append(out, c)
 	}
+	// flush_k on both tiles' grouped GEMMs, on the same operands: the tiny
+	// fixtures' experts, odd sizes, several tiles of one expert, the model's
+	// widths, two terms (gfx1151's plans).
+	fk := map[string]bool{"tiny_t1": true, "tiny_t65": true, "odd": true, "tiles": true, "wide": true, "s2_t65": true, "s2_wide": true,
+		"wg_tiny_t65": true, "wg_odd": true, "wg_tiles": true, "wg_wide": true, "wg_s2_wide": true}
+	for _, c := range out {
+		prefix := strings.TrimSuffix(strings.TrimSuffix(c.name, "_gate_up"), "_down")
+		if !fk[strings.TrimPrefix(prefix, "moe_")] || !strings.HasSuffix(c.k.Family, "_group") {
+			continue
+		}
+		for _, v := range []struct {
+			prefix string
+			k      plan.Kernel
+		}{{"moe_fk_", flushKern(c.k)}, {"moe_fk16_", flush16Kern(c.k)}} {
+			if v.prefix == "moe_fk16_" && !strings.HasPrefix(prefix, "moe_wg_") {
+				continue // (the mma tile's grain is the slice with flush_k alone)
+			}
+			d := c
+			d.name = v.prefix + strings.TrimPrefix(c.name, "moe_")
+			d.k = v.k
+			mem := map[string][]byte{}
+			for name, b := range c.mem {
+				mem[name] = aligned(int64(len(b)))
+				copy(mem[name], b)
+			}
+			d.mem, d.stored = mem, maps.Clone(c.stored)
+			out = append(out, d)
+		}
+	}
 	// Several chunks of moe_count and moe_sort: 1000 tokens × top-8 over 256
 	// experts (4 blocks, the last one partial), and 2048 pairs exactly.
 	out = append(out, moeCases("moe_chunks", 256, 64, 32, 8, 1000, 256, true, 3, false, 409)[:2]...)
@@ -425,6 +467,26 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 	writeSibling(t, out, "speed_moe_down_plain", plain(moe[3].k), T, moe[3].name, 20, "one bf16 term, on speed_moe_down's files")
 	writeSibling(t, out, "speed_moe_gate_up_wg", wgmmaKernel(moe[2].k), T, moe[2].name, 20, "the wgmma tile, three terms, on speed_moe_gate_up's files")
 	writeSibling(t, out, "speed_moe_down_wg", wgmmaKernel(moe[3].k), T, moe[3].name, 20, "the wgmma tile, three terms, on speed_moe_down's files")
+	// flush_k (each k-tile's sum added in round to nearest) on the same
+	// files, beside the flag's absence above: the wgmma tile of 128 columns
+	// (the flag's; 256 is the plans' today) and the mma tile of 128.
+	for _, c := range []tensorCase{cases[0], cases[2], moe[2], moe[3]} {
+		wg := wgmmaKernel(c.k)
+		if c.k.Params.Int("tile_n") != 0 {
+			wg = wgmma(c.k, kernels.GEMMTileCols)
+		}
+		wgName := c.name + "_wg"
+		if c.k.Params.Int("tile_n") != 0 {
+			wgName += "128"
+		}
+		writeSibling(t, out, wgName+"_fk", flushKern(wg), T, c.name, 20, "the wgmma tile, 128 columns, three terms, flush_k, on "+c.name+"'s files (against "+wgName+")")
+		writeSibling(t, out, wgName+"_fk16", flush16Kern(wg), T, c.name, 20, "the wgmma tile, 128 columns, three terms, flush_k16 (every slice), on "+c.name+"'s files (against "+wgName+")")
+		if c.k.Params.Int("tile_n") != 0 {
+			writeSibling(t, out, c.name+"_wg_fk", flushHalvesKern(wgmma(c.k, kernels.GEMMTileColsWide)), T, c.name, 20,
+				"the wgmma tile, 256 columns, three terms, flush_k half the columns at a time, on "+c.name+"'s files (against "+c.name+"_wg)")
+		}
+		writeSibling(t, out, c.name+"_fk", flushKern(c.k), T, c.name, 20, "the mma tile, 128 columns, three terms, flush_k, on "+c.name+"'s files (against "+c.name+")")
+	}
 	writeSibling(t, out, "speed_matmul_8192", kern("matmul", map[string]float64{"k": 2048, "n": 8192}), T, "speed_gemm_8192", 1,
 		"the family gemm replaces, on its files")
 }

@@ -52,6 +52,10 @@ type caseArg struct {
 	// Tagged: an i32 operand of (tag, f32 bits) pairs, gdn_decode_peer's
 	// slots: the tags compared exactly, the floats within tolerance.
 	Tagged bool `json:"tagged,omitempty"`
+	// Want64: a file of the output's float64 reference (its first
+	// elements), against which the runner reports the error relative to
+	// the reference's rms beside the f32 check (the precision cases).
+	Want64 string `json:"want64,omitempty"`
 }
 
 // caseMeta is what the device-side runner reads.

@@ -48,6 +48,15 @@ func prefillKernel(hq, hkv, d, capacity, bm, bn int, bf16KV, splitQP, splitKV bo
 		"kv_bf16": b(bf16KV), "block_m": float64(bm), "block_n": float64(bn), "split_q": b(splitQP), "split_p": b(splitQP), "split_kv": b(splitKV && !bf16KV)})
 }
 
+// prefillFlush is attention_prefill kernel k with flush_k: each K/V tile's
+// p·v summed from zero and added to the rescaled accumulator rounded to
+// nearest.
+func prefillFlush(k plan.Kernel) plan.Kernel {
+	k.Params = k.Params.Clone()
+	k.Params.SetFlag("flush_k", true)
+	return k
+}
+
 // prefillCases are the correctness cases, with the planner's precision
 // (q and p split into two bf16 terms; an f32 cache's k and v too) and tiles
 // unless named plain:
@@ -92,12 +101,27 @@ func prefillCases() []gpuCase {
 			gpuCase{"pf_hd192_plain" + sfx, prefillKernel(4, 2, 192, 100, 128, bn, bf, false, false), 29, 40},
 			gpuCase{"pf_gfxtile" + sfx, prefillKernel(16, 2, 256, 300, 64, 16, bf, false, false), 65, 100},
 			gpuCase{"pf_gfxtile_tiny" + sfx, prefillKernel(4, 2, 32, 64, 64, 16, bf, false, false), 9, 40},
+			// flush_k on the same shapes: one row, a partial tile, a cached
+			// prefix, several tiles, plain operands, the tiny fixtures' heads,
+			// a group of three, head_dim 192 (12 accumulator atoms), gfx1151's
+			// tile and precision (on sm_90: the WMMA path takes no flush_k).
+			gpuCase{"pf_fk_t1" + sfx, prefillFlush(real(80)), 1, 0},
+			gpuCase{"pf_fk_t65" + sfx, prefillFlush(real(80)), 65, 0},
+			gpuCase{"pf_fk_cached65" + sfx, prefillFlush(real(300)), 65, 100},
+			gpuCase{"pf_fk_t200" + sfx, prefillFlush(real(260)), 200, 3},
+			gpuCase{"pf_fk_plain" + sfx, prefillFlush(prefillKernel(16, 2, 256, 300, 128, 64, bf, false, false)), 65, 100},
+			gpuCase{"pf_fk_tiny_tiles" + sfx, prefillFlush(split(4, 2, 32, 200)), 131, 5},
+			gpuCase{"pf_fk_group3" + sfx, prefillFlush(split(6, 2, 64, 120)), 43, 10},
+			gpuCase{"pf_fk_hd192" + sfx, prefillFlush(split(4, 2, 192, 100)), 37, 11},
+			gpuCase{"pf_fk_gfxtile" + sfx, prefillFlush(prefillKernel(16, 2, 256, 300, 64, 16, bf, false, false)), 65, 100},
+			gpuCase{"pf_fk_gfxtile_tiny" + sfx, prefillFlush(prefillKernel(4, 2, 32, 64, 64, 16, bf, false, false)), 9, 40},
 		)
 		if bf { // the default GPU plans' cache only
 			cs = append(cs,
 				gpuCase{"pf_t1000" + sfx, real(1024), 1000, 0},
 				gpuCase{"pf_cached100" + sfx, real(3200), 100, 3000},
 				gpuCase{"pf_cached65_n64" + sfx, prefillKernel(16, 2, 256, 300, 128, 64, bf, true, false), 65, 100},
+				gpuCase{"pf_fk_t1000" + sfx, prefillFlush(real(1024)), 1000, 0},
 			)
 		}
 	}
@@ -119,6 +143,7 @@ type prefillSpeed struct {
 	wg     bool // attention_prefill_wg (bf16 KV, the planner's V stages)
 	fp16   bool // attention_prefill_wg with fp16 operands
 	stages int  // attention_prefill_wg's K and V buffers: 0 the planner's, 1 one each
+	flush  bool // attention_prefill with flush_k
 }
 
 // prefillCheckTokens is how many of a long-context speed case's tokens
@@ -166,36 +191,45 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 		gpuCase{"pf_cached128k_bf16", prefillKernel(16, 2, 256, long, 128, 64, true, true, true), 9, long - 9}, 3900, 512)
 	const hq, hkv, d = 16, 2, 256
 	speeds := []prefillSpeed{
-		{"pf_speed_1k_bf16", 1024, 0, true, true, 50, 128, 32, "", false, false, 0},
-		{"pf_speed_1k_bf16_plain", 1024, 0, true, false, 50, 128, 64, "pf_speed_1k_bf16", false, false, 0},
-		{"pf_speed_1k_f32", 1024, 0, false, true, 50, 128, 32, "", false, false, 0},
-		{"pf_speed_8k_bf16", 8192, 0, true, true, 5, 128, 32, "", false, false, 0},
-		{"pf_speed_8k_bf16_n64", 8192, 0, true, true, 5, 128, 64, "pf_speed_8k_bf16", false, false, 0},
-		{"pf_speed_8k_bf16_plain", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16", false, false, 0},
-		{"pf_speed_32k_bucket_bf16", 8192, 24576, true, true, 2, 128, 32, "", false, false, 0},
-		{"pf_speed_32k_bucket_bf16_plain", 8192, 24576, true, false, 2, 128, 64, "pf_speed_32k_bucket_bf16", false, false, 0},
-		{"pf_speed_128k_bucket_bf16", 8192, 122880, true, true, 1, 128, 32, "", false, false, 0},
+		{"pf_speed_1k_bf16", 1024, 0, true, true, 50, 128, 32, "", false, false, 0, false},
+		{"pf_speed_1k_bf16_plain", 1024, 0, true, false, 50, 128, 64, "pf_speed_1k_bf16", false, false, 0, false},
+		{"pf_speed_1k_f32", 1024, 0, false, true, 50, 128, 32, "", false, false, 0, false},
+		{"pf_speed_8k_bf16", 8192, 0, true, true, 5, 128, 32, "", false, false, 0, false},
+		{"pf_speed_8k_bf16_n64", 8192, 0, true, true, 5, 128, 64, "pf_speed_8k_bf16", false, false, 0, false},
+		{"pf_speed_8k_bf16_plain", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16", false, false, 0, false},
+		{"pf_speed_32k_bucket_bf16", 8192, 24576, true, true, 2, 128, 32, "", false, false, 0, false},
+		{"pf_speed_32k_bucket_bf16_plain", 8192, 24576, true, false, 2, 128, 64, "pf_speed_32k_bucket_bf16", false, false, 0, false},
+		{"pf_speed_128k_bucket_bf16", 8192, 122880, true, true, 1, 128, 32, "", false, false, 0, false},
 		// attention_prefill_wg on the same bytes (the planner's tile: 128 × 64).
-		{"pf_speed_1k_bf16_wg", 1024, 0, true, true, 50, 128, 64, "pf_speed_1k_bf16", true, false, 0},
-		{"pf_speed_8k_bf16_wg", 8192, 0, true, true, 5, 128, 64, "pf_speed_8k_bf16", true, false, 0},
-		{"pf_speed_8k_bf16_wg_plain", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16", true, false, 0},
-		{"pf_speed_8k_bf16_wg_n32", 8192, 0, true, true, 5, 128, 32, "pf_speed_8k_bf16", true, false, 0},
-		{"pf_speed_8k_bf16_wg_m64", 8192, 0, true, true, 5, 64, 64, "pf_speed_8k_bf16", true, false, 0},
-		{"pf_speed_32k_bucket_bf16_wg", 8192, 24576, true, true, 2, 128, 64, "pf_speed_32k_bucket_bf16", true, false, 0},
-		{"pf_speed_128k_bucket_bf16_wg", 8192, 122880, true, true, 1, 128, 64, "pf_speed_128k_bucket_bf16", true, false, 0},
+		{"pf_speed_1k_bf16_wg", 1024, 0, true, true, 50, 128, 64, "pf_speed_1k_bf16", true, false, 0, false},
+		{"pf_speed_8k_bf16_wg", 8192, 0, true, true, 5, 128, 64, "pf_speed_8k_bf16", true, false, 0, false},
+		{"pf_speed_8k_bf16_wg_plain", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16", true, false, 0, false},
+		{"pf_speed_8k_bf16_wg_n32", 8192, 0, true, true, 5, 128, 32, "pf_speed_8k_bf16", true, false, 0, false},
+		{"pf_speed_8k_bf16_wg_m64", 8192, 0, true, true, 5, 64, 64, "pf_speed_8k_bf16", true, false, 0, false},
+		{"pf_speed_32k_bucket_bf16_wg", 8192, 24576, true, true, 2, 128, 64, "pf_speed_32k_bucket_bf16", true, false, 0, false},
+		{"pf_speed_128k_bucket_bf16_wg", 8192, 122880, true, true, 1, 128, 64, "pf_speed_128k_bucket_bf16", true, false, 0, false},
 		// and with q, k, v and p as fp16 (a product each)
-		{"pf_speed_8k_bf16_wg_fp16", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16", true, true, 0},
-		{"pf_speed_32k_bucket_bf16_wg_fp16", 8192, 24576, true, false, 2, 128, 64, "pf_speed_32k_bucket_bf16", true, true, 0},
-		{"pf_speed_128k_bucket_bf16_wg_fp16", 8192, 122880, true, false, 1, 128, 64, "pf_speed_128k_bucket_bf16", true, true, 0},
+		{"pf_speed_8k_bf16_wg_fp16", 8192, 0, true, false, 5, 128, 64, "pf_speed_8k_bf16", true, true, 0, false},
+		{"pf_speed_32k_bucket_bf16_wg_fp16", 8192, 24576, true, false, 2, 128, 64, "pf_speed_32k_bucket_bf16", true, true, 0, false},
+		{"pf_speed_128k_bucket_bf16_wg_fp16", 8192, 122880, true, false, 1, 128, 64, "pf_speed_128k_bucket_bf16", true, true, 0, false},
 		// one warpgroup a block and one K and V buffer: 97 KiB, two blocks an SM
 		// (their barriers independent) for twice the K/V reads
-		{"pf_speed_8k_bf16_wg_fp16_m64", 8192, 0, true, false, 5, 64, 64, "pf_speed_8k_bf16", true, true, 1},
+		{"pf_speed_8k_bf16_wg_fp16_m64", 8192, 0, true, false, 5, 64, 64, "pf_speed_8k_bf16", true, true, 1, false},
 		// wider K/V tiles for the single-term operands: fewer tiles a block,
 		// wider q·kᵀ products (80 and 96 positions: one K buffer; 128: one of each)
-		{"pf_speed_8k_bf16_wg_fp16_n80", 8192, 0, true, false, 5, 128, 80, "pf_speed_8k_bf16", true, true, 0},
-		{"pf_speed_8k_bf16_wg_fp16_n96", 8192, 0, true, false, 5, 128, 96, "pf_speed_8k_bf16", true, true, 0},
-		{"pf_speed_8k_bf16_wg_fp16_n128", 8192, 0, true, false, 5, 128, 128, "pf_speed_8k_bf16", true, true, 0},
-		{"pf_speed_8k_bf16_wg_n48", 8192, 0, true, true, 5, 128, 48, "pf_speed_8k_bf16", true, false, 0},
+		{"pf_speed_8k_bf16_wg_fp16_n80", 8192, 0, true, false, 5, 128, 80, "pf_speed_8k_bf16", true, true, 0, false},
+		{"pf_speed_8k_bf16_wg_fp16_n96", 8192, 0, true, false, 5, 128, 96, "pf_speed_8k_bf16", true, true, 0, false},
+		{"pf_speed_8k_bf16_wg_fp16_n128", 8192, 0, true, false, 5, 128, 128, "pf_speed_8k_bf16", true, true, 0, false},
+		{"pf_speed_8k_bf16_wg_n48", 8192, 0, true, true, 5, 128, 48, "pf_speed_8k_bf16", true, false, 0, false},
+		// flush_k (each K/V tile's p·v from zero, added to the rescaled
+		// accumulator rounded to nearest) on the planner's tile and bytes
+		// (128 × 16: the planner's with flush_k at head_dim 256, bf16 KV, q and
+		// p split — its partial sum counted against the registers)
+		{"pf_speed_8k_bf16_fk", 8192, 0, true, true, 5, 128, 32, "pf_speed_8k_bf16", false, false, 0, true},
+		{"pf_speed_8k_bf16_fk_n16", 8192, 0, true, true, 5, 128, 16, "pf_speed_8k_bf16", false, false, 0, true},
+		{"pf_speed_8k_bf16_n16", 8192, 0, true, true, 5, 128, 16, "pf_speed_8k_bf16", false, false, 0, false},
+		{"pf_speed_32k_bucket_bf16_fk", 8192, 24576, true, true, 2, 128, 16, "pf_speed_32k_bucket_bf16", false, false, 0, true},
+		{"pf_speed_1k_f32_fk", 1024, 0, false, true, 50, 128, 32, "pf_speed_1k_f32", false, false, 0, true},
 	}
 	for i, sp := range speeds {
 		es := int64(4)
@@ -216,6 +250,9 @@ func TestWriteGPUCasesPrefillAttention(t *testing.T) {
 		}
 		if sp.wg {
 			k = wgStages(k, sp.stages)
+		}
+		if sp.flush {
+			k = prefillFlush(k)
 		}
 		c := gpuCase{sp.name, k, sp.n, sp.pos}
 		dir := filepath.Join(out, sp.name)
@@ -339,8 +376,8 @@ func TestCompilePrefillAttention(t *testing.T) {
 		k := gc.k
 		k.Name = fmt.Sprintf("%s_%d", k.Family, i)
 		for _, target := range plan.GPUTargets() {
-			if target == plan.GFX1151 && k.Params.Int("block_n") != 16 {
-				continue // the WMMA path takes one 16-position step per tile
+			if target == plan.GFX1151 && (k.Params.Int("block_n") != 16 || k.Params.Flag("flush_k")) {
+				continue // the WMMA path takes one 16-position step per tile, and no flush_k
 			}
 			s, err := Render(target, k)
 			if err != nil {

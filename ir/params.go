@@ -35,21 +35,32 @@ func (k ParamKind) article() string {
 	return "a " + k.String()
 }
 
-// ParamSpec declares one compile-time parameter of a family.
+// ParamSpec declares one compile-time parameter of a family. An optional
+// flag may be left out (it reads false), so a variant added behind one
+// leaves the names of the kernels that do not take it as they were.
 type ParamSpec struct {
-	Name string
-	Kind ParamKind
+	Name     string
+	Kind     ParamKind
+	Optional bool
 }
 
-// Ints, Reals and Flags declare parameters of one kind, in order.
+// Ints, Reals and Flags declare parameters of one kind, in order;
+// OptionalFlags declares flags that may be left out.
 func Ints(names ...string) []ParamSpec  { return specs(IntParam, names) }
 func Reals(names ...string) []ParamSpec { return specs(RealParam, names) }
 func Flags(names ...string) []ParamSpec { return specs(FlagParam, names) }
+func OptionalFlags(names ...string) []ParamSpec {
+	out := specs(FlagParam, names)
+	for i := range out {
+		out[i].Optional = true
+	}
+	return out
+}
 
 func specs(k ParamKind, names []string) []ParamSpec {
 	out := make([]ParamSpec, len(names))
 	for i, n := range names {
-		out[i] = ParamSpec{n, k}
+		out[i] = ParamSpec{Name: n, Kind: k}
 	}
 	return out
 }
@@ -187,7 +198,7 @@ func (p Params) Key() []byte {
 }
 
 // CheckParams holds p to the family's declaration: every declared
-// parameter present with its kind, nothing undeclared (but RowsParam),
+// parameter present (but optional flags) with its kind, nothing undeclared (but RowsParam),
 // integers from 1 to 2^31, reals finite and positive, then the family's
 // own relations.
 func (f *Family) CheckParams(p Params) error {
@@ -205,7 +216,7 @@ func (f *Family) CheckParams(p Params) error {
 		}
 	}
 	for _, s := range f.Params {
-		if p.kind(s.Name) == 0 {
+		if p.kind(s.Name) == 0 && !s.Optional {
 			return fmt.Errorf("parameter %s (%s) missing", s.Name, s.Kind)
 		}
 	}

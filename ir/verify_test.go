@@ -137,3 +137,28 @@ func TestSlotNames(t *testing.T) {
 		t.Error("unnamed slot marshals")
 	}
 }
+
+// TestOptionalFlag: an optional flag may be left out (it reads false) or
+// given; a flag given as another kind is still refused.
+func TestOptionalFlag(t *testing.T) {
+	f := &ir.Family{Kind: "t", Params: append(ir.Ints("k"), ir.OptionalFlags("f")...)}
+	tests := []struct {
+		name string
+		p    ir.Params
+		want string
+	}{
+		{"left out", ir.Params{Ints: map[string]int64{"k": 1}}, ""},
+		{"given", ir.Params{Ints: map[string]int64{"k": 1}, Flags: map[string]bool{"f": true}}, ""},
+		{"as an integer", ir.Params{Ints: map[string]int64{"k": 1, "f": 1}}, "parameter f is given as an integer, family t declares it a flag"},
+		{"required one missing", ir.Params{Flags: map[string]bool{"f": true}}, "parameter k (integer) missing"},
+	}
+	for _, tt := range tests {
+		err := f.CheckParams(tt.p)
+		if (tt.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want %q", tt.name, err, tt.want)
+		}
+	}
+	if (ir.Params{Ints: map[string]int64{"k": 1}}).Flag("f") {
+		t.Error("a left-out flag reads true")
+	}
+}

@@ -100,7 +100,7 @@ func attentionPrefill() *ir.Family {
 			{Name: "v_cache", DType: ir.AnyFloat, Access: ir.Read, Extent: ir.Fixed("capacity", "width")},
 		},
 		Params: cat(ir.Ints("q_heads", "kv_heads", "head_dim"), ir.Reals("scale"), ir.Ints("capacity", "width"),
-			ir.Flags("kv_bf16"), ir.Ints("block_m", "block_n"), ir.Flags("split_q", "split_kv", "split_p")),
+			ir.Flags("kv_bf16"), ir.Ints("block_m", "block_n"), ir.Flags("split_q", "split_kv", "split_p"), ir.OptionalFlags("flush_k")),
 		AnyFloatFlag: "kv_bf16",
 		Slots:        []ir.Slot{ir.ParamPos},
 		Check: func(p ir.Params) error {

@@ -142,7 +142,7 @@ func gdnChunkFamilies() []*ir.Family {
 				{Name: "out", DType: ir.F32, Access: ir.ReadWrite, Extent: ir.PerRow("v_heads", "v_dim")},
 				{Name: "state", DType: ir.F32, Access: ir.ReadWrite, Extent: ir.Fixed("v_heads", "k_dim", "v_dim")},
 			}, gdnRows(ir.Read)...),
-			Params: cat(ir.Ints("k_heads", "v_heads", "k_dim", "v_dim", "chunk", "slice", "cols"), ir.Flags("split", "async", "int_tf32", "lo_acc", "pre_split")),
+			Params: cat(ir.Ints("k_heads", "v_heads", "k_dim", "v_dim", "chunk", "slice", "cols"), ir.Flags("split", "async", "int_tf32", "lo_acc", "pre_split"), ir.OptionalFlags("flush_k")),
 			Check: func(p ir.Params) error {
 				if err := gdnChunkCheck(p, false); err != nil {
 					return err

@@ -106,10 +106,15 @@ func ATerms(p ir.Params) int {
 }
 
 // checkATerms refuses split_a3 without split_a (the third term follows hi
-// and lo).
+// and lo), and flush_k16 without flush_k (the finer grain of the same
+// flush: every 16-deep slice's products summed apart on the wgmma tile; the
+// mma tile flushes every slice with flush_k alone).
 func checkATerms(p ir.Params) error {
 	if p.Flag("split_a3") && !p.Flag("split_a") {
 		return fmt.Errorf("split_a3 without split_a: the third bf16 term follows hi and lo")
+	}
+	if p.Flag("flush_k16") && !p.Flag("flush_k") {
+		return fmt.Errorf("flush_k16 without flush_k: the slice-by-slice flush is flush_k's finer grain")
 	}
 	return nil
 }
@@ -118,10 +123,19 @@ func gemmFamily(kind, of ir.Kind) *ir.Family {
 	return &ir.Family{
 		Kind:     kind,
 		Operands: operandsOf(of),
-		Params:   cat(ir.Ints("k", "n", "tile_n"), ir.Flags("split_a", "split_a3", "wgmma")),
+		Params:   cat(ir.Ints("k", "n", "tile_n"), ir.Flags("split_a", "split_a3", "wgmma"), ir.OptionalFlags("flush_k", "flush_k16")),
 		Check: func(p ir.Params) error {
-			if n := p.Int("tile_n"); n != GEMMTileCols && n != GEMMTileColsWide {
+			n := p.Int("tile_n")
+			if n != GEMMTileCols && n != GEMMTileColsWide {
 				return fmt.Errorf("tile_n %d: the tile takes %d or %d weight rows", n, GEMMTileCols, GEMMTileColsWide)
+			}
+			// The wgmma tile of 256 columns flushes half its columns at a time
+			// (a 64 × 128 partial sum); the mma tile's second set fits 128 only.
+			if p.Flag("flush_k") && n != GEMMTileCols && !p.Flag("wgmma") {
+				return fmt.Errorf("flush_k with tile_n %d on the mma tile: the second accumulator set fits the %d-column tile only", n, GEMMTileCols)
+			}
+			if p.Flag("flush_k16") && n != GEMMTileCols {
+				return fmt.Errorf("flush_k16 with tile_n %d: the slice-by-slice flush takes the %d-column tile", n, GEMMTileCols)
 			}
 			return checkATerms(p)
 		},
@@ -136,9 +150,12 @@ func gemmFamily(kind, of ir.Kind) *ir.Family {
 		},
 		Template: "gemm.tmpl",
 		TemplateData: func(p ir.Params) map[string]any {
-			d := map[string]any{"accumulate": kind == ir.GEMMAdd, "tile_cols": gemmTileCols(p)}
+			d := map[string]any{"accumulate": kind == ir.GEMMAdd, "tile_cols": gemmTileCols(p), "wgmma_half": false}
 			if p.Flag("wgmma") {
 				maps.Copy(d, wgmmaOperands(gemmTileCols(p)))
+				if p.Flag("flush_k") && gemmTileCols(p) == GEMMTileColsWide {
+					d["wgmma_half"] = wgmmaOperands(GEMMTileCols) // the flush's half-width products
+				}
 			}
 			return d
 		},
@@ -159,6 +176,7 @@ func wgmmaOperands(n int) map[string]any {
 		outs[r] = fmt.Sprintf(`"+f"(acc[%d].v[%d])`, r/8, r%8)
 	}
 	return map[string]any{
+		"wgmma_cols":  n,
 		"wgmma_atoms": n / 16,
 		"wgmma_d":     strings.Join(d, ", "),
 		"wgmma_outs":  strings.Join(outs, ", "),

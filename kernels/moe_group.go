@@ -68,10 +68,10 @@ func moeGroupCheck(p ir.Params) error {
 }
 
 func moeGroupFamilies() []*ir.Family {
-	moeParams := cat(ir.Ints("experts", "hidden", "inter", "k"), ir.Flags("split_a", "split_a3", "wgmma"))
+	moeParams := cat(ir.Ints("experts", "hidden", "inter", "k"), ir.Flags("split_a", "split_a3", "wgmma"), ir.OptionalFlags("flush_k", "flush_k16"))
 	// Both grouped GEMMs take the 128-column tile, mma or wgmma.
 	tileData := func(p ir.Params) map[string]any {
-		d := map[string]any{"tile_cols": GEMMTileCols}
+		d := map[string]any{"tile_cols": GEMMTileCols, "wgmma_half": false}
 		if p.Flag("wgmma") {
 			maps.Copy(d, wgmmaOperands(GEMMTileCols))
 		}
@@ -145,7 +145,7 @@ func moeGroupFamilies() []*ir.Family {
 				operandsOf(ir.MoEDown)[4],
 			},
 			Params:       moeParams,
-			Check:        topK,
+			Check:        moeGroupCheck,
 			Launch:       tileGrid("hidden", GEMMTileCols),
 			TemplateData: tileData,
 			Reference: func(a *ir.Args) error {

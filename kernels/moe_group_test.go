@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -281,5 +282,77 @@ func TestSplit3BF16(t *testing.T) {
 	}
 	if worst > 1.0/(1<<24) {
 		t.Errorf("Split3BF16 is off by up to %g of x, want at most 2⁻²⁴", worst)
+	}
+}
+
+// TestFlushKCheck: flush_k takes the mma tile of 128 columns (its second
+// accumulator set leaves no registers on the 256-column one) and either
+// wgmma tile (256 columns: half at a time), flush_k16 128 columns with
+// flush_k; both may be left out; the grouped GEMMs (always 128 columns)
+// take them either way.
+func TestFlushKCheck(t *testing.T) {
+	gemm := func(cols int, flush *bool) ir.Params {
+		var p ir.Params
+		p.SetInt("k", 64)
+		p.SetInt("n", 64)
+		p.SetInt("tile_n", int64(cols))
+		p.SetFlag("split_a", true)
+		p.SetFlag("split_a3", true)
+		p.SetFlag("wgmma", true)
+		if flush != nil {
+			p.SetFlag("flush_k", *flush)
+		}
+		return p
+	}
+	on, off := true, false
+	with := func(p ir.Params, flag string) ir.Params {
+		p = p.Clone()
+		p.SetFlag(flag, true)
+		return p
+	}
+	without := func(p ir.Params, flag string) ir.Params {
+		p = p.Clone()
+		p.SetFlag(flag, false)
+		return p
+	}
+	tests := []struct {
+		name string
+		kind ir.Kind
+		p    ir.Params
+		want string
+	}{
+		{"left out", ir.GEMM, gemm(kernels.GEMMTileColsWide, nil), ""},
+		{"off, wide", ir.GEMMAdd, gemm(kernels.GEMMTileColsWide, &off), ""},
+		{"on, narrow", ir.GEMM, gemm(kernels.GEMMTileCols, &on), ""},
+		{"on, wide wgmma (half the columns at a time)", ir.GEMM, gemm(kernels.GEMMTileColsWide, &on), ""},
+		{"on, wide mma", ir.GEMM, without(gemm(kernels.GEMMTileColsWide, &on), "wgmma"), "flush_k with tile_n 256 on the mma tile: the second accumulator set fits the 128-column tile only"},
+		{"slices, wide", ir.GEMM, with(gemm(kernels.GEMMTileColsWide, &on), "flush_k16"), "flush_k16 with tile_n 256"},
+		{"slices", ir.GEMM, with(gemm(kernels.GEMMTileCols, &on), "flush_k16"), ""},
+		{"slices without flush_k", ir.GEMMAdd, with(gemm(kernels.GEMMTileCols, nil), "flush_k16"), "flush_k16 without flush_k"},
+	}
+	for _, tt := range tests {
+		err := kernels.Families[tt.kind].CheckParams(tt.p)
+		if (tt.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want %q", tt.name, err, tt.want)
+		}
+	}
+	var p ir.Params
+	for k, v := range map[string]int64{"experts": 16, "hidden": 64, "inter": 32, "k": 4} {
+		p.SetInt(k, v)
+	}
+	p.SetFlag("split_a", true)
+	p.SetFlag("split_a3", false)
+	p.SetFlag("wgmma", false)
+	p.SetFlag("flush_k", true)
+	for _, kind := range []ir.Kind{ir.MoEGateUpGroup, ir.MoEDownGroup} {
+		if err := kernels.Families[kind].CheckParams(p); err != nil {
+			t.Errorf("%s with flush_k: %v", kind, err)
+		}
+		q := p.Clone()
+		delete(q.Flags, "flush_k")
+		q.SetFlag("flush_k16", true)
+		if err := kernels.Families[kind].CheckParams(q); err == nil || !strings.Contains(err.Error(), "flush_k16 without flush_k") {
+			t.Errorf("%s with flush_k16 alone: error %v", kind, err)
+		}
 	}
 }

@@ -77,13 +77,26 @@ type prefillTile struct{ m, n int }
 // split doubles the K and V tiles or a bf16 cache's split q and p need the
 // registers (172 KB);
 // gfx1151 runs 16-position tiles in its 64 KiB of LDS, 4 waves (plain
-// bf16 operands only: prefillSplits). The cpu runs the reference, whatever
-// the tile: it takes sm_90's.
+// bf16 operands only: prefillSplits). sm_90's last, 16 positions, is
+// flush_k's where its partial sum leaves no registers for 32 (flushLive).
+// The cpu runs the reference, whatever the tile: it takes sm_90's.
 var prefillTiles = map[plan.Target][]prefillTile{
-	plan.SM90:    {{128, 64}, {128, 32}, {64, 32}},
+	plan.SM90:    {{128, 64}, {128, 32}, {64, 32}, {128, 16}},
 	plan.GFX1151: {{64, 16}},
-	plan.CPU:     {{128, 64}, {128, 32}, {64, 32}},
+	plan.CPU:     {{128, 64}, {128, 32}, {64, 32}, {128, 16}},
 }
+
+// flushAttention are the targets whose attention_prefill takes flush_k
+// when the plan flushes every tensor-core sum (TCSumsFlushAll): sm_90 (the
+// WMMA path's reordered p·v spills on gfx1151) and the cpu, which runs
+// the reference.
+var flushAttention = map[plan.Target]bool{plan.SM90: true, plan.CPU: true}
+
+// flushLive is what flush_k adds to a lane's live accumulators: one 16 ×
+// 16 atom of p·v's partial sum (8 floats), counted against splitLiveMax —
+// at head_dim 256 over a bf16 cache with q and p split that takes the
+// 16-position tile (128 + 8 + 8).
+const flushLive = 8
 
 // The precision of attention_prefill: q, k, v and p each enter the tensor
 // cores as one bf16 term or split into two (hi = bf16(x), lo = bf16(x −
@@ -161,15 +174,19 @@ const splitLiveMax = 144
 // its own, the precision above (none with plain), and the first tile that
 // fits; ok is false when none does or the precision needs splits the target
 // cannot make.
-func prefillParams(p ir.Params, target plan.Target, plain bool, tiles []prefillTile, c ir.LaunchConfig) (ir.Params, bool) {
+func prefillParams(p ir.Params, target plan.Target, plain, flush bool, tiles []prefillTile, c ir.LaunchConfig) (ir.Params, bool) {
 	splitQP := !plain
 	splitKV := !plain && !p.Flag("kv_bf16")
 	can := prefillSplits[target]
 	if splitQP && !can.qp || splitKV && !can.kv {
 		return ir.Params{}, false
 	}
+	live := splitLiveMax
+	if flush {
+		live -= flushLive
+	}
 	for _, t := range tiles {
-		if splitQP && !splitKV && p.Int("head_dim")/2+t.n/2 > splitLiveMax {
+		if splitQP && !splitKV && p.Int("head_dim")/2+t.n/2 > live {
 			continue
 		}
 		fp := p.Clone()
@@ -178,6 +195,7 @@ func prefillParams(p ir.Params, target plan.Target, plain bool, tiles []prefillT
 		fp.SetFlag("split_q", splitQP)
 		fp.SetFlag("split_p", splitQP)
 		fp.SetFlag("split_kv", splitKV)
+		setFlush(&fp, flush, false)
 		if kernels.PrefillSharedBytes(fp) <= c.MaxSharedBytes {
 			return fp, true
 		}
@@ -198,7 +216,8 @@ func flashPass(c *compilation) error {
 		if c.steps[i].Kind != plan.Prefill {
 			continue
 		}
-		if flashPrefillAttention(g, c.o.Target, c.o.plainPrefill(), c.o.prefillWGMMA(), c.o.PrefillAttention == PrefillWGMMAFP16, tiles, limits) == 0 {
+		flush := c.o.flushAll() && flushAttention[c.o.Target]
+		if flashPrefillAttention(g, c.o.Target, c.o.plainPrefill(), flush, c.o.prefillWGMMA(), c.o.PrefillAttention == PrefillWGMMAFP16, tiles, limits) == 0 {
 			continue
 		}
 		if err := g.Verify(kernels.Families); err != nil {
@@ -214,9 +233,11 @@ func flashPass(c *compilation) error {
 // attention_prefill, when head_dim suits the
 // tensor-core tiles (kernels.PrefillTileDim, up to kernels.PrefillHeadDimMax) and
 // a tile's shared memory fits the target (prefillParams); with wg, into
-// attention_prefill_wg where that family serves the op (wgParams). It
-// returns the number of rewrites.
-func flashPrefillAttention(g *ir.Graph, target plan.Target, plain, wg, fp16 bool, tiles []prefillTile, c ir.LaunchConfig) int {
+// attention_prefill_wg where that family serves the op (wgParams). With
+// flush attention_prefill takes flush_k (attention_prefill_wg has none: its
+// accumulators leave no registers for a second set). It returns the number
+// of rewrites.
+func flashPrefillAttention(g *ir.Graph, target plan.Target, plain, flush, wg, fp16 bool, tiles []prefillTile, c ir.LaunchConfig) int {
 	u := indexUses(g)
 	drop := map[int]bool{}
 	n := 0
@@ -243,13 +264,15 @@ func flashPrefillAttention(g *ir.Graph, target plan.Target, plain, wg, fp16 bool
 		if qg.Tensor == o.Tensor || u.next(qg.Tensor, i) != j { // the gate moves up to the attention's place
 			continue
 		}
-		fp, ok := prefillParams(p, target, plain, tiles, c)
+		fp, ok := prefillParams(p, target, plain, flush, tiles, c)
 		if !ok {
 			continue
 		}
 		kind := ir.AttentionPrefill
 		if wg {
-			if wp, ok := wgParams(fp, target, fp16, c); ok {
+			base := fp.Clone()
+			delete(base.Flags, "flush_k")
+			if wp, ok := wgParams(base, target, fp16, c); ok {
 				kind, fp = ir.AttentionPrefillWG, wp
 			}
 		}

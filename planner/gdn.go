@@ -103,7 +103,7 @@ func gdnPass(c *compilation) error {
 		if c.steps[i].Kind != plan.Prefill {
 			continue
 		}
-		if chunkGDN(g, tiles, split, limits) == 0 {
+		if chunkGDN(g, tiles, split, c.o.flushAll(), limits) == 0 {
 			continue
 		}
 		if err := g.Verify(kernels.Families); err != nil {
@@ -115,8 +115,9 @@ func gdnPass(c *compilation) error {
 
 // gdnParams are the two launches' parameters for a gated_delta_chunked op
 // of parameters p: the first tiles that divide and fit; ok is false when
-// none does.
-func gdnParams(p ir.Params, t gdnTile, split bool, c ir.LaunchConfig) (wy, st ir.Params, ok bool) {
+// none does. With flush the state pass takes flush_k (each chunk's update
+// added to the decayed state rounded to nearest).
+func gdnParams(p ir.Params, t gdnTile, split, flush bool, c ir.LaunchConfig) (wy, st ir.Params, ok bool) {
 	base := func(slice int) ir.Params {
 		q := p.Clone()
 		q.SetInt("slice", int64(slice))
@@ -150,7 +151,8 @@ func gdnParams(p ir.Params, t gdnTile, split bool, c ir.LaunchConfig) (wy, st ir
 			st.SetInt("cols", int64(n))
 			st.SetFlag("async", t.async && s == st.Int("k_dim"))
 			st.SetFlag("lo_acc", t.loAcc && split)
-			st.SetFlag("pre_split", t.preSplit && split && st.Flag("async"))
+			st.SetFlag("pre_split", t.preSplit && split && st.Flag("async") && !flush) // flush_k reads the decayed state from shared memory
+			setFlush(&st, flush, false)
 			if fits(ir.GatedDeltaState, st, kernels.GDNStateSharedBytes) {
 				return wy, st, true
 			}
@@ -163,7 +165,7 @@ func gdnParams(p ir.Params, t gdnTile, split bool, c ir.LaunchConfig) (wy, st ir
 // gated_delta_state over activations shared by the layers (w, qw, kd, u,
 // gc), and every causal_conv1d_silu into causal_conv1d_silu_rows. It
 // returns the number of rewrites.
-func chunkGDN(g *ir.Graph, t gdnTile, split bool, c ir.LaunchConfig) int {
+func chunkGDN(g *ir.Graph, t gdnTile, split, flush bool, c ir.LaunchConfig) int {
 	var out []*ir.Op
 	n := 0
 	for _, op := range g.Ops {
@@ -179,7 +181,7 @@ func chunkGDN(g *ir.Graph, t gdnTile, split bool, c ir.LaunchConfig) int {
 				continue
 			}
 		case op.Kind == ir.GatedDeltaChunked && op.Rows != nil:
-			wp, sp, ok := gdnParams(op.Params, t, split, c)
+			wp, sp, ok := gdnParams(op.Params, t, split, flush, c)
 			if !ok {
 				break
 			}

@@ -133,7 +133,7 @@ func TestGDNParamsFlags(t *testing.T) {
 	} {
 		tile := gdnTiles[plan.SM90]
 		tile.intTF32, tile.loAcc, tile.preSplit = tc.intTF32, tc.loAcc, tc.preSplit
-		wy, st, ok := gdnParams(p, tile, tc.split, plan.SM90.Launch())
+		wy, st, ok := gdnParams(p, tile, tc.split, false, plan.SM90.Launch())
 		if !ok {
 			t.Fatalf("%s: no tiles", tc.name)
 		}

@@ -118,6 +118,14 @@ type Options struct {
 	// wgmmaDefault), GEMMTileWGMMA (sm_90a's warpgroup products, sm_90 only)
 	// or GEMMTileMMA (mma.sync on sm_90, WMMA on gfx1151).
 	GEMMTile GEMMTile
+	// TCSums chooses how the tensor-core kernels keep their long sums:
+	// TCSumsDefault (the target's: tcSumsDefault, flush on sm_90, mma elsewhere),
+	// TCSumsMMA (the whole sum in the MMA accumulators), TCSumsFlush (each
+	// k-tile's products summed apart and added in rounded to nearest: the
+	// tiled GEMMs' flush_k on the 128-column tile), TCSumsFlushSlice (each
+	// 16-deep slice's: flush_k16 too) or TCSumsFlushAll (flush, and the GDN
+	// state pass's and attention_prefill's flush_k).
+	TCSums TCSums
 }
 
 // DefaultBuckets are the real model's prefill buckets.
@@ -216,6 +224,9 @@ func (o *Options) check() error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("gemm tile %q: want %q, %q or empty (the target's default)", o.GEMMTile, GEMMTileWGMMA, GEMMTileMMA))
+	}
+	if o.TCSums != TCSumsDefault && !slices.Contains(TCSumsModes, o.TCSums) {
+		errs = append(errs, fmt.Errorf("tc sums %q: want one of %q or empty (the target's default)", o.TCSums, TCSumsModes))
 	}
 	if o.Fusion != FuseDefault && o.Fusion != FuseOn && o.Fusion != FuseOff {
 		errs = append(errs, fmt.Errorf("fusion %q: want %q, %q or empty (the target's default)", o.Fusion, FuseOn, FuseOff))

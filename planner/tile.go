@@ -32,7 +32,7 @@ func tilePass(c *compilation) error {
 		if k := c.steps[i].Kind; k != plan.Prefill && k != plan.Logits {
 			continue
 		}
-		if err := tileMany(g, gemmTileCols(c.o.Target), activationTerms(c.o.Target), c.o.wgmma()); err != nil {
+		if err := tileMany(g, gemmTileCols(c.o.Target), activationTerms(c.o.Target), c.o.wgmma(), c.o.flushSums(), c.o.flushSlices()); err != nil {
 			return err
 		}
 	}
@@ -46,8 +46,12 @@ func tilePass(c *compilation) error {
 // moe_slot_sum.
 // Their tiles take any K, N and row count (partial tiles are zero-filled
 // and not stored, blocks past the logical rows return at once), so no shape
-// keeps the old family; a one-row graph is the streaming pass's.
-func tileMany(g *ir.Graph, cols, terms int, wgmma bool) error {
+// keeps the old family; a one-row graph is the streaming pass's. With flush
+// every tiled GEMM takes flush_k (each k-tile's products added into the
+// sum rounded to nearest; with slices flush_k16, each 16-deep slice's) on
+// the 128-column tile, the only one with registers for the second
+// accumulator set.
+func tileMany(g *ir.Graph, cols, terms int, wgmma, flush, slices bool) error {
 	if g.Tokens <= 1 {
 		return nil
 	}
@@ -66,6 +70,7 @@ func tileMany(g *ir.Graph, cols, terms int, wgmma bool) error {
 		op.Params = op.Params.Clone()
 		setATerms(&op.Params, terms)
 		op.Params.SetFlag("wgmma", wgmma)
+		setFlush(&op.Params, flush, slices)
 		// A projection one narrow tile covers (the GDN's b and a, the shared
 		// expert's gate) would only pad a wide one; on the wgmma tile one of
 		// two narrow tiles (the router's 256 columns) too: twice the blocks,
@@ -75,9 +80,16 @@ func tileMany(g *ir.Graph, cols, terms int, wgmma bool) error {
 		if w := op.Params.Int("n"); w <= kernels.GEMMTileCols || (wgmma && w <= 2*kernels.GEMMTileCols) {
 			n = kernels.GEMMTileCols
 		}
+		if flush {
+			limit := kernels.GEMMTileCols // the mma tile's second set fits 128 columns only
+			if wgmma {
+				limit = flushTileCols
+			}
+			n = min(n, limit)
+		}
 		op.Params.SetInt("tile_n", int64(n))
 	}
-	groupExperts(g, terms, wgmma)
+	groupExperts(g, terms, wgmma, flush, slices)
 	if err := g.Verify(kernels.Families); err != nil {
 		return fmt.Errorf("tiling %s: %w", g.Name, err)
 	}
@@ -91,7 +103,7 @@ func tileMany(g *ir.Graph, cols, terms int, wgmma bool) error {
 // their slot sum into the down's output. counts, order, tiles and ys are
 // activations shared by the layers.
 // It returns the number of rewrites.
-func groupExperts(g *ir.Graph, terms int, wgmma bool) int {
+func groupExperts(g *ir.Graph, terms int, wgmma, flush, slices bool) int {
 	u := indexUses(g)
 	var out []*ir.Op
 	replace := map[int][]*ir.Op{}
@@ -113,9 +125,11 @@ func groupExperts(g *ir.Graph, terms int, wgmma bool) int {
 		p := gu.Params.Clone()
 		setATerms(&p, terms)
 		p.SetFlag("wgmma", wgmma)
+		setFlush(&p, flush, slices)
 		dp := dn.Params.Clone()
 		setATerms(&dp, terms)
 		dp.SetFlag("wgmma", wgmma)
+		setFlush(&dp, flush, slices)
 		sortP := ir.Params{Ints: map[string]int64{"experts": int64(p.Int("experts")), "k": int64(p.Int("k"))}}
 		sumP := ir.Params{Ints: map[string]int64{"experts": int64(p.Int("experts")), "hidden": int64(p.Int("hidden")), "k": int64(p.Int("k"))}}
 		if kernels.Families[ir.MoESort].CheckParams(sortP) != nil {
@@ -244,4 +258,63 @@ func activationTerms(t plan.Target) int {
 func setATerms(p *ir.Params, terms int) {
 	p.SetFlag("split_a", terms >= 2)
 	p.SetFlag("split_a3", terms >= 3)
+}
+
+// flushTileCols is the wgmma tile's width with flush_k: 128 columns (a
+// second 64 × 128 set, 192 registers with three terms). The 256-column tile
+// flushes half its columns at a time (≈ 216 registers expected, its stage
+// copies a quarter fewer per product): set 256 here once the device shows
+// it free of spills and faster (speed_gemm_8192_wg_fk against _wg128_fk).
+var flushTileCols = kernels.GEMMTileCols
+
+// TCSums chooses how the tensor-core kernels keep their sums over a long
+// axis (docs/prefill-gemm.md, "Sums over K"): the tiled GEMMs' K (flush_k,
+// flush_k16) and, with TCSumsFlushAll, the chunked GDN's state across
+// chunks and the flash prefill attention's P·V across KV tiles too.
+type TCSums string
+
+const (
+	TCSumsDefault    TCSums = ""            // the target's: tcSumsDefault
+	TCSumsMMA        TCSums = "mma"         // the whole sum in the MMA accumulators (their truncating alignment)
+	TCSumsFlush      TCSums = "flush"       // the tiled GEMMs' k-tiles summed apart, added in with round-to-nearest FADDs
+	TCSumsFlushSlice TCSums = "flush-slice" // the same for every 16-deep slice (the wgmma tile's finer grain)
+	TCSumsFlushAll   TCSums = "flush-all"   // flush, and the GDN state pass and attention_prefill
+)
+
+// TCSumsModes are the modes the option takes.
+var TCSumsModes = []TCSums{TCSumsMMA, TCSumsFlush, TCSumsFlushSlice, TCSumsFlushAll}
+
+// tcSumsDefault is each target's mode. sm_90 flushes: on the H200 the
+// full-width 4-layer gate at 8192 tokens went from 0.0259 max KLD against
+// HF fp32 (a flipped router near-tie) to 0.00273 with flush (the untiled
+// plan's figure), at 18,901 → 17,300 tok/s of 8K prefill; flush-slice gave
+// the same KLD at 16,015. gfx1151's WMMA is not known to truncate, and the
+// cpu runs the references: both keep mma.
+var tcSumsDefault = map[plan.Target]TCSums{plan.SM90: TCSumsFlush, plan.GFX1151: TCSumsMMA, plan.CPU: TCSumsMMA}
+
+// tcSums is the plan's mode.
+func (o *Options) tcSums() TCSums {
+	if o.TCSums == TCSumsDefault {
+		return tcSumsDefault[o.Target]
+	}
+	return o.TCSums
+}
+
+// flushSums says whether the plan's tiled GEMMs take flush_k; flushSlices
+// whether flush_k16 too; flushAll whether the GDN state pass and flash
+// attention take theirs.
+func (o *Options) flushSums() bool   { return o.tcSums() != TCSumsMMA && o.tcSums() != TCSumsDefault }
+func (o *Options) flushSlices() bool { return o.tcSums() == TCSumsFlushSlice }
+func (o *Options) flushAll() bool    { return o.tcSums() == TCSumsFlushAll }
+
+// setFlush sets flush_k where flush is on (and flush_k16 with slices); a
+// plan without them leaves the optional flags out, so its kernels keep
+// their names.
+func setFlush(p *ir.Params, flush, slices bool) {
+	if flush {
+		p.SetFlag("flush_k", true)
+	}
+	if flush && slices {
+		p.SetFlag("flush_k16", true)
+	}
 }

@@ -1,11 +1,13 @@
 package planner
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/aimaproject/aimac/arch"
 	"github.com/aimaproject/aimac/ir"
 	"github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
@@ -172,5 +174,80 @@ func TestGEMMTileOption(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s, gemm tile %q: err = %v, want %q", c.target, c.tile, err, c.want)
 		}
+	}
+}
+
+// TestTCSumsOption: the default (the target's mode: mma for now, so the
+// plans are as before) and TCSumsMMA leave the flags out; TCSumsFlush gives every tiled
+// GEMM of a GPU prefill flush_k (the dense ones the 128-column tile),
+// TCSumsFlushSlice flush_k16 as well, TCSumsFlushAll flush_k to the GDN
+// state pass and (sm_90) the flash attention too; an unknown mode is
+// refused by name.
+func TestTCSumsOption(t *testing.T) {
+	// The real layout with the tiny fixtures' GDN heads (whose chunk the
+	// tiles serve): every family that takes the flag is in the prefill.
+	c := *arch.Real()
+	c.LinearNumKeyHeads, c.LinearNumValueHeads, c.LinearKeyHeadDim, c.LinearValueHeadDim = 2, 4, 16, 16
+	m := FromConfig("tiny heads", &c)
+	gemms := []ir.Kind{ir.GEMM, ir.GEMMAdd, ir.MoEGateUpGroup, ir.MoEDownGroup}
+	for _, target := range plan.GPUTargets() {
+		all := append([]ir.Kind{ir.GatedDeltaState}, gemms...)
+		flash := all // with --prefill-attention flash: attention_prefill too where it takes the flag
+		if flushAttention[target] {
+			flash = append(slices.Clone(all), ir.AttentionPrefill) // (gfx1151 plans keep attention and its gate)
+		}
+		type row struct {
+			sums          TCSums
+			attn          PrefillAttention
+			flush, slices []ir.Kind
+		}
+		rows := []row{
+			{TCSumsMMA, PrefillDefault, nil, nil},
+			{TCSumsFlush, PrefillDefault, gemms, nil},
+			{TCSumsFlushSlice, PrefillDefault, gemms, gemms},
+			{TCSumsFlushAll, PrefillDefault, all, nil}, // (sm_90's default attention_prefill_wg has no flag)
+			{TCSumsFlushAll, PrefillFlash, flash, nil},
+		}
+		for _, r := range rows { // the default: the target's mode's row
+			if r.sums == tcSumsDefault[target] && r.attn == PrefillDefault {
+				rows = append(rows, row{TCSumsDefault, PrefillDefault, r.flush, r.slices})
+			}
+		}
+		for _, tc := range rows {
+			gs, err := Graphs(m, Options{Target: target, Buckets: []int{4}, ContextTokens: 64, TCSums: tc.sums, PrefillAttention: tc.attn}, "tile")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]map[ir.Kind]bool{"flush_k": {}, "flush_k16": {}}
+			for _, g := range gs {
+				for _, op := range g.Ops {
+					for flag := range got {
+						if _, given := op.Params.Flags[flag]; given {
+							got[flag][op.Kind] = op.Params.Flag(flag)
+						}
+					}
+					if op.Params.Flag("flush_k") && op.Params.Int("tile_n") > kernels.GEMMTileCols {
+						t.Errorf("%s, tc sums %q: %s with flush_k and tile_n %d", target, tc.sums, op.Kind, op.Params.Int("tile_n"))
+					}
+				}
+			}
+			want := map[string]map[ir.Kind]bool{"flush_k": {}, "flush_k16": {}}
+			for _, k := range tc.flush {
+				want["flush_k"][k] = true
+			}
+			for _, k := range tc.slices {
+				want["flush_k16"][k] = true
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s, tc sums %q, attention %q: the kinds given each flag (-want +got):\n%s", target, tc.sums, tc.attn, diff)
+			}
+			if _, err := Plan(m, Options{Target: target, Buckets: []int{4}, ContextTokens: 64, TCSums: tc.sums, PrefillAttention: tc.attn}); err != nil {
+				t.Errorf("%s, tc sums %q: %v", target, tc.sums, err)
+			}
+		}
+	}
+	_, err := Plan(m, Options{Target: plan.SM90, Buckets: []int{4}, ContextTokens: 64, TCSums: "exact"})
+	if err == nil || !strings.Contains(err.Error(), `tc sums "exact": want one of ["mma" "flush" "flush-slice" "flush-all"]`) {
+		t.Errorf("err = %v, want the mode named", err)
 	}
 }

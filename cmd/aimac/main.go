@@ -83,7 +83,7 @@ func parseBuckets(s string) ([]int, error) {
 }
 
 func planCmd() *cobra.Command {
-	var dir, target, buckets, out, kvDType, fusion, tiling, prefillAttn, prefillGDN, gemmTile string
+	var dir, target, buckets, out, kvDType, fusion, tiling, prefillAttn, prefillGDN, gemmTile, tcSums string
 	var ctxTokens, decodeSplits, gdnColTile, streamUnroll int
 	var decodeStream, gdnPeer, moeRouter, moeRank, l2Prefetch, certifiedHead bool
 	var decodeMMA string
@@ -106,7 +106,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 			}
 			p, err := planner.Plan(m, planner.Options{Target: plan.Target(target), Buckets: bs, ContextTokens: ctxTokens, KVDType: ir.DType(kvDType), Fusion: planner.Fusion(fusion),
 				Tiling: planner.Tiling(tiling), DecodeSplits: decodeSplits, DecodeStream: decodeStream, DecodeMMA: planner.DecodeMMA(decodeMMA), MoERouter: moeRouter, MoERank: moeRank, L2Prefetch: l2Prefetch, StreamUnroll: streamUnroll, BF16Head: !certifiedHead, GDNColumnTile: gdnColTile, GDNPeer: gdnPeer, PrefillAttention: planner.PrefillAttention(prefillAttn),
-				PrefillGDN: planner.PrefillGDN(prefillGDN), GEMMTile: planner.GEMMTile(gemmTile)})
+				PrefillGDN: planner.PrefillGDN(prefillGDN), GEMMTile: planner.GEMMTile(gemmTile), TCSums: planner.TCSums(tcSums)})
 			if err != nil {
 				return err
 			}
@@ -150,6 +150,8 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 	_ = c.RegisterFlagCompletionFunc("prefill-gdn", cobra.FixedCompletions([]string{"wy", "wy-tf32", "chunked"}, cobra.ShellCompDirectiveNoFileComp))
 	c.Flags().StringVar(&gemmTile, "gemm-tile", "", "the tile `KIND` under the tiled GEMMs (gemm, gemm_add, the grouped MoE's): wgmma (sm_90a's warpgroup products, sm_90 only), mma (mma.sync on sm_90, WMMA on gfx1151), or empty for the target's default (wgmma on sm_90: see docs/prefill-gemm.md)")
 	_ = c.RegisterFlagCompletionFunc("gemm-tile", cobra.FixedCompletions([]string{"wgmma", "mma"}, cobra.ShellCompDirectiveNoFileComp))
+	c.Flags().StringVar(&tcSums, "tc-sums", "", "how the tensor-core kernels keep their sums over a long axis `MODE`: mma (the whole sum in the MMA accumulators, whose alignment truncates), flush (the tiled GEMMs' k-tiles summed apart and added in rounded to nearest: flush_k, on the 128-column tile), flush-slice (the same for every 16-deep slice), flush-all (flush, and the chunked GDN's state and the flash prefill attention's p·v), or empty for the target's default (flush on sm_90, mma elsewhere: see docs/prefill-gemm.md)")
+	_ = c.RegisterFlagCompletionFunc("tc-sums", cobra.FixedCompletions([]string{"mma", "flush", "flush-slice", "flush-all"}, cobra.ShellCompDirectiveNoFileComp))
 	return c
 }
 

@@ -41,6 +41,11 @@ working set smaller than the L2 is timed as it runs in a step, from HBM; the
 correctness launch takes copy 0. A want file shorter than its output is compared
 over its own length (a speed case whose reference covers its first rows only).
 With "flops" (what one launch must compute) the rate is reported in TFLOP/s.
+An f32 output argument with "want64" (a file of float64 values, over the output's
+first elements) is also compared against that float64 reference: the log line and
+the json give the largest and the mean absolute error relative to the reference's
+rms ("y.in: maxerr 1.2e-07 (rel) meanerr 3e-08 (rel ...)"; in the json y_maxerr_rel,
+y_meanerr_rel, y_scale_rms): the precision cases (docs/prefill-gemm.md, "Sums over K").
 
 GPUCHECK_ONLY, a regular expression, keeps the cases (and chains) whose names
 it matches: a subset when the whole set does not fit one run.
@@ -204,7 +209,7 @@ for name in names:
     launch = lambda i=0: cuda.cuLaunchKernel(fn, g[0], g[1], g[2], blk[0], blk[1], blk[2], shared, None, pargs[i % rot][1], None)
     rc = launch()
     torch.cuda.synchronize()
-    worst = 0.0; ok = rc == 0; notes = []
+    worst = 0.0; ok = rc == 0; notes = []; figures = {}
     for a, t in zip(meta["args"], ts):
         if not a["out"]: continue
         raw = bytearray(open(os.path.join(src, a["file"].replace(".in", ".want")), "rb").read())
@@ -243,6 +248,13 @@ for name in names:
             worst = max(worst, float(torch.where(same, torch.zeros_like(err), err).max()))
             if bad.any():
                 ok = False; i = int(bad.nonzero()[0]); notes.append(f"{a['file']}: {int(bad.sum())} bad, first @{i} got {float(got[i])} want {float(want[i])}")
+            if a.get("want64"):  # a float64 reference: the error relative to its scale (rms)
+                ref = torch.frombuffer(bytearray(open(os.path.join(src, a["want64"]), "rb").read()), dtype=torch.float64).cuda()
+                e = (got[:ref.numel()].double() - ref).abs()
+                scale = float(ref.pow(2).mean().sqrt()) or 1.0
+                op = a["file"].removesuffix(".in")
+                figures.update({op + "_maxerr_rel": float(e.max()) / scale, op + "_meanerr_rel": float(e.mean()) / scale, op + "_scale_rms": scale})
+                notes.append(f"{a['file']}: maxerr {float(e.max()) / scale:.3g} (rel) meanerr {float(e.mean()) / scale:.3g} (rel, against float64, rms {scale:.3g})")
         else:
             diff = (got.to(torch.int64) - want.to(torch.int64)).abs()
             if a["dtype"] == "bf16":
@@ -286,6 +298,7 @@ for name in names:
                 except Exception as e:  # a driver without graphs or PDL: say so, keep the rest
                     timing[key] = f"error: {e}"
         notes.append(" ".join(f"{k}={v}" for k, v in timing.items()))
+    timing.update(figures)
     if resources:
         timing["ptxas"] = resources
         if meta.get("time_reps") or spills:  # printed where it matters: speed cases, spills

@@ -307,6 +307,11 @@ constexpr int BN = 64;
 constexpr bool SPLIT_Q = false;
 constexpr bool SPLIT_KV = false;
 constexpr bool SPLIT_P = false;
+// FLUSH (flush_k): each K/V tile's p·v summed from zero in a few dim atoms at a
+// time (part) and added to the rescaled accumulator with one round-to-nearest FMA,
+// so the output's sum over the KV tiles never passes through the tensor cores'
+// truncating alignment (docs/prefill-attention.md, "Sums over the KV tiles").
+constexpr bool FLUSH = false;
 constexpr int QT = BM * HEAD_DIM * (SPLIT_Q ? 2 : 1);    // bf16 elements of the Q tiles
 constexpr int KVT = BN * HEAD_DIM * (SPLIT_KV ? 2 : 1);  // of the K (or the V) tiles
 constexpr int THREADS = BM / 16 * WARP_SIZE;
@@ -474,10 +479,12 @@ KERNEL void attention_prefill_dd04411f(float* out, const float* q, const float* 
       m[r] = mx[r];
       l[r] *= corr[r];
     }
+    if constexpr (!FLUSH) {  // (FLUSH: rescaled as p·V(jt) is added)
 #pragma unroll
-    for (int d = 0; d < OT; ++d)
+      for (int d = 0; d < OT; ++d)
 #pragma unroll
-      for (int i = 0; i < 8; ++i) o[d].v[i] *= corr[slot(i)];
+        for (int i = 0; i < 8; ++i) o[d].v[i] *= corr[slot(i)];
+    }
 #pragma unroll
     for (int t = 0; t < ST; ++t)
 #pragma unroll
@@ -488,6 +495,44 @@ KERNEL void attention_prefill_dd04411f(float* out, const float* q, const float* 
     copy_wait<0>();
     block_sync();  // V(jt) visible; every warp is past q·K(jt)
     if (jt + 1 < kv_tiles) load_kv(sk, k_cache, p0 + BN, kv_len, kvh);
+    if constexpr (FLUSH) {
+      // Every slice's p fragments first, then FB dim atoms at a time: their
+      // p·V(jt) from zero over the tile's positions, then o = o·corr + part.
+      mma_a pa[ST], pl[SPLIT_P ? ST : 1];
+#pragma unroll
+      for (int t = 0; t < ST; ++t) {
+        p_fragment(pa[t], s[t], pw, false);
+        if constexpr (SPLIT_P) p_fragment(pl[t], s[t], pw, true);
+      }
+      constexpr int FB = OT % 2 == 0 ? 2 : 1;
+#pragma unroll
+      for (int d0 = 0; d0 < OT; d0 += FB) {
+        mma_c part[FB];
+#pragma unroll
+        for (int e = 0; e < FB; ++e) mma_zero(part[e]);
+#pragma unroll
+        for (int t = 0; t < ST; ++t) {
+#pragma unroll
+          for (int kvp = 0; kvp < (SPLIT_KV ? 2 : 1); ++kvp) {
+            mma_b b[FB];
+#pragma unroll
+            for (int e = 0; e < FB; ++e) mma_load_b_k<C>(b[e], sv + kvp * BN * HEAD_DIM, t * 16, 2 * (d0 + e));
+#pragma unroll
+            for (int e = 0; e < FB; ++e) mma(part[e], pa[t], b[e]);
+            if constexpr (SPLIT_P) {
+              if (kvp == 0) {
+#pragma unroll
+                for (int e = 0; e < FB; ++e) mma(part[e], pl[t], b[e]);
+              }
+            }
+          }
+        }
+#pragma unroll
+        for (int e = 0; e < FB; ++e)
+#pragma unroll
+          for (int i = 0; i < 8; ++i) o[d0 + e].v[i] = o[d0 + e].v[i] * corr[slot(i)] + part[e].v[i];
+      }
+    } else {  // (not a continue: nvcc warns of the unreachable loop after it)
 #pragma unroll
     for (int t = 0; t < ST; ++t) {
       // p's fragments per 16-position slice, right before its products.
@@ -516,6 +561,7 @@ KERNEL void attention_prefill_dd04411f(float* out, const float* q, const float* 
             }
           }
         }
+    }
     }
   }
   // Epilogue: normalize, gate, store the rows of this segment.

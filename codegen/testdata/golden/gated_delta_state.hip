@@ -132,7 +132,10 @@ DEVICE float rsqrtf_ref(float x) { return 1.0f / fsqrt(x); }
 // a partial last chunk past n are zeros in shared memory and never stored. With ASYNC
 // (one slice: all of k_dim) each staging is an asynchronous copy issued ahead: the
 // chunk's kd under its [w; qw]·S, the next chunk's [w; qw] into the second of two
-// buffers under the whole chunk.
+// buffers under the whole chunk. With FLUSH (flush_k) the chunk's kdᵀ·Vnew is summed
+// from zero in the products' accumulators and added to e^{G_last}·S with one
+// round-to-nearest FMA: the state, carried across every chunk, never passes through
+// the tensor cores' truncating alignment (docs/prefill-gdn.md, "Sums across chunks").
 constexpr int V_HEADS = 32;
 constexpr int K_DIM = 128;
 constexpr int V_DIM = 128;
@@ -149,6 +152,8 @@ constexpr bool LO_ACC = false;      // the split's corrections in accumulators o
 // hi (sS, sV) and lo (sSl, sVl) arrays, instead of by each of the 8 warps
 // that read them. The same terms, the same products: the same bits.
 constexpr bool PRE_SPLIT = false;
+constexpr bool FLUSH = false;
+static_assert(!(FLUSH && PRE_SPLIT), "flush_k adds the update to the decayed state it read; pre_split's state stays in registers (the planner never sets both)");
 constexpr int NW = BDIM_X / WARP_SIZE;
 constexpr int LDS = NC + 8;  // S and Vnew rows (B operands)
 constexpr int LDW = SL + 4;  // w and qw rows (A operand)
@@ -389,12 +394,15 @@ KERNEL void gated_delta_state_7b31f2ae(float* out, float* state, const float* w,
 #pragma unroll
       for (int mi = 0; mi < Sk::MPW; ++mi) {
         const int m = (k_m0 + mi * NW) * 16;
-        float c[Sk::NT][4];
+        // c: e^{G_last}·S, or (FLUSH) zero with S kept beside it.
+        float c[Sk::NT][4], kept[Sk::NT][4];
 #pragma unroll
         for (int jt = 0; jt < Sk::NT; ++jt)
 #pragma unroll
-          for (int i = 0; i < 4; ++i)
-            c[jt][i] = jt < k_nt ? decay * (PRE_SPLIT ? sreg[mi][jt][i] : sS[(s0 + m + mm_row(i)) * LDS + (k_n0 + jt) * 8 + mm_col(i)]) : 0.0f;
+          for (int i = 0; i < 4; ++i) {
+            kept[jt][i] = jt < k_nt ? (PRE_SPLIT ? sreg[mi][jt][i] : sS[(s0 + m + mm_row(i)) * LDS + (k_n0 + jt) * 8 + mm_col(i)]) : 0.0f;
+            c[jt][i] = FLUSH ? 0.0f : decay * kept[jt][i];
+          }
         mm_strip<CH, Sk::NT, SPLIT, CH / 8, INT_TF32, LO_ACC, PRE_SPLIT>(c, k_nt, sK + m, 1, LDK, sV + k_n0 * 8, LDS, 1, sVl + k_n0 * 8);
 #pragma unroll
         for (int jt = 0; jt < Sk::NT; ++jt) {
@@ -402,11 +410,12 @@ KERNEL void gated_delta_state_7b31f2ae(float* out, float* state, const float* w,
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
             const int o = (s0 + m + mm_row(i)) * LDS + (k_n0 + jt) * 8 + mm_col(i);
+            const float v = FLUSH ? decay * kept[jt][i] + c[jt][i] : c[jt][i];
             if (PRE_SPLIT) {
-              sreg[mi][jt][i] = c[jt][i];
-              tf32_split<INT_TF32>(c[jt][i], sS[o], sSl[o]);
+              sreg[mi][jt][i] = v;
+              tf32_split<INT_TF32>(v, sS[o], sSl[o]);
             } else {
-              sS[o] = c[jt][i];
+              sS[o] = v;
             }
           }
         }

@@ -279,6 +279,10 @@ DEVICE void copy_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "mem
 // publishes a stage's W also publishes its A. The A tiles are double-buffered where
 // the launch's shared memory holds two (ABUFS = 2: a warp may round k-tile kt + 1
 // while another still multiplies kt), else there is one more barrier a k-tile.
+// With FLUSH (flush_k) each accumulator's products over a 16-deep slice go into a
+// zeroed part, added into acc with a round-to-nearest FADD after it: the tensor
+// cores' truncating sums then span the ATERMS products of one slice, not all of K
+// (docs/prefill-gemm.md, "Sums over K").
 // Dynamic shared memory: TILE_SHARED bytes, the launch rule's
 // kernels.GEMMSharedBytes, from which ABUFS is read back.
 constexpr int BM = 128, BN = 128, BK = 32, BKC = BK / 8;
@@ -286,7 +290,9 @@ constexpr int STAGES = 4;
 constexpr bool SPLIT = true;
 constexpr bool SPLIT3 = false;
 constexpr int ATERMS = SPLIT ? (SPLIT3 ? 3 : 2) : 1;
+constexpr bool FLUSH = false;
 static_assert(SPLIT || !SPLIT3, "the third term follows hi and lo");
+static_assert(!FLUSH || BN == 128, "flush_k doubles the accumulators: 128 columns");
 constexpr int WM = 64, WN = BN / 4, MT = WM / 16, NT = WN / 16;
 constexpr int WROWS = BN / 64;  // the weight rows a thread copies per k-tile
 constexpr int A_TILE = BM * BK, W_TILE = BN * BK;  // bf16 elements
@@ -392,6 +398,38 @@ DEVICE void gemm_compute(mma_c (&acc)[MT][NT], const bf16* sa, const bf16* sw) {
     }
   }
 }
+// gemm_compute_flush: gemm_compute's products, each accumulator's over one 16-deep
+// slice (its ATERMS products) summed in a zeroed part and added into acc rounded to
+// nearest (FLUSH). A row of atoms (mt) at a time: part is NT atoms, not MT × NT, and
+// the slice's W fragments are the only ones held (gfx1151's VGPRs hold no more
+// beside the tile's copies: 220 of 256 with two terms), so the flush is per slice,
+// not per k-tile — finer, at twice the FADDs.
+DEVICE void gemm_compute_flush(mma_c (&acc)[MT][NT], const bf16* sa, const bf16* sw) {
+  const int wm = WARP / 4, wn = WARP % 4;
+#pragma unroll
+  for (int ks = 0; ks < BK / 16; ++ks) {
+    mma_b b[NT];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) mma_load_b<BKC>(b[nt], sw, wn * WN + nt * 16, ks * 2);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      mma_c part[NT];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) mma_zero(part[nt]);
+#pragma unroll
+      for (int term = 0; term < ATERMS; ++term) {
+        mma_a a;
+        mma_load_a<BKC>(a, sa + term * A_TILE, wm * WM + mt * 16, ks * 2);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) mma(part[nt], a, b[nt]);
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[mt][nt].v[i] += part[nt].v[i];
+    }
+  }
+}
 // gemm_mainloop: acc = Σ over the k-tiles. smem holds TILE_SHARED bytes: the f32 A
 // stages, the W stages, the ABUFS bf16 A buffers of ATERMS tiles each. A stage is
 // refilled only after the barrier that follows its last read; a single A buffer is
@@ -431,7 +469,10 @@ DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS
       gemm_load_w<K>(sw + (next % STAGES) * W_TILE, wrow, next, wsafe);
     }
     copy_commit();
-    gemm_compute(acc, sak, sw + (kt % STAGES) * W_TILE);
+    if constexpr (FLUSH)
+      gemm_compute_flush(acc, sak, sw + (kt % STAGES) * W_TILE);
+    else
+      gemm_compute(acc, sak, sw + (kt % STAGES) * W_TILE);
   }
 }
 // gemm_row, gemm_col: the block-tile row and column of accumulator element i of atom
