@@ -24,6 +24,8 @@ func wsKernel(k plan.Kernel) plan.Kernel {
 	k.Params = k.Params.Clone()
 	k.Params.SetFlag("wgmma", false)
 	k.Params.SetFlag("wgmma_ws", true)
+	delete(k.Params.Flags, "flush_k") // the tile rounds its k-tiles' sums itself
+	delete(k.Params.Flags, "flush_k16")
 	return k
 }
 
