@@ -169,6 +169,14 @@ func TestGolden(t *testing.T) {
 		t.Fatal("the sm_90 plan has no wgmma gemm")
 	}
 	gs = append(gs, golden{*wg, plan.SM90, "gemm_wgmma.cu"})
+	// The same projection on the warp-specialized tile (aimac plan --gemm-tile wgmma-ws).
+	ws := *wg
+	ws.Name, ws.Params = "gemm_wgmma_ws", ws.Params.Clone()
+	ws.Params.SetFlag("wgmma", false)
+	ws.Params.SetFlag("wgmma_ws", true)
+	delete(ws.Params.Flags, "flush_k") // the tile rounds its k-tiles' sums itself
+	delete(ws.Params.Flags, "flush_k16")
+	gs = append(gs, golden{ws, plan.SM90, "gemm_wgmma_ws.cu"})
 	for _, g := range gs {
 		s, err := Render(g.target, g.k)
 		if err != nil {

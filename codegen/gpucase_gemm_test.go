@@ -17,7 +17,7 @@ import (
 // activations as terms bf16 terms (sm_90's plans: three; gfx1151's: two),
 // on the mma tile.
 func gemmKern(family string, k, n float64, terms int) plan.Kernel {
-	return kern(family, termsParams(map[string]float64{"k": k, "n": n, "tile_n": kernels.GEMMTileCols, "wgmma": 0}, terms))
+	return kern(family, termsParams(map[string]float64{"k": k, "n": n, "tile_n": kernels.GEMMTileCols, "wgmma": 0, "wgmma_ws": 0}, terms))
 }
 
 // termsParams is p with the flags that stage A in terms bf16 terms.
@@ -82,7 +82,7 @@ func wideTile(k plan.Kernel) bool { return k.Params.Int("tile_n") == kernels.GEM
 // sm90Tile says whether a case's tile is sm_90's alone: the wide tile, three
 // A terms (gfx1151's 64 KiB hold two), or the wgmma tile (sm_90a).
 func sm90Tile(k plan.Kernel) bool {
-	return wideTile(k) || kernels.ATerms(k.Params) == 3 || k.Params.Flag("wgmma")
+	return wideTile(k) || kernels.ATerms(k.Params) == 3 || k.Params.Flag("wgmma") || k.Params.Flag("wgmma_ws")
 }
 
 // flagValue is a case parameter's value for a flag.
@@ -253,7 +253,9 @@ func TestCompileGEMMCases(t *testing.T) {
 			continue
 		}
 		ins := []string{"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "ldmatrix.sync.aligned.m8n8.x4.shared.b16"}
-		if gc.k.Params.Flag("wgmma") {
+		if gc.k.Params.Flag("wgmma_ws") {
+			ins = wsInstructions(gc.k)
+		} else if gc.k.Params.Flag("wgmma") {
 			cols := gc.k.Params.Int("tile_n")
 			if cols == 0 || gc.k.Params.Flag("flush_k") {
 				cols = kernels.GEMMTileCols // the grouped GEMMs' tile; flush_k's products are 128 columns wide

@@ -50,6 +50,13 @@ type tensorMeta struct {
 	Shared int `json:"shared,omitempty"`
 }
 
+// caseBlockOf is the block of a launch of k over rows (the family's launch
+// rule: 256 threads, the warp-specialized tile's three warpgroups).
+func caseBlockOf(k plan.Kernel, rows int) []int {
+	s := caseLaunch(k, rows)
+	return s.Block[:]
+}
+
 func writeTensorCase(t *testing.T, dir string, c tensorCase) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -61,7 +68,7 @@ func writeTensorCase(t *testing.T, dir string, c tensorCase) {
 	}
 	var block [ir.ParamSlots]int32
 	a := &ir.Args{Family: f, Params: c.k.Params, N: c.rows, Block: &block, Mem: make([][]byte, len(f.Operands))}
-	meta := tensorMeta{caseMeta: caseMeta{Kernel: c.k.Name, Grid: caseGrid(c.k, c.rows), Block: caseBlock(), N: c.rows, Params: block,
+	meta := tensorMeta{caseMeta: caseMeta{Kernel: c.k.Name, Grid: caseGrid(c.k, c.rows), Block: caseBlockOf(c.k, c.rows), N: c.rows, Params: block,
 		TimeReps: c.timeReps, Bytes: c.bytes, Note: c.note}, Flops: c.flops,
 		Shared: f.Launch(c.k.Params, c.rows, plan.SM90.Launch()).SharedBytes}
 	write := func(name string, b []byte) {
@@ -219,7 +226,7 @@ func gemmCase(name string, kk plan.Kernel, rows, check int, seed uint64) tensorC
 // has the same reference).
 func moeCases(prefix string, experts, hidden, inter, k, rows, pool int, odd bool, terms int, grid bool, seed uint64) []tensorCase {
 	f := filler{rand.New(rand.NewPCG(seed, 17))}
-	mp := termsParams(map[string]float64{"experts": float64(experts), "hidden": float64(hidden), "inter": float64(inter), "k": float64(k), "wgmma": 0}, terms)
+	mp := termsParams(map[string]float64{"experts": float64(experts), "hidden": float64(hidden), "inter": float64(inter), "k": float64(k), "wgmma": 0, "wgmma_ws": 0}, terms)
 	sortK := kern("moe_sort", map[string]float64{"experts": float64(experts), "k": float64(k)})
 	countK := kern("moe_count", map[string]float64{"experts": float64(experts), "k": float64(k)})
 	guK, dnK := kern("moe_gate_up_group", mp), kern("moe_down_group", mp)
@@ -350,6 +357,7 @@ func tensorCorrectness() []tensorCase {
 	}
 	// Several chunks of moe_count and moe_sort: 1000 tokens × top-8 over 256
 	// experts (4 blocks, the last one partial), and 2048 pairs exactly.
+	out = append(out, wsCorrectness(out)...)
 	out = append(out, moeCases("moe_chunks", 256, 64, 32, 8, 1000, 256, true, 3, false, 409)[:2]...)
 	out = append(out, moeCases("moe_chunk_edge", 16, 64, 32, 8, 256, 16, false, 3, false, 410)[:2]...)
 	return out
@@ -489,6 +497,7 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 	}
 	writeSibling(t, out, "speed_matmul_8192", kern("matmul", map[string]float64{"k": 2048, "n": 8192}), T, "speed_gemm_8192", 1,
 		"the family gemm replaces, on its files")
+	writeWSSpeed(t, out, T, append(cases[:3:3], kv), moe[2], moe[3])
 }
 
 // writeSibling writes a speed case of kernel k that reads the input and
@@ -509,7 +518,7 @@ func writeSibling(t *testing.T, out, name string, k plan.Kernel, rows int, from 
 		t.Fatalf("case %s: %v", name, err)
 	}
 	s := f.Launch(k.Params, rows, plan.SM90.Launch())
-	meta.Kernel, meta.Grid, meta.Shared = k.Name, s.Grid[:], s.SharedBytes
+	meta.Kernel, meta.Grid, meta.Block, meta.Shared = k.Name, s.Grid[:], s.Block[:], s.SharedBytes
 	meta.TimeReps, meta.Note, meta.InputsFrom = reps, note, from
 	src, err := Render(plan.SM90, k)
 	if err != nil {

@@ -28,6 +28,20 @@ const (
 	gemmWGMMAAlign = 1024
 )
 
+// The warp-specialized wgmma tile (gemm_wgmma_ws.tmpl, sm_90a): a block of
+// GEMMWSThreads (a producer warpgroup that streams the stages, two consumer
+// warpgroups that multiply), products issued GEMMWSPart columns at a time
+// into a fresh partial sum a k-tile (64: 32 registers of partial sums beside
+// the 128 accumulators and the A fragments, within the consumers' 240), f32 A rows of GEMMWSARowBytes in a
+// stage (64 floats and 32 bytes of padding: a warp's fragment reads hit 32
+// banks), and per stage two mbarriers (full, empty).
+const (
+	GEMMWSThreads      = 384
+	GEMMWSPart         = 64
+	GEMMWSARowBytes    = GEMMWGMMADepth*4 + 32
+	gemmWSBarrierBytes = 16
+)
+
 // gemmTileCols is the weight rows of a block: tile_n where the family has
 // it, else GEMMTileCols.
 func gemmTileCols(p ir.Params) int {
@@ -66,6 +80,14 @@ func gemmLaunch(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
 // alignment; there are no bf16 A tiles (the fragments are rounded in
 // registers).
 func GEMMSharedBytes(p ir.Params, c ir.LaunchConfig) int {
+	if p.Flag("wgmma_ws") {
+		stage := GEMMTileRows*GEMMWSARowBytes + gemmTileCols(p)*GEMMWGMMADepth*2
+		// The producer's row pointers (one A row and tile_n/64 weight rows a
+		// thread of its 128) after the stages: they take none of its registers.
+		ptrs := GEMMTileRows * (1 + gemmTileCols(p)/64) * 8
+		stages := max(2, min(c.Stages, (c.MaxSharedBytes-gemmWGMMAAlign-ptrs)/(stage+gemmWSBarrierBytes)))
+		return gemmWGMMAAlign + stages*(stage+gemmWSBarrierBytes) + ptrs
+	}
 	if p.Flag("wgmma") {
 		stage := GEMMTileRows*GEMMWGMMADepth*4 + gemmTileCols(p)*GEMMWGMMADepth*2
 		stages := max(2, min(c.Stages, (c.MaxSharedBytes-gemmWGMMAAlign)/stage))
@@ -82,7 +104,21 @@ func GEMMSharedBytes(p ir.Params, c ir.LaunchConfig) int {
 
 func gemmShared(s ir.LaunchShape, p ir.Params, c ir.LaunchConfig) ir.LaunchShape {
 	s.SharedBytes = GEMMSharedBytes(p, c)
+	if p.Flag("wgmma_ws") {
+		s.Block[0] = GEMMWSThreads
+	}
 	return s
+}
+
+// checkTile refuses both wgmma tiles at once (each is a whole tile).
+func checkTile(p ir.Params) error {
+	if p.Flag("wgmma") && p.Flag("wgmma_ws") {
+		return fmt.Errorf("wgmma and wgmma_ws: a tiled GEMM takes one tile")
+	}
+	if p.Flag("wgmma_ws") && p.Flag("flush_k") {
+		return fmt.Errorf("flush_k with wgmma_ws: the warp-specialized tile rounds its k-tiles' sums to nearest itself")
+	}
+	return nil
 }
 
 // GEMMMMAs is the tensor-core products per multiply-add of the matrix
@@ -123,7 +159,7 @@ func gemmFamily(kind, of ir.Kind) *ir.Family {
 	return &ir.Family{
 		Kind:     kind,
 		Operands: operandsOf(of),
-		Params:   cat(ir.Ints("k", "n", "tile_n"), ir.Flags("split_a", "split_a3", "wgmma"), ir.OptionalFlags("flush_k", "flush_k16")),
+		Params:   cat(ir.Ints("k", "n", "tile_n"), ir.Flags("split_a", "split_a3", "wgmma"), ir.OptionalFlags("flush_k", "flush_k16", "wgmma_ws")),
 		Check: func(p ir.Params) error {
 			n := p.Int("tile_n")
 			if n != GEMMTileCols && n != GEMMTileColsWide {
@@ -136,6 +172,9 @@ func gemmFamily(kind, of ir.Kind) *ir.Family {
 			}
 			if p.Flag("flush_k16") && n != GEMMTileCols {
 				return fmt.Errorf("flush_k16 with tile_n %d: the slice-by-slice flush takes the %d-column tile", n, GEMMTileCols)
+			}
+			if err := checkTile(p); err != nil {
+				return err
 			}
 			return checkATerms(p)
 		},
@@ -157,6 +196,9 @@ func gemmFamily(kind, of ir.Kind) *ir.Family {
 					d["wgmma_half"] = wgmmaOperands(GEMMTileCols) // the flush's half-width products
 				}
 			}
+			if p.Flag("wgmma_ws") {
+				maps.Copy(d, wgmmaWSOperands(gemmTileCols(p)))
+			}
 			return d
 		},
 	}
@@ -168,7 +210,12 @@ func gemmFamily(kind, of ir.Kind) *ir.Family {
 // columns are two of the instruction's 8-column groups, laid out as the
 // m16n8k16 accumulator), then the four A registers, the B descriptor and the
 // accumulate predicate's input.
-func wgmmaOperands(n int) map[string]any {
+func wgmmaOperands(n int) map[string]any { return wgmmaOperandsNamed("wgmma", n) }
+
+// wgmmaOperandsNamed is wgmmaOperands under the keys prefix_atoms,
+// prefix_d, ...: the same asm operands for another atom (wgmma_part), with
+// its instruction width as prefix_n.
+func wgmmaOperandsNamed(prefix string, n int) map[string]any {
 	regs := n / 2
 	d, outs := make([]string, regs), make([]string, regs)
 	for r := range regs {
@@ -176,14 +223,24 @@ func wgmmaOperands(n int) map[string]any {
 		outs[r] = fmt.Sprintf(`"+f"(acc[%d].v[%d])`, r/8, r%8)
 	}
 	return map[string]any{
-		"wgmma_cols":  n,
-		"wgmma_atoms": n / 16,
-		"wgmma_d":     strings.Join(d, ", "),
-		"wgmma_outs":  strings.Join(outs, ", "),
-		"wgmma_a":     fmt.Sprintf("%%%d, %%%d, %%%d, %%%d", regs, regs+1, regs+2, regs+3),
-		"wgmma_b":     regs + 4,
-		"wgmma_scale": regs + 5,
+		prefix + "_cols":  n,
+		prefix + "_atoms": n / 16,
+		prefix + "_d":     strings.Join(d, ", "),
+		prefix + "_outs":  strings.Join(outs, ", "),
+		prefix + "_a":     fmt.Sprintf("%%%d, %%%d, %%%d, %%%d", regs, regs+1, regs+2, regs+3),
+		prefix + "_b":     regs + 4,
+		prefix + "_scale": regs + 5,
 	}
+}
+
+// wgmmaWSOperands is the template data of the warp-specialized tile
+// (gemm_wgmma_ws.tmpl) of n columns: wgmma.tmpl's atoms at that width (its
+// descriptor and hold) and wgmma_part at the GEMMWSPart columns it issues.
+func wgmmaWSOperands(n int) map[string]any {
+	d := wgmmaOperands(n)
+	maps.Copy(d, wgmmaOperandsNamed("wgmma_part", GEMMWSPart))
+	d["ws_threads"], d["a_row_bytes"] = GEMMWSThreads, GEMMWSARowBytes
+	return d
 }
 
 // RoundBF16 is x with every element rounded to bf16 (to nearest even), as

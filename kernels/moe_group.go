@@ -59,21 +59,27 @@ func written(o ir.OperandSpec) ir.OperandSpec { o.Access = ir.Write; return o }
 // its pairs), moe_slot_sum adds each token's slots in order. Together they
 // are moe_gate_up followed by moe_down on bf16 operands; no atomics touch
 // the results, so every run gives the same bits.
-// moeGroupCheck is topK and the A terms' rule.
+// moeGroupCheck is topK, the tile's rule and the A terms' rule.
 func moeGroupCheck(p ir.Params) error {
 	if err := topK(p); err != nil {
+		return err
+	}
+	if err := checkTile(p); err != nil {
 		return err
 	}
 	return checkATerms(p)
 }
 
 func moeGroupFamilies() []*ir.Family {
-	moeParams := cat(ir.Ints("experts", "hidden", "inter", "k"), ir.Flags("split_a", "split_a3", "wgmma"), ir.OptionalFlags("flush_k", "flush_k16"))
+	moeParams := cat(ir.Ints("experts", "hidden", "inter", "k"), ir.Flags("split_a", "split_a3", "wgmma"), ir.OptionalFlags("flush_k", "flush_k16", "wgmma_ws"))
 	// Both grouped GEMMs take the 128-column tile, mma or wgmma.
 	tileData := func(p ir.Params) map[string]any {
 		d := map[string]any{"tile_cols": GEMMTileCols, "wgmma_half": false}
 		if p.Flag("wgmma") {
 			maps.Copy(d, wgmmaOperands(GEMMTileCols))
+		}
+		if p.Flag("wgmma_ws") {
+			maps.Copy(d, wgmmaWSOperands(GEMMTileCols))
 		}
 		return d
 	}

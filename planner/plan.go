@@ -115,8 +115,10 @@ type Options struct {
 	PrefillGDN PrefillGDN
 	// GEMMTile chooses the tile of the tiled GEMMs (gemm, gemm_add and the
 	// grouped MoE's; the tile pass): GEMMTileDefault (the target's:
-	// wgmmaDefault), GEMMTileWGMMA (sm_90a's warpgroup products, sm_90 only)
-	// or GEMMTileMMA (mma.sync on sm_90, WMMA on gfx1151).
+	// wgmmaDefault), GEMMTileWGMMA (sm_90a's warpgroup products, sm_90 only),
+	// GEMMTileWGMMAWS (the same products, warp-specialized, each k-tile's
+	// partial sums added in f32: sm_90 only) or GEMMTileMMA (mma.sync on
+	// sm_90, WMMA on gfx1151).
 	GEMMTile GEMMTile
 	// TCSums chooses how the tensor-core kernels keep their long sums:
 	// TCSumsDefault (the target's: tcSumsDefault, flush on sm_90, mma elsewhere),
@@ -218,12 +220,12 @@ func (o *Options) check() error {
 	}
 	switch o.GEMMTile {
 	case GEMMTileDefault, GEMMTileMMA:
-	case GEMMTileWGMMA:
+	case GEMMTileWGMMA, GEMMTileWGMMAWS:
 		if !wgmmaTargets[o.Target] {
 			errs = append(errs, fmt.Errorf("gemm tile %q: target %s has no wgmma (sm_90 only)", o.GEMMTile, o.Target))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("gemm tile %q: want %q, %q or empty (the target's default)", o.GEMMTile, GEMMTileWGMMA, GEMMTileMMA))
+		errs = append(errs, fmt.Errorf("gemm tile %q: want %q, %q, %q or empty (the target's default)", o.GEMMTile, GEMMTileWGMMA, GEMMTileWGMMAWS, GEMMTileMMA))
 	}
 	if o.TCSums != TCSumsDefault && !slices.Contains(TCSumsModes, o.TCSums) {
 		errs = append(errs, fmt.Errorf("tc sums %q: want one of %q or empty (the target's default)", o.TCSums, TCSumsModes))

@@ -32,7 +32,7 @@ func tilePass(c *compilation) error {
 		if k := c.steps[i].Kind; k != plan.Prefill && k != plan.Logits {
 			continue
 		}
-		if err := tileMany(g, gemmTileCols(c.o.Target), activationTerms(c.o.Target), c.o.wgmma(), c.o.flushSums(), c.o.flushSlices()); err != nil {
+		if err := tileMany(g, gemmTileCols(c.o.Target), activationTerms(c.o.Target), c.o.gemmTileKind(), c.o.flushSums(), c.o.flushSlices()); err != nil {
 			return err
 		}
 	}
@@ -50,8 +50,9 @@ func tilePass(c *compilation) error {
 // every tiled GEMM takes flush_k (each k-tile's products added into the
 // sum rounded to nearest; with slices flush_k16, each 16-deep slice's) on
 // the 128-column tile, the only one with registers for the second
-// accumulator set.
-func tileMany(g *ir.Graph, cols, terms int, wgmma, flush, slices bool) error {
+// accumulator set — but the warp-specialized tile's, which rounds its
+// k-tiles' sums to nearest itself at either width.
+func tileMany(g *ir.Graph, cols, terms int, tile gemmTileKind, flush, slices bool) error {
 	if g.Tokens <= 1 {
 		return nil
 	}
@@ -69,27 +70,29 @@ func tileMany(g *ir.Graph, cols, terms int, wgmma, flush, slices bool) error {
 		}
 		op.Params = op.Params.Clone()
 		setATerms(&op.Params, terms)
-		op.Params.SetFlag("wgmma", wgmma)
-		setFlush(&op.Params, flush, slices)
+		tile.set(&op.Params)
+		if tile != tileWGMMAWS {
+			setFlush(&op.Params, flush, slices)
+		}
 		// A projection one narrow tile covers (the GDN's b and a, the shared
 		// expert's gate) would only pad a wide one; on the wgmma tile one of
 		// two narrow tiles (the router's 256 columns) too: twice the blocks,
 		// each half as long, where one column of wide tiles leaves half the
 		// SMs idle at 8K rows.
 		n := cols
-		if w := op.Params.Int("n"); w <= kernels.GEMMTileCols || (wgmma && w <= 2*kernels.GEMMTileCols) {
+		if w := op.Params.Int("n"); w <= kernels.GEMMTileCols || (tile.warpgroup() && w <= 2*kernels.GEMMTileCols) {
 			n = kernels.GEMMTileCols
 		}
-		if flush {
+		if flush && tile != tileWGMMAWS {
 			limit := kernels.GEMMTileCols // the mma tile's second set fits 128 columns only
-			if wgmma {
+			if tile == tileWGMMA {
 				limit = flushTileCols
 			}
 			n = min(n, limit)
 		}
 		op.Params.SetInt("tile_n", int64(n))
 	}
-	groupExperts(g, terms, wgmma, flush, slices)
+	groupExperts(g, terms, tile.grouped(), flush, slices)
 	if err := g.Verify(kernels.Families); err != nil {
 		return fmt.Errorf("tiling %s: %w", g.Name, err)
 	}
@@ -103,7 +106,7 @@ func tileMany(g *ir.Graph, cols, terms int, wgmma, flush, slices bool) error {
 // their slot sum into the down's output. counts, order, tiles and ys are
 // activations shared by the layers.
 // It returns the number of rewrites.
-func groupExperts(g *ir.Graph, terms int, wgmma, flush, slices bool) int {
+func groupExperts(g *ir.Graph, terms int, tile gemmTileKind, flush, slices bool) int {
 	u := indexUses(g)
 	var out []*ir.Op
 	replace := map[int][]*ir.Op{}
@@ -124,11 +127,11 @@ func groupExperts(g *ir.Graph, terms int, wgmma, flush, slices bool) int {
 		}
 		p := gu.Params.Clone()
 		setATerms(&p, terms)
-		p.SetFlag("wgmma", wgmma)
+		tile.set(&p)
 		setFlush(&p, flush, slices)
 		dp := dn.Params.Clone()
 		setATerms(&dp, terms)
-		dp.SetFlag("wgmma", wgmma)
+		tile.set(&dp)
 		setFlush(&dp, flush, slices)
 		sortP := ir.Params{Ints: map[string]int64{"experts": int64(p.Int("experts")), "k": int64(p.Int("k"))}}
 		sumP := ir.Params{Ints: map[string]int64{"experts": int64(p.Int("experts")), "hidden": int64(p.Int("hidden")), "k": int64(p.Int("k"))}}
@@ -188,10 +191,54 @@ var tileCols = map[plan.Target]int{plan.SM90: kernels.GEMMTileColsWide, plan.GFX
 type GEMMTile string
 
 const (
-	GEMMTileDefault GEMMTile = ""      // the target's: wgmmaDefault
-	GEMMTileWGMMA   GEMMTile = "wgmma" // gemm_wgmma.tmpl: sm_90a's warpgroup products, A from registers
-	GEMMTileMMA     GEMMTile = "mma"   // gemm_tile.tmpl's mma atoms: mma.sync on sm_90, WMMA on gfx1151
+	GEMMTileDefault GEMMTile = ""         // the target's: wgmmaDefault
+	GEMMTileWGMMA   GEMMTile = "wgmma"    // gemm_wgmma.tmpl: sm_90a's warpgroup products, A from registers
+	GEMMTileWGMMAWS GEMMTile = "wgmma-ws" // gemm_wgmma_ws.tmpl: the same products, warp-specialized, partial sums added in f32
+	GEMMTileMMA     GEMMTile = "mma"      // gemm_tile.tmpl's mma atoms: mma.sync on sm_90, WMMA on gfx1151
 )
+
+// gemmTileKind is the tile a plan's tiled GEMMs take, as their flags say it.
+type gemmTileKind int
+
+const (
+	tileMMA     gemmTileKind = iota // gemm_tile.tmpl
+	tileWGMMA                       // gemm_wgmma.tmpl: the wgmma flag
+	tileWGMMAWS                     // gemm_wgmma_ws.tmpl: the wgmma_ws flag
+)
+
+// set writes the tile's flags into a tiled GEMM's parameters.
+func (k gemmTileKind) set(p *ir.Params) {
+	p.SetFlag("wgmma", k == tileWGMMA)
+	if k == tileWGMMAWS { // an optional flag: the other tiles' kernels stay as they were
+		p.SetFlag("wgmma_ws", true)
+	}
+}
+
+// grouped is the tile of the grouped MoE GEMMs: the wgmma tile where the
+// dense ones take the warp-specialized one, which measured slower on them
+// (H200, 65,536 pairs: gate_up 2308 µs against 2094, down 1539 against
+// 1419; docs/prefill-gemm.md).
+func (k gemmTileKind) grouped() gemmTileKind {
+	if k == tileWGMMAWS {
+		return tileWGMMA
+	}
+	return k
+}
+
+// warpgroup says whether the tile issues warpgroup products (whose narrow
+// tile covers up to 256 columns better than one wide one: see tileMany).
+func (k gemmTileKind) warpgroup() bool { return k != tileMMA }
+
+// gemmTileKind is the tile the options ask for.
+func (o *Options) gemmTileKind() gemmTileKind {
+	switch {
+	case o.GEMMTile == GEMMTileWGMMAWS:
+		return tileWGMMAWS
+	case o.wgmma():
+		return tileWGMMA
+	}
+	return tileMMA
+}
 
 // wgmmaTargets are the targets that have the wgmma tile; wgmmaDefault those
 // whose tiled GEMMs (gemm, gemm_add, the grouped MoE's) take it by default,

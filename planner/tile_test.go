@@ -133,32 +133,45 @@ func TestTileColsFit(t *testing.T) {
 // refused by name.
 func TestGEMMTileOption(t *testing.T) {
 	m := FromConfig("tiny", tinyConfig(t))
-	tiled := map[ir.Kind]bool{ir.GEMM: true, ir.GEMMAdd: true, ir.MoEGateUpGroup: true, ir.MoEDownGroup: true}
+	dense := map[ir.Kind]bool{ir.GEMM: true, ir.GEMMAdd: true}
+	grouped := map[ir.Kind]bool{ir.MoEGateUpGroup: true, ir.MoEDownGroup: true}
+	type flags struct{ wgmma, ws bool }
+	wg := flags{wgmma: true}
+	// The grouped GEMMs keep the wgmma tile under wgmma-ws.
 	for _, c := range []struct {
-		target plan.Target
-		tile   GEMMTile
-		want   bool
+		target        plan.Target
+		tile          GEMMTile
+		want, wantGrp flags
 	}{
-		{plan.SM90, GEMMTileDefault, true},
-		{plan.SM90, GEMMTileWGMMA, true},
-		{plan.SM90, GEMMTileMMA, false},
-		{plan.GFX1151, GEMMTileDefault, false},
-		{plan.GFX1151, GEMMTileMMA, false},
+		{plan.SM90, GEMMTileDefault, wg, wg},
+		{plan.SM90, GEMMTileWGMMA, wg, wg},
+		{plan.SM90, GEMMTileWGMMAWS, flags{ws: true}, wg},
+		{plan.SM90, GEMMTileMMA, flags{}, flags{}},
+		{plan.GFX1151, GEMMTileDefault, flags{}, flags{}},
+		{plan.GFX1151, GEMMTileMMA, flags{}, flags{}},
 	} {
 		gs, err := Graphs(m, Options{Target: c.target, Buckets: []int{4}, ContextTokens: 64, GEMMTile: c.tile}, "tile")
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := map[bool]int{}
+		got, gotGrp := map[flags]int{}, map[flags]int{}
+		n, nGrp := 0, 0
 		for _, g := range gs {
 			for _, op := range g.Ops {
-				if tiled[op.Kind] {
-					got[op.Params.Flag("wgmma")]++
+				f := flags{op.Params.Flag("wgmma"), op.Params.Flag("wgmma_ws")}
+				switch {
+				case dense[op.Kind]:
+					got[f]++
+					n++
+				case grouped[op.Kind]:
+					gotGrp[f]++
+					nGrp++
 				}
 			}
 		}
-		if got[!c.want] != 0 || got[c.want] == 0 {
-			t.Errorf("%s, gemm tile %q: tiled GEMMs by wgmma flag %v, want every one %v", c.target, c.tile, got, c.want)
+		if n == 0 || got[c.want] != n || nGrp == 0 || gotGrp[c.wantGrp] != nGrp {
+			t.Errorf("%s, gemm tile %q: dense GEMMs by (wgmma, wgmma_ws) flags %v, grouped %v; want every one %v, %v",
+				c.target, c.tile, got, gotGrp, c.want, c.wantGrp)
 		}
 	}
 	for _, c := range []struct {
@@ -168,7 +181,8 @@ func TestGEMMTileOption(t *testing.T) {
 	}{
 		{plan.GFX1151, GEMMTileWGMMA, `gemm tile "wgmma": target gfx1151 has no wgmma`},
 		{plan.CPU, GEMMTileWGMMA, `gemm tile "wgmma": target cpu has no wgmma`},
-		{plan.SM90, "sideways", `gemm tile "sideways": want "wgmma", "mma"`},
+		{plan.GFX1151, GEMMTileWGMMAWS, `gemm tile "wgmma-ws": target gfx1151 has no wgmma`},
+		{plan.SM90, "sideways", `gemm tile "sideways": want "wgmma", "wgmma-ws", "mma"`},
 	} {
 		_, err := Plan(m, Options{Target: c.target, Buckets: []int{4}, ContextTokens: 64, GEMMTile: c.tile})
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -128,6 +128,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"plan", "--target", "sm_90", "--decode-mma", "on", "--decode-stream"}, "decode mma on and decode stream"},
 		{[]string{"plan", "--gdn-col-tile", "-2"}, `invalid argument "-2" for "--gdn-col-tile" flag: want -1 to 65536`},
 		{[]string{"ir", "--target", "tpu"}, `target "tpu" is not one of`},
+		{[]string{"plan", "--gemm-tile", "sideways"}, `gemm tile "sideways": want "wgmma", "wgmma-ws", "mma"`},
+		{[]string{"plan", "--target", "gfx1151", "--gemm-tile", "wgmma-ws"}, `gemm tile "wgmma-ws": target gfx1151 has no wgmma`},
 	}
 	for _, tt := range tests {
 		_, _, err := run(tt.args...)
