@@ -84,8 +84,10 @@ func tileMany(g *ir.Graph, cols, terms int, tile gemmTileKind, flush, slices boo
 			n = kernels.GEMMTileCols
 		}
 		if flush && tile != tileWGMMAWS {
-			limit := kernels.GEMMTileCols // the mma tile's second set fits 128 columns only
-			if tile == tileWGMMA {
+			// The mma tile's second set fits 128 columns only, as does the
+			// wgmma tile's slice-by-slice flush (flush_k16).
+			limit := kernels.GEMMTileCols
+			if tile == tileWGMMA && !slices {
 				limit = flushTileCols
 			}
 			n = min(n, limit)
@@ -307,12 +309,13 @@ func setATerms(p *ir.Params, terms int) {
 	p.SetFlag("split_a3", terms >= 3)
 }
 
-// flushTileCols is the wgmma tile's width with flush_k: 128 columns (a
-// second 64 × 128 set, 192 registers with three terms). The 256-column tile
-// flushes half its columns at a time (≈ 216 registers expected, its stage
-// copies a quarter fewer per product): set 256 here once the device shows
-// it free of spills and faster (speed_gemm_8192_wg_fk against _wg128_fk).
-var flushTileCols = kernels.GEMMTileCols
+// flushTileCols is the wgmma tile's width with flush_k: 256 columns, each
+// warpgroup's 64 × 256 flushed half its columns at a time through one
+// 64 × 128 partial set (the 128-column tile's products, in the same order:
+// the same sums bit for bit). On the H200: 255 registers, no spill,
+// 8192 × 2048 → 8192 in 1,779 µs against the 128-column tile's 2,007, the
+// add 4096 → 2048 in 911 against 1,035 (results/h200/variants/).
+var flushTileCols = 2 * kernels.GEMMTileCols
 
 // TCSums chooses how the tensor-core kernels keep their sums over a long
 // axis (docs/prefill-gemm.md, "Sums over K"): the tiled GEMMs' K (flush_k,

@@ -302,12 +302,12 @@ DEVICE void wgmma_hold(mma_c (&acc)[NT]) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) asm volatile("" : "+f"(acc[nt].v[i])::"memory");
 }
-DEVICE void wgmma_rs(mma_c (&acc)[8], const unsigned int (&a)[4], unsigned long long desc, int d = 1) {
+DEVICE void wgmma_rs(mma_c (&acc)[16], const unsigned int (&a)[4], unsigned long long desc, int d = 1) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
-      : "+f"(acc[0].v[0]), "+f"(acc[0].v[1]), "+f"(acc[0].v[2]), "+f"(acc[0].v[3]), "+f"(acc[0].v[4]), "+f"(acc[0].v[5]), "+f"(acc[0].v[6]), "+f"(acc[0].v[7]), "+f"(acc[1].v[0]), "+f"(acc[1].v[1]), "+f"(acc[1].v[2]), "+f"(acc[1].v[3]), "+f"(acc[1].v[4]), "+f"(acc[1].v[5]), "+f"(acc[1].v[6]), "+f"(acc[1].v[7]), "+f"(acc[2].v[0]), "+f"(acc[2].v[1]), "+f"(acc[2].v[2]), "+f"(acc[2].v[3]), "+f"(acc[2].v[4]), "+f"(acc[2].v[5]), "+f"(acc[2].v[6]), "+f"(acc[2].v[7]), "+f"(acc[3].v[0]), "+f"(acc[3].v[1]), "+f"(acc[3].v[2]), "+f"(acc[3].v[3]), "+f"(acc[3].v[4]), "+f"(acc[3].v[5]), "+f"(acc[3].v[6]), "+f"(acc[3].v[7]), "+f"(acc[4].v[0]), "+f"(acc[4].v[1]), "+f"(acc[4].v[2]), "+f"(acc[4].v[3]), "+f"(acc[4].v[4]), "+f"(acc[4].v[5]), "+f"(acc[4].v[6]), "+f"(acc[4].v[7]), "+f"(acc[5].v[0]), "+f"(acc[5].v[1]), "+f"(acc[5].v[2]), "+f"(acc[5].v[3]), "+f"(acc[5].v[4]), "+f"(acc[5].v[5]), "+f"(acc[5].v[6]), "+f"(acc[5].v[7]), "+f"(acc[6].v[0]), "+f"(acc[6].v[1]), "+f"(acc[6].v[2]), "+f"(acc[6].v[3]), "+f"(acc[6].v[4]), "+f"(acc[6].v[5]), "+f"(acc[6].v[6]), "+f"(acc[6].v[7]), "+f"(acc[7].v[0]), "+f"(acc[7].v[1]), "+f"(acc[7].v[2]), "+f"(acc[7].v[3]), "+f"(acc[7].v[4]), "+f"(acc[7].v[5]), "+f"(acc[7].v[6]), "+f"(acc[7].v[7])
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, {%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}\n"
+      : "+f"(acc[0].v[0]), "+f"(acc[0].v[1]), "+f"(acc[0].v[2]), "+f"(acc[0].v[3]), "+f"(acc[0].v[4]), "+f"(acc[0].v[5]), "+f"(acc[0].v[6]), "+f"(acc[0].v[7]), "+f"(acc[1].v[0]), "+f"(acc[1].v[1]), "+f"(acc[1].v[2]), "+f"(acc[1].v[3]), "+f"(acc[1].v[4]), "+f"(acc[1].v[5]), "+f"(acc[1].v[6]), "+f"(acc[1].v[7]), "+f"(acc[2].v[0]), "+f"(acc[2].v[1]), "+f"(acc[2].v[2]), "+f"(acc[2].v[3]), "+f"(acc[2].v[4]), "+f"(acc[2].v[5]), "+f"(acc[2].v[6]), "+f"(acc[2].v[7]), "+f"(acc[3].v[0]), "+f"(acc[3].v[1]), "+f"(acc[3].v[2]), "+f"(acc[3].v[3]), "+f"(acc[3].v[4]), "+f"(acc[3].v[5]), "+f"(acc[3].v[6]), "+f"(acc[3].v[7]), "+f"(acc[4].v[0]), "+f"(acc[4].v[1]), "+f"(acc[4].v[2]), "+f"(acc[4].v[3]), "+f"(acc[4].v[4]), "+f"(acc[4].v[5]), "+f"(acc[4].v[6]), "+f"(acc[4].v[7]), "+f"(acc[5].v[0]), "+f"(acc[5].v[1]), "+f"(acc[5].v[2]), "+f"(acc[5].v[3]), "+f"(acc[5].v[4]), "+f"(acc[5].v[5]), "+f"(acc[5].v[6]), "+f"(acc[5].v[7]), "+f"(acc[6].v[0]), "+f"(acc[6].v[1]), "+f"(acc[6].v[2]), "+f"(acc[6].v[3]), "+f"(acc[6].v[4]), "+f"(acc[6].v[5]), "+f"(acc[6].v[6]), "+f"(acc[6].v[7]), "+f"(acc[7].v[0]), "+f"(acc[7].v[1]), "+f"(acc[7].v[2]), "+f"(acc[7].v[3]), "+f"(acc[7].v[4]), "+f"(acc[7].v[5]), "+f"(acc[7].v[6]), "+f"(acc[7].v[7]), "+f"(acc[8].v[0]), "+f"(acc[8].v[1]), "+f"(acc[8].v[2]), "+f"(acc[8].v[3]), "+f"(acc[8].v[4]), "+f"(acc[8].v[5]), "+f"(acc[8].v[6]), "+f"(acc[8].v[7]), "+f"(acc[9].v[0]), "+f"(acc[9].v[1]), "+f"(acc[9].v[2]), "+f"(acc[9].v[3]), "+f"(acc[9].v[4]), "+f"(acc[9].v[5]), "+f"(acc[9].v[6]), "+f"(acc[9].v[7]), "+f"(acc[10].v[0]), "+f"(acc[10].v[1]), "+f"(acc[10].v[2]), "+f"(acc[10].v[3]), "+f"(acc[10].v[4]), "+f"(acc[10].v[5]), "+f"(acc[10].v[6]), "+f"(acc[10].v[7]), "+f"(acc[11].v[0]), "+f"(acc[11].v[1]), "+f"(acc[11].v[2]), "+f"(acc[11].v[3]), "+f"(acc[11].v[4]), "+f"(acc[11].v[5]), "+f"(acc[11].v[6]), "+f"(acc[11].v[7]), "+f"(acc[12].v[0]), "+f"(acc[12].v[1]), "+f"(acc[12].v[2]), "+f"(acc[12].v[3]), "+f"(acc[12].v[4]), "+f"(acc[12].v[5]), "+f"(acc[12].v[6]), "+f"(acc[12].v[7]), "+f"(acc[13].v[0]), "+f"(acc[13].v[1]), "+f"(acc[13].v[2]), "+f"(acc[13].v[3]), "+f"(acc[13].v[4]), "+f"(acc[13].v[5]), "+f"(acc[13].v[6]), "+f"(acc[13].v[7]), "+f"(acc[14].v[0]), "+f"(acc[14].v[1]), "+f"(acc[14].v[2]), "+f"(acc[14].v[3]), "+f"(acc[14].v[4]), "+f"(acc[14].v[5]), "+f"(acc[14].v[6]), "+f"(acc[14].v[7]), "+f"(acc[15].v[0]), "+f"(acc[15].v[1]), "+f"(acc[15].v[2]), "+f"(acc[15].v[3]), "+f"(acc[15].v[4]), "+f"(acc[15].v[5]), "+f"(acc[15].v[6]), "+f"(acc[15].v[7])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(d));
 #else
   asm volatile("trap;");  // compiled for a target without wgmma (not sm_90a)
@@ -332,7 +332,7 @@ DEVICE void wgmma_part(mma_c (&acc)[4], const unsigned int (&a)[4], unsigned lon
 #undef BDIM_X
 #define BDIM_X 384
 #define KERNEL extern "C" __global__ __launch_bounds__(BDIM_X, 1)
-constexpr int BM = 128, BN = 128, BK = 64, BKC = BK / 8;
+constexpr int BM = 128, BN = 256, BK = 64, BKC = BK / 8;
 constexpr bool SPLIT = true;
 constexpr bool SPLIT3 = true;
 constexpr int ATERMS = SPLIT ? (SPLIT3 ? 3 : 2) : 1;
@@ -352,9 +352,9 @@ constexpr int STAGE_BYTES = A_STAGE * 4 + W_TILE * 2;
 // WROWS a thread, 8 bytes each), read back each k-tile so that they take none of the
 // producer's 24 registers.
 constexpr int PTR_BYTES = 128 * (AROWS + WROWS) * 8;
-constexpr int STAGES = (217152 - 1024 - PTR_BYTES) / (STAGE_BYTES + 16);
+constexpr int STAGES = (215088 - 1024 - PTR_BYTES) / (STAGE_BYTES + 16);
 static_assert(STAGES >= 2, "the ring needs two stages");
-static_assert(STAGES * (STAGE_BYTES + 16) + PTR_BYTES + 1024 == 217152, "the tile's buffers are the launch's shared memory");
+static_assert(STAGES * (STAGE_BYTES + 16) + PTR_BYTES + 1024 == 215088, "the tile's buffers are the launch's shared memory");
 static_assert(BN == 128 || BN == 256, "the tile is 128 or 256 columns");
 static_assert(PARTS * PART == BN && (PART * BK * 2) % 1024 == 0 && (A_STAGE * 4) % 1024 == 0, "stages and parts on 1024 bytes");
 static_assert(ASTRIDE * 4 == 288, "the A row is kernels.GEMMWSARowBytes");
@@ -570,8 +570,8 @@ DEVICE int gemm_col(int nt, int i) { return nt * 16 + mma_c_col(i); }
 // accumulation. Grid: (ceil(N / BN), ceil(rows / BM));
 // a block whose first row is at or past n returns at once, so a short tail costs its
 // own tiles only.
-constexpr int K = 2048;
-constexpr int N = 256;
+constexpr int K = 512;
+constexpr int N = 2048;
 KERNEL void gemm_wgmma_ws(float* y, const float* x, const bf16* w, int n, const int* params) {
   if (n < 0) n = params[-n - 1];
   PDL_ENTRY();
