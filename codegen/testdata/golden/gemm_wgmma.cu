@@ -287,6 +287,20 @@ DEVICE void wgmma_wait() { WG_ASM("wgmma.wait_group.sync.aligned %0;" ::"n"(N) :
 // Generic-proxy writes to shared memory (stores, cp.async) made visible to
 // wgmma's operand reads (the async proxy); each writing thread, before the barrier.
 DEVICE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// wgmma_a_terms: register f of an A fragment from the pair (x, y) as T bf16 terms: hi =
+// bf16(x) in a[0][f]; with T ≥ 2 lo = bf16(x − hi) in a[1][f]; with T = 3 lo2 = bf16(x − hi −
+// lo) in a[2][f] (each remainder exact in f32). Both GEMM tiles round their f32 stages so.
+template <int T>
+DEVICE void wgmma_a_terms(unsigned int (&a)[T][4], int f, float x, float y) {
+  const unsigned int h = pack_bf16x2(x, y);
+  a[0][f] = h;
+  if constexpr (T >= 2) {
+    const float rx = x - bf16_lo(h), ry = y - bf16_hi(h);
+    const unsigned int l = pack_bf16x2(rx, ry);
+    a[1][f] = l;
+    if constexpr (T >= 3) a[2][f] = pack_bf16x2(rx - bf16_lo(l), ry - bf16_hi(l));
+  }
+}
 DEVICE unsigned long long wgmma_desc(const bf16* tile) {
   const unsigned long long a = shared_addr(tile);
   // start address >> 4; leading byte offset 16 (unused by a K-major swizzled tile);
@@ -428,14 +442,7 @@ DEVICE void gemm_frag_a(unsigned int (&a)[ATERMS][4], const float* s32, int ks) 
 #pragma unroll
   for (int f = 0; f < 4; ++f) {
     const f32x2 v = *(const f32x2*)(s32 + gemm_a32_at(r0 + (f % 2) * 8, c0 + (f / 2) * 8));
-    const unsigned int h = pack_bf16x2(v.x, v.y);
-    a[0][f] = h;
-    if constexpr (SPLIT) {
-      const float rx = v.x - bf16_lo(h), ry = v.y - bf16_hi(h);
-      const unsigned int l = pack_bf16x2(rx, ry);
-      a[1][f] = l;
-      if constexpr (SPLIT3) a[2][f] = pack_bf16x2(rx - bf16_lo(l), ry - bf16_hi(l));
-    }
+    wgmma_a_terms<ATERMS>(a, f, v.x, v.y);
   }
 }
 // gemm_flush: acc += part, rounded to nearest, once the products into part are done.
