@@ -124,7 +124,7 @@ type Options struct {
 	// TCSumsDefault (the target's: tcSumsDefault, flush on sm_90, mma elsewhere),
 	// TCSumsMMA (the whole sum in the MMA accumulators), TCSumsFlush (each
 	// k-tile's products summed apart and added in rounded to nearest: the
-	// tiled GEMMs' flush_k on the 128-column tile), TCSumsFlushSlice (each
+	// tiled GEMMs' flush_k: the wgmma tile at flushTileCols, the mma tile at 128), TCSumsFlushSlice (each
 	// 16-deep slice's: flush_k16 too) or TCSumsFlushAll (flush, and the GDN
 	// state pass's and attention_prefill's flush_k).
 	TCSums TCSums
