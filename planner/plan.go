@@ -128,6 +128,12 @@ type Options struct {
 	// 16-deep slice's: flush_k16 too) or TCSumsFlushAll (flush, and the GDN
 	// state pass's and attention_prefill's flush_k).
 	TCSums TCSums
+	// ATerms, when positive, is the bf16 terms (1 to 3) every tiled
+	// projection stages its activations as (kernels.ATerms) instead of the
+	// target's (activationTerms: three on sm_90, two on gfx1151): fewer
+	// terms are fewer tensor-core products and less exact sums
+	// (docs/prefill-gemm.md, "Precision").
+	ATerms int
 }
 
 // DefaultBuckets are the real model's prefill buckets.
@@ -226,6 +232,12 @@ func (o *Options) check() error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("gemm tile %q: want %q, %q, %q or empty (the target's default)", o.GEMMTile, GEMMTileWGMMA, GEMMTileWGMMAWS, GEMMTileMMA))
+	}
+	switch {
+	case o.ATerms < 0 || o.ATerms > 3:
+		errs = append(errs, fmt.Errorf("activation terms %d: want 1 to 3, or 0 for the target's", o.ATerms))
+	case o.ATerms > 0 && !tileFits(o.Target, kernels.GEMMTileCols, o.ATerms):
+		errs = append(errs, fmt.Errorf("activation terms %d: the %s tile's shared memory does not hold them (at most %d)", o.ATerms, o.Target, activationTerms(o.Target)))
 	}
 	if o.TCSums != TCSumsDefault && !slices.Contains(TCSumsModes, o.TCSums) {
 		errs = append(errs, fmt.Errorf("tc sums %q: want one of %q or empty (the target's default)", o.TCSums, TCSumsModes))

@@ -32,7 +32,7 @@ func tilePass(c *compilation) error {
 		if k := c.steps[i].Kind; k != plan.Prefill && k != plan.Logits {
 			continue
 		}
-		if err := tileMany(g, gemmTileCols(c.o.Target), activationTerms(c.o.Target), c.o.gemmTileKind(), c.o.flushSums(), c.o.flushSlices()); err != nil {
+		if err := tileMany(g, gemmTileCols(c.o.Target, c.o.aTerms()), c.o.aTerms(), c.o.gemmTileKind(), c.o.flushSums(), c.o.flushSlices()); err != nil {
 			return err
 		}
 	}
@@ -264,12 +264,12 @@ func (o *Options) wgmma() bool {
 // gemmTileCols is the target's tile, or the narrow one where the wide tile's
 // shared memory does not fit the target (the cpu plan's references do not
 // depend on it).
-func gemmTileCols(t plan.Target) int {
+func gemmTileCols(t plan.Target, terms int) int {
 	n, ok := tileCols[t]
 	if !ok {
 		return kernels.GEMMTileCols
 	}
-	if !tileFits(t, n, activationTerms(t)) {
+	if !tileFits(t, n, terms) {
 		return kernels.GEMMTileCols
 	}
 	return n
@@ -301,6 +301,14 @@ func activationTerms(t plan.Target) int {
 		return 3
 	}
 	return 2
+}
+
+// aTerms is the plan's activation terms: Options.ATerms, or the target's.
+func (o *Options) aTerms() int {
+	if o.ATerms == 0 {
+		return activationTerms(o.Target)
+	}
+	return o.ATerms
 }
 
 // setATerms sets the flags that stage A in terms bf16 terms.

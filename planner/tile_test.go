@@ -111,7 +111,7 @@ func TestTileColsFit(t *testing.T) {
 	saved := tileCols
 	defer func() { tileCols = saved }()
 	tileCols = map[plan.Target]int{plan.SM90: kernels.GEMMTileColsWide, plan.GFX1151: kernels.GEMMTileColsWide}
-	got := map[plan.Target]int{plan.SM90: gemmTileCols(plan.SM90), plan.GFX1151: gemmTileCols(plan.GFX1151), plan.CPU: gemmTileCols(plan.CPU)}
+	got := map[plan.Target]int{plan.SM90: gemmTileCols(plan.SM90, activationTerms(plan.SM90)), plan.GFX1151: gemmTileCols(plan.GFX1151, activationTerms(plan.GFX1151)), plan.CPU: gemmTileCols(plan.CPU, activationTerms(plan.CPU))}
 	want := map[plan.Target]int{plan.SM90: kernels.GEMMTileColsWide, plan.GFX1151: kernels.GEMMTileCols, plan.CPU: kernels.GEMMTileCols}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("tile columns (-want +got):\n%s", diff)
@@ -269,5 +269,48 @@ func TestTCSumsOption(t *testing.T) {
 	_, err := Plan(m, Options{Target: plan.SM90, Buckets: []int{4}, ContextTokens: 64, TCSums: "exact"})
 	if err == nil || !strings.Contains(err.Error(), `tc sums "exact": want one of ["mma" "flush" "flush-slice" "flush-all"]`) {
 		t.Errorf("err = %v, want the mode named", err)
+	}
+}
+
+// TestATermsOption: Options.ATerms sets every tiled projection's terms, and
+// a count outside 1 to 3 or past the target's tile is refused by name.
+func TestATermsOption(t *testing.T) {
+	m := FromConfig("tiny", tinyConfig(t))
+	for _, tc := range []struct {
+		target plan.Target
+		terms  int
+		want   int    // the terms every tiled op takes
+		err    string // or the error's text
+	}{
+		{plan.SM90, 0, 3, ""},
+		{plan.SM90, 1, 1, ""},
+		{plan.SM90, 2, 2, ""},
+		{plan.SM90, 3, 3, ""},
+		{plan.GFX1151, 0, 2, ""},
+		{plan.GFX1151, 1, 1, ""},
+		{plan.GFX1151, 3, 0, "activation terms 3: the gfx1151 tile"},
+		{plan.SM90, 4, 0, "activation terms 4: want 1 to 3"},
+		{plan.SM90, -1, 0, "activation terms -1: want 1 to 3"},
+	} {
+		p, err := Plan(m, Options{Target: tc.target, Buckets: []int{4}, ContextTokens: 64, ATerms: tc.terms})
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s, %d terms: err = %v, want %q", tc.target, tc.terms, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s, %d terms: %v", tc.target, tc.terms, err)
+		}
+		got := map[int]int{}
+		for _, k := range p.Kernels {
+			switch ir.Kind(k.Family) {
+			case ir.GEMM, ir.GEMMAdd, ir.MoEGateUpGroup, ir.MoEDownGroup:
+				got[kernels.ATerms(k.Params)]++
+			}
+		}
+		if len(got) != 1 || got[tc.want] == 0 {
+			t.Errorf("%s, %d terms: tiled kernels by terms %v, want all %d", tc.target, tc.terms, got, tc.want)
+		}
 	}
 }
