@@ -495,6 +495,32 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 		}
 		writeSibling(t, out, c.name+"_fk", flushKern(c.k), T, c.name, 20, "the mma tile, 128 columns, three terms, flush_k, on "+c.name+"'s files (against "+c.name+")")
 	}
+	// The grouped MoE with the real model's tile fill: 64 experts at 2048
+	// tokens get ≈ 256 ± 16 pairs each (an 8K prompt over 256 experts),
+	// at 256 tokens ≈ 32 (a 1K prompt), so many experts' last tiles hold
+	// 64 rows or fewer and their second warpgroup issues no products
+	// (gemm_mainloop's live).
+	if *gpuCases != "" {
+		for _, fill := range []struct {
+			name   string
+			tokens int
+		}{{"speed_moe_fill8k", 2048}, {"speed_moe_fill1k", 256}} {
+			fc := moeCasesChecked(fill.name, E, H, I, top, fill.tokens, pool, check, 507)
+			fpairs := int64(fill.tokens * top)
+			for i, c := range fc[2:4] {
+				c.timeReps = 20
+				if i == 0 {
+					c.flops, c.bytes = 2*fpairs*2*I*H, int64(fill.tokens)*H*4+int64(pool)*2*I*H*2+fpairs*I*4
+				} else {
+					c.flops, c.bytes = 2*fpairs*H*I, fpairs*I*4+int64(pool)*H*I*2+fpairs*H*4
+				}
+				c.note = fmt.Sprintf("%d pairs over %d experts (≈ %d each): partial last tiles", fpairs, pool, fpairs/int64(pool))
+				writeTensorCase(t, filepath.Join(out, c.name), c)
+				writeSibling(t, out, c.name+"_wg_fk", flushKern(wgmmaKernel(c.k)), fill.tokens, c.name, 20,
+					"the plans' tile (wgmma, 128 columns, three terms, flush_k) on "+c.name+"'s files")
+			}
+		}
+	}
 	writeSibling(t, out, "speed_matmul_8192", kern("matmul", map[string]float64{"k": 2048, "n": 8192}), T, "speed_gemm_8192", 1,
 		"the family gemm replaces, on its files")
 	writeWSSpeed(t, out, T, append(cases[:3:3], kv), moe[2], moe[3])

@@ -455,9 +455,14 @@ DEVICE void gemm_flush(mma_c (&acc)[NT], mma_c (&part)[NT]) {
     for (int i = 0; i < 8; ++i) acc[nt].v[i] += part[nt].v[i];
 }
 // gemm_mainloop: acc = Σ over the k-tiles (see above).
+// live is false where every row of this thread's warpgroup (gemm_group_row() on) is past
+// the operand (a partial tile's padding: the grouped MoE's last tile of an expert, a
+// segment's last rows): the warpgroup then issues no products and leaves its accumulators
+// zero, but copies its share of every stage and meets every barrier, so the other
+// warpgroup's products run on the tensor cores alone.
 template <int K>
 DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS], const bf16* const (&wrow)[WROWS],
-                          const float* asafe, const bf16* wsafe, u32x4* smem) {
+                          const float* asafe, const bf16* wsafe, u32x4* smem, bool live = true) {
   constexpr int KT = (K + BK - 1) / BK;
   char* base = (char*)smem + ((1024u - shared_addr(smem) % 1024u) % 1024u);
   float* s32 = (float*)base;
@@ -484,6 +489,16 @@ DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS
     copy_wait<STAGES - 2>();
     fence_proxy_async();
     block_sync();
+    if (!live) {
+      // No products: only this thread's copies of the stage k-tile kt − 1 used.
+      const int next = kt + STAGES - 1;
+      if (next < KT) {
+        gemm_load_a<K>(s32 + (next % STAGES) * A32_TILE, arow, next, asafe);
+        gemm_load_w<K>(sw + (next % STAGES) * W_TILE, wrow, next, wsafe);
+      }
+      copy_commit();
+      continue;
+    }
     const int st = kt % STAGES;
     const float* a32 = s32 + st * A32_TILE;
     const unsigned long long desc = wgmma_desc(sw + st * W_TILE);
@@ -562,6 +577,9 @@ DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS
 // 16 of them).
 DEVICE int gemm_row(int mt, int i) { return (WARP / 4) * 64 + (WARP % 4) * 16 + mt * 16 + mma_c_row(i); }
 DEVICE int gemm_col(int nt, int i) { return nt * 16 + mma_c_col(i); }
+// gemm_group_row: the first block-tile row of the products this thread issues with
+// others (its warpgroup's 64): the caller's live test for gemm_mainloop.
+DEVICE int gemm_group_row() { return (WARP / 4) * 64; }
 
 // gemm (matmul's math on bf16 operands): y[r][j] = Σ_k bf16(x[r][k]) · W[j][k], fp32
 // accumulation. Grid: (ceil(N / BN), ceil(rows / BM));
@@ -589,7 +607,8 @@ KERNEL void gemm_017a5b2f(float* y, const float* x, const bf16* w, int n, const 
     wrow[i] = j < N ? w + (long long)j * K : nullptr;
   }
   mma_c acc[MT][NT];
-  gemm_mainloop<K>(acc, arow, wrow, x, w, smem);
+  // A warpgroup whose rows are all past n issues no products (gemm_mainloop's live).
+  gemm_mainloop<K>(acc, arow, wrow, x, w, smem, m0 + gemm_group_row() < n);
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll

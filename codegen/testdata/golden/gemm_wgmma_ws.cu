@@ -501,7 +501,8 @@ DEVICE void gemm_frag_a(unsigned int (&a)[ATERMS][4], const float* s32, int ks) 
 // return.
 template <int K>
 DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS], const bf16* const (&wrow)[WROWS],
-                          const float* asafe, const bf16* wsafe, u32x4* smem) {
+                          const float* asafe, const bf16* wsafe, u32x4* smem, bool live = true) {
+  (void)live;  // every warp issues products (the live test is the wgmma tile's)
   (void)asafe;
   constexpr int KT = (K + BK - 1) / BK;
   char* base = (char*)smem + ((1024u - shared_addr(smem) % 1024u) % 1024u);
@@ -573,6 +574,9 @@ DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS
 // 64·(WARP/4).., its warp WARP%4 16 of them; atom nt columns 16·nt..).
 DEVICE int gemm_row(int mt, int i) { return (WARP / 4) * 64 + (WARP % 4) * 16 + mt * 16 + mma_c_row(i); }
 DEVICE int gemm_col(int nt, int i) { return nt * 16 + mma_c_col(i); }
+// gemm_group_row: the first row of the products this thread issues with others, for the
+// caller's live test: the whole block tile's here (gemm_mainloop ignores live).
+DEVICE int gemm_group_row() { return 0; }
 // gemm (matmul's math on bf16 operands): y[r][j] = Σ_k bf16(x[r][k]) · W[j][k], fp32
 // accumulation. Grid: (ceil(N / BN), ceil(rows / BM));
 // a block whose first row is at or past n returns at once, so a short tail costs its
@@ -599,7 +603,8 @@ KERNEL void gemm_wgmma_ws(float* y, const float* x, const bf16* w, int n, const 
     wrow[i] = j < N ? w + (long long)j * K : nullptr;
   }
   mma_c acc[MT][NT];
-  gemm_mainloop<K>(acc, arow, wrow, x, w, smem);
+  // A warpgroup whose rows are all past n issues no products (gemm_mainloop's live).
+  gemm_mainloop<K>(acc, arow, wrow, x, w, smem, m0 + gemm_group_row() < n);
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll

@@ -436,7 +436,8 @@ DEVICE void gemm_compute_flush(mma_c (&acc)[MT][NT], const bf16* sa, const bf16*
 // rewritten only after the barrier that follows the last k-tile's products.
 template <int K>
 DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS], const bf16* const (&wrow)[WROWS],
-                          const float* asafe, const bf16* wsafe, u32x4* smem) {
+                          const float* asafe, const bf16* wsafe, u32x4* smem, bool live = true) {
+  (void)live;  // every warp issues products (the live test is the wgmma tile's)
   constexpr int KT = (K + BK - 1) / BK;
   float* s32 = (float*)smem;
   bf16* sw = (bf16*)(s32 + STAGES * A32_TILE);
@@ -479,6 +480,9 @@ DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS
 // (mt, nt) of this lane.
 DEVICE int gemm_row(int mt, int i) { return (WARP / 4) * WM + mt * 16 + mma_c_row(i); }
 DEVICE int gemm_col(int nt, int i) { return (WARP % 4) * WN + nt * 16 + mma_c_col(i); }
+// gemm_group_row: the first row of the products this thread issues with others, for the
+// caller's live test: the whole block tile's here (gemm_mainloop ignores live).
+DEVICE int gemm_group_row() { return 0; }
 // moe_down_group (moe_down's products over sorted pairs, bf16 operands): ys[p][j] =
 // weights[p] · Σ_i down_e[j][i] · act[p][i] for each pair p of a row tile of expert e.
 // Grid: (ceil(HIDDEN / BN), row tiles); tiles past tiles[0] return at once. Each pair's
@@ -510,7 +514,9 @@ KERNEL void moe_down_group_f49ca72d(float* ys, const float* act, const int* orde
     wrow[i] = j < HIDDEN ? down + ((long long)e * HIDDEN + j) * INTER : nullptr;
   }
   mma_c acc[MT][NT];
-  gemm_mainloop<INTER>(acc, arow, wrow, act, down, smem);
+  // moe_sort pads an expert's last tile at its end: a warpgroup whose first row is
+  // padding has no pair at all and issues no products (gemm_mainloop's live).
+  gemm_mainloop<INTER>(acc, arow, wrow, act, down, smem, rows[gemm_group_row()] >= 0);
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll

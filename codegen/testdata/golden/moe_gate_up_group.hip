@@ -351,7 +351,8 @@ DEVICE void gemm_compute_flush(mma_c (&acc)[MT][NT], const bf16* sa, const bf16*
 // rewritten only after the barrier that follows the last k-tile's products.
 template <int K>
 DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS], const bf16* const (&wrow)[WROWS],
-                          const float* asafe, const bf16* wsafe, u32x4* smem) {
+                          const float* asafe, const bf16* wsafe, u32x4* smem, bool live = true) {
+  (void)live;  // every warp issues products (the live test is the wgmma tile's)
   constexpr int KT = (K + BK - 1) / BK;
   float* s32 = (float*)smem;
   bf16* sw = (bf16*)(s32 + STAGES * A32_TILE);
@@ -394,6 +395,9 @@ DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS
 // (mt, nt) of this lane.
 DEVICE int gemm_row(int mt, int i) { return (WARP / 4) * WM + mt * 16 + mma_c_row(i); }
 DEVICE int gemm_col(int nt, int i) { return (WARP % 4) * WN + nt * 16 + mma_c_col(i); }
+// gemm_group_row: the first row of the products this thread issues with others, for the
+// caller's live test: the whole block tile's here (gemm_mainloop ignores live).
+DEVICE int gemm_group_row() { return 0; }
 // moe_gate_up_group (moe_gate_up's math over sorted pairs, bf16 operands): act[p][j] =
 // silu(gate_e[j]·x[t]) · up_e[j]·x[t] for each pair p = t·TOPK + s of a row tile of
 // expert e (moe_sort's order and tiles). Grid: (ceil(INTER / 64), row tiles); tiles
@@ -428,7 +432,9 @@ KERNEL void moe_gate_up_group_ec3d0132(float* act, const float* x, const int* or
     wrow[i] = j < INTER ? gate_up + ((long long)e * 2 * INTER + ((r / 16) % 2) * INTER + j) * HIDDEN : nullptr;
   }
   mma_c acc[MT][NT];
-  gemm_mainloop<HIDDEN>(acc, arow, wrow, x, gate_up, smem);
+  // moe_sort pads an expert's last tile at its end: a warpgroup whose first row is
+  // padding has no pair at all and issues no products (gemm_mainloop's live).
+  gemm_mainloop<HIDDEN>(acc, arow, wrow, x, gate_up, smem, rows[gemm_group_row()] >= 0);
   // Weight row (and block column) c is output j0 + (c / 32)·16 + c % 16, gate when
   // (c / 16) is even: a lane's atom nt (even) holds gate columns, nt + 1 the up columns of
   // the same outputs (the mma tile's warp 32 columns, the wgmma tile's warpgroup all 128).
