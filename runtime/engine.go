@@ -365,6 +365,12 @@ type RowsFunc func(start int, logits [][]float32) error
 // predict the next token. With rows set, it also hands over the logits of
 // every prompt position. ctx is checked between segments and launches.
 func (e *Engine) Prefill(ctx context.Context, tokens []int32, rows RowsFunc) ([]float32, error) {
+	return e.prefillWith(ctx, tokens, rows, nil)
+}
+
+// prefillWith is Prefill with every step's launches handed to prof when it
+// is not nil (ProfilePrefill), instead of replayed or launched directly.
+func (e *Engine) prefillWith(ctx context.Context, tokens []int32, rows RowsFunc, prof PrefillSteps) ([]float32, error) {
 	ctx, end, err := e.begin(ctx)
 	if err != nil {
 		return nil, err
@@ -396,13 +402,26 @@ func (e *Engine) Prefill(ctx context.Context, tokens []int32, rows RowsFunc) ([]
 					e.broken = s.Start+j > 0
 					return nil, err
 				}
-				if last, err = e.decodeToken(ctx, t); err != nil {
+				if prof != nil {
+					st := PrefillStep{Segment: i, Phase: e.decode.p.Name, Kind: plan.DecodeStep, Start: s.Start + j, Tokens: 1, Pos: e.pos}
+					last, err = e.stepThrough(ctx, e.decode, []int32{t}, func(l Launches) error { return prof(st, l) })
+				} else {
+					last, err = e.decodeToken(ctx, t)
+				}
+				if err != nil {
 					return nil, err
 				}
 			}
 			break
 		}
-		l, err := e.step(ctx, e.prefill[s.Bucket], tokens[s.Start:s.Start+s.Tokens])
+		ph, seg := e.prefill[s.Bucket], tokens[s.Start:s.Start+s.Tokens]
+		var l []float32
+		if prof != nil {
+			st := PrefillStep{Segment: i, Phase: ph.p.Name, Kind: plan.Prefill, Start: s.Start, Tokens: s.Tokens, Pos: e.pos}
+			l, err = e.stepThrough(ctx, ph, seg, func(ls Launches) error { return prof(st, ls) })
+		} else {
+			l, err = e.step(ctx, ph, seg)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -465,20 +484,12 @@ func (e *Engine) ProfileDecode(ctx context.Context, token int32, each func(i int
 	if err := e.checkIDs([]int32{token}); err != nil {
 		return nil, err
 	}
-	ph := e.decode
-	return e.stepWith(ph, []int32{token}, func() error {
-		if err := e.be.SetParams(&e.block); err != nil {
-			return err
-		}
-		if err := e.launchEach(ctx, ph, each); err != nil {
-			return err
-		}
-		return e.be.Sync()
-	})
+	return e.stepThrough(ctx, e.decode, []int32{token}, func(l Launches) error { return l(each) })
 }
 
-// Launches enqueues the decode phase's launches, each launch i through
-// each(i, run) (ProfileDecodeIn's hook).
+// Launches enqueues a phase's launches (the decode step's, a prefill
+// segment's), each launch i of the phase through each(i, run)
+// (ProfileDecodeIn's and ProfilePrefill's hook).
 type Launches func(each func(i int, run func() error) error) error
 
 // ProfileDecodeIn is Decode with the decode phase's launches handed to in,
@@ -501,13 +512,27 @@ func (e *Engine) ProfileDecodeIn(ctx context.Context, token int32, in func(launc
 	if err := e.checkIDs([]int32{token}); err != nil {
 		return nil, err
 	}
-	ph := e.decode
-	return e.stepWith(ph, []int32{token}, func() error {
+	return e.stepThrough(ctx, e.decode, []int32{token}, in)
+}
+
+// stepThrough is stepWith with the phase's launches handed to in, which
+// must enqueue them once (each launch through its hook) and have them run;
+// the parameter block is on the device when in is called.
+func (e *Engine) stepThrough(ctx context.Context, ph *phase, tokens []int32, in func(launches Launches) error) ([]float32, error) {
+	return e.stepWith(ph, tokens, func() error {
 		if err := e.be.SetParams(&e.block); err != nil {
 			return err
 		}
-		if err := in(func(each func(i int, run func() error) error) error { return e.launchEach(ctx, ph, each) }); err != nil {
+		calls := 0
+		launches := func(each func(i int, run func() error) error) error {
+			calls++
+			return e.launchEach(ctx, ph, each)
+		}
+		if err := in(launches); err != nil {
 			return err
+		}
+		if calls != 1 {
+			return fmt.Errorf("phase %s: its launches were enqueued %d times, want once", ph.p.Name, calls)
 		}
 		return e.be.Sync()
 	})
