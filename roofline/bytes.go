@@ -1,7 +1,8 @@
 // Package roofline is the bandwidth model of a decode step: the bytes its
 // launches must move, read off the plan (launches × operand extents), the
 // copy bandwidth of the device that bounds them, and the per-family
-// aggregation of a step timed launch by launch (docs/bench.md).
+// aggregation of a step — or of a prefill's segments — timed launch by
+// launch, with the matrix work of the families that do it (docs/bench.md).
 package roofline
 
 import (
@@ -32,10 +33,12 @@ func (b Bytes) Add(o Bytes) Bytes {
 	return Bytes{Weights: b.Weights + o.Weights, KV: b.KV + o.KV, State: b.State + o.State}
 }
 
-// Launch is one launch's family and the bytes it must move.
+// Launch is one launch's family, the bytes it must move and its matrix
+// work in flops (0 where the family has no FLOP model: launchFLOPs).
 type Launch struct {
 	Family string
 	Bytes  Bytes
+	FLOPs  int64
 }
 
 // Step is the byte model of a phase at one context length.
@@ -45,6 +48,8 @@ type Step struct {
 	Context  int
 	Launches []Launch
 	Total    Bytes
+	// FLOPs is the launches' matrix work.
+	FLOPs int64
 }
 
 // Families are the phase's families in order of first launch.
@@ -87,7 +92,8 @@ func ofKind(p *plan.Plan, kind plan.PhaseKind, context int) (*Step, error) {
 }
 
 // Phase is the byte model of one phase of p with context tokens in the KV
-// cache when it reads it. The bytes of a launch are, for every operand
+// cache when it reads it (the phase's own rows among them): Segment of
+// the phase's rows at position context − rows. The bytes of a launch are, for every operand
 // bound to a weight, KV or state buffer, its extent (the family's, for the
 // phase's rows) × its element size — read, written, or both for
 // read-write — with these rules where the extent is a bound, not what a
@@ -113,6 +119,27 @@ func Phase(p *plan.Plan, ph *plan.Phase, context int) (*Step, error) {
 	if context < 1 || context > p.ContextTokens {
 		return nil, fmt.Errorf("context %d: want 1 to the plan's %d tokens", context, p.ContextTokens)
 	}
+	return model(p, ph, ph.Tokens, context)
+}
+
+// Segment is the byte and FLOP model of phase ph of p run over tokens
+// rows at sequence position pos (a prefill segment at its logical length,
+// or a decode step: tokens 1): Phase's bytes with the KV cache of pos +
+// tokens rows, and each launch's matrix work (launchFLOPs).
+func Segment(p *plan.Plan, ph *plan.Phase, tokens, pos int) (*Step, error) {
+	switch {
+	case tokens < 1 || tokens > ph.Tokens:
+		return nil, fmt.Errorf("phase %s: %d tokens, want 1 to its %d", ph.Name, tokens, ph.Tokens)
+	case pos < 0 || pos+tokens > p.ContextTokens:
+		return nil, fmt.Errorf("phase %s: %d tokens at position %d exceed the plan's %d-token context", ph.Name, tokens, pos, p.ContextTokens)
+	}
+	return model(p, ph, tokens, pos+tokens)
+}
+
+// model is the byte and FLOP model of phase ph over tokens rows (the rows
+// of every launch whose row count is a slot's) with context tokens in the
+// KV cache, the rows' own included.
+func model(p *plan.Plan, ph *plan.Phase, tokens, context int) (*Step, error) {
 	roles := map[string]ir.Role{}
 	for _, b := range p.Buffers {
 		roles[b.Name] = b.Role
@@ -134,7 +161,7 @@ func Phase(p *plan.Plan, ph *plan.Phase, context int) (*Step, error) {
 		if len(l.Args) != len(f.Operands) {
 			return nil, fmt.Errorf("phase %s launch %d (%s): %d arguments, family takes %d", ph.Name, i, k.Family, len(l.Args), len(f.Operands))
 		}
-		rows := int64(ph.Tokens)
+		rows := int64(tokens)
 		if r, ok := k.Params.Rows(); ok && l.Rows == nil {
 			rows = r
 		}
@@ -154,10 +181,40 @@ func Phase(p *plan.Plan, ph *plan.Phase, context int) (*Step, error) {
 				b.State += n
 			}
 		}
-		s.Launches = append(s.Launches, Launch{Family: k.Family, Bytes: b})
+		fl := launchFLOPs(f.Kind, k.Params, rows, max(0, int64(context)-rows))
+		s.Launches = append(s.Launches, Launch{Family: k.Family, Bytes: b, FLOPs: fl})
 		s.Total = s.Total.Add(b)
+		s.FLOPs += fl
 	}
 	return s, nil
+}
+
+// launchFLOPs is the matrix work of one launch of rows rows at sequence
+// position pos, a multiply-add counted as two flops, for the families
+// that do a prompt's matrix work: the projections (x·Wᵀ: 2·rows·k·n), the
+// routed experts (each token's k slots: gate and up 2·2·inter·hidden, down
+// 2·inter·hidden), attention (kernels.PrefillFLOPs: q·kᵀ and p·v over the
+// visible positions) and the chunked GDN's two passes
+// (kernels.GDNChunkFLOPs). The rest — norms, gates, routing, sorting,
+// elementwise — is 0: no FLOP model, and no tensor-core work to speak of.
+func launchFLOPs(kind ir.Kind, p ir.Params, rows, pos int64) int64 {
+	switch kind {
+	case ir.MatMul, ir.MatMulAdd, ir.GEMM, ir.GEMMAdd, ir.GEMV, ir.GEMVAdd:
+		return 2 * rows * int64(p.Int("k")) * int64(p.Int("n"))
+	case ir.MoEGateUp, ir.MoEGateUpGroup, ir.MoEGateUpGEMV:
+		return 2 * rows * int64(p.Int("k")) * 2 * int64(p.Int("inter")) * int64(p.Int("hidden"))
+	case ir.MoEDown, ir.MoEDownGroup, ir.MoEDownGEMV:
+		return 2 * rows * int64(p.Int("k")) * int64(p.Int("inter")) * int64(p.Int("hidden"))
+	case ir.Attention, ir.AttentionPrefill, ir.AttentionPrefillWG:
+		return kernels.PrefillFLOPs(p, int(rows), int(pos))
+	case ir.GatedDeltaWY:
+		wy, _ := kernels.GDNChunkFLOPs(p, int(rows))
+		return wy
+	case ir.GatedDeltaState:
+		_, st := kernels.GDNChunkFLOPs(p, int(rows))
+		return st
+	}
+	return 0
 }
 
 // operandBytes applies the rules of Phase to one operand.

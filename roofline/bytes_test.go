@@ -220,3 +220,102 @@ func TestGreedyBytesReal(t *testing.T) {
 		}
 	}
 }
+
+// TestSegmentFLOPsReal holds the frozen plans' prefill of 8192 tokens
+// from position 0, and of 5000 after them, to the matrix work counted from
+// the weights' shapes: every projection 2 flops a weight a row (the LM
+// head's one row), the k = 8 routed experts' gate, up and down a token,
+// attention's q·kᵀ and p·v over each row's visible positions, and on the
+// GPU plans the chunked GDN's two passes; no other family has flops.
+func TestSegmentFLOPsReal(t *testing.T) {
+	const V, H, I, K = 248320, 2048, 512, 8
+	for _, target := range []plan.Target{plan.CPU, plan.SM90, plan.GFX1151} {
+		data, err := plans.Frozen(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := plan.Decode(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var proj int64 // weights of the projections every row runs
+		for _, b := range p.Buffers {
+			if b.Role == ir.Weight && b.Derive == nil && len(b.Shape) == 2 && b.DType == ir.BF16 &&
+				b.Name != "embed_tokens.weight" && b.Name != "lm_head.weight" {
+				proj += b.Shape[0] * b.Shape[1]
+			}
+		}
+		var ph *plan.Phase
+		for i := range p.Phases {
+			if p.Phases[i].Kind == plan.Prefill && p.Phases[i].Tokens == 8192 {
+				ph = &p.Phases[i]
+			}
+		}
+		for _, tc := range []struct{ rows, pos int64 }{{8192, 0}, {5000, 8192}} {
+			s, err := Segment(p, ph, int(tc.rows), int(tc.pos))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int64{}
+			for _, l := range s.Launches {
+				f := l.Family
+				switch f {
+				case "gemm", "gemm_add", "gemv", "matmul", "matmul_add":
+					f = "projections"
+				case "moe_gate_up_group":
+					f = "moe_gate_up"
+				case "moe_down_group":
+					f = "moe_down"
+				case "attention_prefill", "attention_prefill_wg":
+					f = "attention"
+				}
+				if l.FLOPs != 0 {
+					got[f] += l.FLOPs
+				}
+			}
+			visible := tc.rows*tc.pos + tc.rows*(tc.rows+1)/2
+			want := map[string]int64{
+				"projections": 2*tc.rows*proj + 2*V*H,
+				"moe_gate_up": 40 * 2 * tc.rows * K * 2 * I * H,
+				"moe_down":    40 * 2 * tc.rows * K * I * H,
+				"attention":   10 * visible * 16 * 4 * 256,
+			}
+			if target.GPU() {
+				chunks := (tc.rows + 63) / 64
+				want["gated_delta_wy"] = 30 * chunks * 32 * (4*64*64*128 + 4*64*64*256)
+				want["gated_delta_state"] = 30 * chunks * 32 * 6 * 64 * 128 * 128
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("%s, %d rows at %d: flops by family (-want +got):\n%s", target, tc.rows, tc.pos, d)
+			}
+			var sum int64
+			for _, f := range got {
+				sum += f
+			}
+			if s.FLOPs != sum || s.Context != int(tc.pos+tc.rows) {
+				t.Errorf("%s: step flops %d at context %d, launches sum to %d", target, s.FLOPs, s.Context, sum)
+			}
+		}
+	}
+}
+
+func TestSegmentErrors(t *testing.T) {
+	p := tinyPlan(t) // bucket 4, context 16
+	ph := &p.Phases[0]
+	for _, tc := range []struct {
+		tokens, pos int
+		wantErr     string
+	}{
+		{0, 0, "0 tokens, want 1 to its 4"},
+		{5, 0, "5 tokens, want 1 to its 4"},
+		{4, -1, "4 tokens at position -1 exceed"},
+		{4, 13, "4 tokens at position 13 exceed the plan's 16-token context"},
+	} {
+		if _, err := Segment(p, ph, tc.tokens, tc.pos); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("Segment(%d, %d): %v, want %q", tc.tokens, tc.pos, err, tc.wantErr)
+		}
+	}
+	if _, err := Segment(p, ph, 4, 12); err != nil {
+		t.Errorf("a segment filling the context: %v", err)
+	}
+}

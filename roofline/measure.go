@@ -327,7 +327,8 @@ func median(xs []float64) float64 {
 	return s[len(s)/2]
 }
 
-// Family is one kernel family's share of a profiled decode step.
+// Family is one kernel family's share of a profiled decode step (Profile)
+// or of a profiled prefill (ProfileTotal: the prefill is the step).
 type Family struct {
 	Family string `json:"family"`
 	// Launches is the family's launches in one step.
@@ -341,12 +342,30 @@ type Family struct {
 	BytesTotal int64 `json:"bytes_total"`
 	// GBs is its bytes per second of its time (10⁹ bytes).
 	GBs float64 `json:"gb_s"`
+	// FLOPs is its matrix work per step where the family has a FLOP model
+	// (Launch.FLOPs), TFLOPs those flops per second of its time (10¹²).
+	FLOPs  int64   `json:"flops,omitempty"`
+	TFLOPs float64 `json:"tflop_s,omitempty"`
 }
 
 // Profile aggregates profiled steps by family: steps[i] are the bytes of
 // step i, times[i] each of its launches' time in launch order. Families come
-// in order of time, the longest first.
+// in order of time, the longest first. Times, bytes and flops are the
+// means over the steps, the launches those of the first step.
 func Profile(steps []*Step, times [][]time.Duration) ([]Family, error) {
+	return aggregate(steps, times, true)
+}
+
+// ProfileTotal aggregates the steps of one profiled prefill (its segments,
+// and the decode steps of a short last one) by family as Profile does, with
+// every step's launches, times, bytes and flops summed: the prefill is the
+// step.
+func ProfileTotal(steps []*Step, times [][]time.Duration) ([]Family, error) {
+	return aggregate(steps, times, false)
+}
+
+// aggregate is Profile with mean, ProfileTotal without.
+func aggregate(steps []*Step, times [][]time.Duration, mean bool) ([]Family, error) {
 	if len(steps) == 0 || len(steps) != len(times) {
 		return nil, fmt.Errorf("%d steps with %d timings: want as many, at least one", len(steps), len(times))
 	}
@@ -365,19 +384,24 @@ func Profile(steps []*Step, times [][]time.Duration) ([]Family, error) {
 				out = append(out, Family{Family: l.Family})
 				bytes = append(bytes, Bytes{})
 			}
-			if i == 0 {
+			if i == 0 || !mean {
 				out[at].Launches++
 			}
 			out[at].US += times[i][j].Seconds() * 1e6
+			out[at].FLOPs += l.FLOPs
 			bytes[at] = bytes[at].Add(l.Bytes)
 		}
 	}
-	n := float64(len(steps))
+	n := int64(1)
+	if mean {
+		n = int64(len(steps))
+	}
 	var sum float64
 	for i := range out {
-		out[i].US /= n
+		out[i].US /= float64(n)
+		out[i].FLOPs /= n
 		// The bytes per step: the mean of the steps' (only the KV grows).
-		out[i].Bytes = Bytes{Weights: bytes[i].Weights / int64(n), KV: bytes[i].KV / int64(n), State: bytes[i].State / int64(n)}
+		out[i].Bytes = Bytes{Weights: bytes[i].Weights / n, KV: bytes[i].KV / n, State: bytes[i].State / n}
 		out[i].BytesTotal = out[i].Bytes.Total()
 		sum += out[i].US
 	}
@@ -387,6 +411,7 @@ func Profile(steps []*Step, times [][]time.Duration) ([]Family, error) {
 		}
 		if out[i].US > 0 {
 			out[i].GBs = float64(out[i].Bytes.Total()) / out[i].US / 1e3
+			out[i].TFLOPs = float64(out[i].FLOPs) / out[i].US / 1e6
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Family) int {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/aimaproject/aimac/runtime"
 )
@@ -101,5 +102,70 @@ func TestProfilerCPU(t *testing.T) {
 	_, err = p.Step(func(each func(int, func() error) error) error { return each(1, func() error { return nil }) })
 	if err == nil || !strings.Contains(err.Error(), "launch 1 timed after 0 launches") {
 		t.Errorf("skipped launch: %v", err)
+	}
+}
+
+// TestProfileTotal aggregates a prefill of two segments and a decode step
+// of its tail: every launch counted, times, bytes and flops summed, shares
+// of the sum, TFLOP/s and GB/s of each family's own time.
+func TestProfileTotal(t *testing.T) {
+	segment := func(kv int64) *Step {
+		return &Step{Launches: []Launch{
+			{Family: "gemm", Bytes: Bytes{Weights: 4000}, FLOPs: 6e6},
+			{Family: "attention_prefill", Bytes: Bytes{KV: kv}, FLOPs: kv * 1000},
+			{Family: "gemm", Bytes: Bytes{Weights: 2000}, FLOPs: 2e6},
+			{Family: "add"},
+		}}
+	}
+	decode := &Step{Launches: []Launch{
+		{Family: "gemv", Bytes: Bytes{Weights: 6000}, FLOPs: 6000},
+		{Family: "add"},
+	}}
+	us := func(xs ...int) []time.Duration {
+		var out []time.Duration
+		for _, x := range xs {
+			out = append(out, time.Duration(x)*time.Microsecond)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []*Step
+		times [][]time.Duration
+		want  []Family
+	}{
+		{
+			name:  "one segment",
+			steps: []*Step{segment(1000)},
+			times: [][]time.Duration{us(3, 5, 1, 1)},
+			want: []Family{
+				{Family: "attention_prefill", Launches: 1, US: 5, Share: 0.5, Bytes: Bytes{KV: 1000}, BytesTotal: 1000, GBs: 0.2, FLOPs: 1e6, TFLOPs: 0.2},
+				{Family: "gemm", Launches: 2, US: 4, Share: 0.4, Bytes: Bytes{Weights: 6000}, BytesTotal: 6000, GBs: 1.5, FLOPs: 8e6, TFLOPs: 2},
+				{Family: "add", Launches: 1, US: 1, Share: 0.1},
+			},
+		},
+		{
+			// gemm 4+4 µs, attention 5+7, gemv 2, add 1+1+2: 26 µs.
+			name:  "two segments and a decode step",
+			steps: []*Step{segment(1000), segment(3000), decode},
+			times: [][]time.Duration{us(3, 5, 1, 1), us(3, 7, 1, 1), us(2, 2)},
+			want: []Family{
+				{Family: "attention_prefill", Launches: 2, US: 12, Share: 12.0 / 26, Bytes: Bytes{KV: 4000}, BytesTotal: 4000, GBs: 4000 / 12e3, FLOPs: 4e6, TFLOPs: 4e6 / 12e6},
+				{Family: "gemm", Launches: 4, US: 8, Share: 8.0 / 26, Bytes: Bytes{Weights: 12000}, BytesTotal: 12000, GBs: 1.5, FLOPs: 16e6, TFLOPs: 2},
+				{Family: "add", Launches: 3, US: 4, Share: 4.0 / 26},
+				{Family: "gemv", Launches: 1, US: 2, Share: 2.0 / 26, Bytes: Bytes{Weights: 6000}, BytesTotal: 6000, GBs: 3, FLOPs: 6000, TFLOPs: 0.003},
+			},
+		},
+	} {
+		got, err := ProfileTotal(tc.steps, tc.times)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(tc.want, got, cmpopts.EquateApprox(0, 1e-12)); d != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, d)
+		}
+	}
+	if _, err := ProfileTotal([]*Step{decode}, [][]time.Duration{us(1)}); err == nil || !strings.Contains(err.Error(), "step 0: 1 launch times for 2 launches") {
+		t.Errorf("short timing: %v", err)
 	}
 }
