@@ -34,15 +34,18 @@ type benchFlags struct {
 	decodeTokens int
 	decodeWarmup int
 	profileSteps int
-	copyBytes    int64
-	copyRepeats  int
-	repeats      int
-	warmup       int
-	seed         uint64
-	idLimit      int
-	jsonOut      string
-	timeLimit    time.Duration
-	commit       string
+	// profilePrefill: one more cold prefill of each --prefill length timed
+	// launch by launch, for its per-family table.
+	profilePrefill bool
+	copyBytes      int64
+	copyRepeats    int
+	repeats        int
+	warmup         int
+	seed           uint64
+	idLimit        int
+	jsonOut        string
+	timeLimit      time.Duration
+	commit         string
 	// synthContext: decode contexts start from a synthetic KV cache and
 	// GDN state (Engine.SyntheticContext) instead of a prefill.
 	synthContext bool
@@ -62,6 +65,16 @@ token ids (no id repeated within a prompt while the vocabulary allows):
 
   prefill: for each --prefill N, one warm-up prefill, then --repeats cold
            prefills of N fresh ids (Reset before each); tok/s median, min, max.
+           With --profile-prefill, one more cold prefill of N fresh ids, never
+           replayed as graphs, every step Prefill takes (each bucket segment, and
+           each token of a decode tail as a decode step) enqueued launch by launch
+           through Engine.ProfilePrefill, with device events between the launches
+           behind a head start of copies (the wall clock around each launch on the
+           CPU): by kernel family the launches, ms, share, and TFLOP/s where the
+           family has a FLOP model (the projections, the routed experts, attention,
+           the chunked GDN) and GB/s of its weight, KV and state bytes; and the
+           launches' sum against the unprofiled median (the time outside them).
+           A decode context of the same length decodes after that prefill.
   decode:  for each --decode-context C, a cold prefill of C ids (with
            --synthetic-context, for a C that is not also a --prefill length: the
            KV cache and GDN state of C tokens filled on the device with seeded
@@ -112,6 +125,7 @@ an interrupted run keeps what it measured. With --synthetic-weights and no
 	cliflag.Int(fl, &f.decodeTokens, "decode-tokens", 64, 1, "`N` timed decode steps at each context")
 	cliflag.Int(fl, &f.decodeWarmup, "decode-warmup", 2, 0, "`N` untimed decode steps before the timed ones")
 	cliflag.Int(fl, &f.profileSteps, "profile-steps", 4, 0, "`N` decode steps timed launch by launch after the timed ones, for the per-family table (0: none)")
+	fl.BoolVar(&f.profilePrefill, "profile-prefill", false, "after each --prefill length's timed runs, one more cold prefill of fresh ids timed launch by launch, for its per-family table")
 	cliflag.Int(fl, &f.certifiedSteps, "certified-steps", 0, 0, "`N` greedy steps at each context decoded with the BF16 LM head and again with the certified int8 head from the same state: identical tokens required, both timed (0: none)")
 	cliflag.Int64(fl, &f.copyBytes, "copy-bytes", 1<<30, 1, "`BYTES` of the copy that measures the bandwidth (device to device on a GPU)")
 	cliflag.Int(fl, &f.copyRepeats, "copy-repeats", 5, 1, "`N` timed copies (after one untimed); the median counts")
@@ -185,6 +199,9 @@ type benchMethod struct {
 	DecodeTokens int    `json:"decode_tokens"`
 	DecodeWarmup int    `json:"decode_warmup"`
 	ProfileSteps int    `json:"profile_steps"`
+	// ProfilePrefill: each prefill length has its profiled prefill
+	// (--profile-prefill).
+	ProfilePrefill bool `json:"profile_prefill"`
 	// DecodeStep says how a decode step runs (graphs, sampling, PDL).
 	DecodeStep string `json:"decode_step"`
 	// LMHead is the timed greedy steps' LM head: "bf16" or
@@ -208,6 +225,45 @@ type benchPrefill struct {
 	RunsS    []float64     `json:"runs_s"`
 	Stats    *benchSummary `json:"seconds,omitempty"`
 	TokS     *benchSummary `json:"tok_s,omitempty"`
+	// Profile is one more cold prefill timed launch by launch (--profile-prefill).
+	Profile *benchPrefillProfile `json:"profile,omitempty"`
+}
+
+// benchPrefillProfile is one prefill timed launch by launch, by family:
+// decode[].profile's shape, the prefill being the step.
+type benchPrefillProfile struct {
+	// Steps is the number of steps the prefill took (ByStep).
+	Steps int `json:"steps"`
+	// Mode is "launches": enqueued one by one, never a graph replay.
+	Mode   string `json:"mode"`
+	Timing string `json:"timing"`
+	// HostBehind counts the steps whose launches the host enqueued slower
+	// than the head start lasted (GPU).
+	HostBehind int `json:"host_behind_steps"`
+	// StepUS is the sum of every launch's time, µs.
+	StepUS float64 `json:"step_us"`
+	// WallMS is the profiled prefill's wall clock; UnprofiledMS the median
+	// of the timed runs, and OutsideMS UnprofiledMS − StepUS/1000: what
+	// the timed prefill spends outside the launches as timed here (the
+	// host between segments, launch gaps the events do not see; negative
+	// where timing each launch costs more than it shows).
+	WallMS       float64            `json:"wall_ms"`
+	UnprofiledMS float64            `json:"unprofiled_ms,omitempty"`
+	OutsideMS    float64            `json:"outside_launches_ms,omitempty"`
+	ByStep       []benchPrefillStep `json:"by_step"`
+	// Families: us_per_step, bytes and flops are the whole prefill's.
+	Families []roofline.Family `json:"families"`
+}
+
+// benchPrefillStep is one step of a profiled prefill (runtime.PrefillStep).
+type benchPrefillStep struct {
+	Segment  int     `json:"segment"`
+	Phase    string  `json:"phase"`
+	Tokens   int     `json:"tokens"`
+	Pos      int     `json:"pos"`
+	Launches int     `json:"launches"`
+	US       float64 `json:"us"`
+	FLOPs    int64   `json:"flops"`
 }
 
 type benchSeg struct {
@@ -405,6 +461,9 @@ func (f *benchFlags) validate() (int, string, error) {
 	if f.profileMode != "graph" && f.profileMode != "launches" {
 		return 0, "", fmt.Errorf("--profile-mode %q: want graph or launches", f.profileMode)
 	}
+	if f.profilePrefill && len(f.prefill) == 0 {
+		return 0, "", fmt.Errorf("--profile-prefill profiles the --prefill lengths: give one")
+	}
 	need, what := 0, ""
 	for _, n := range f.prefill {
 		if n < 1 {
@@ -501,15 +560,16 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		Memory: benchMemory{Weights: mem.Weights, KV: mem.KV, State: mem.State, Activations: mem.Activations,
 			Buffers: mem.Buffers, Total: mem.Total()},
 		Method: benchMethod{
-			Timing:       "wall clock around each synchronous Engine.Prefill call and each decode step (decode_step says what one is); median of the timed runs",
-			Prompts:      "seeded PCG permutations of ids below id_limit, a fresh prompt for every run",
-			Seed:         f.seed,
-			IDLimit:      limit,
-			Repeats:      f.repeats,
-			Warmup:       f.warmup,
-			DecodeTokens: f.decodeTokens,
-			DecodeWarmup: f.decodeWarmup,
-			ProfileSteps: f.profileSteps,
+			Timing:         "wall clock around each synchronous Engine.Prefill call and each decode step (decode_step says what one is); median of the timed runs",
+			Prompts:        "seeded PCG permutations of ids below id_limit, a fresh prompt for every run",
+			Seed:           f.seed,
+			IDLimit:        limit,
+			Repeats:        f.repeats,
+			Warmup:         f.warmup,
+			DecodeTokens:   f.decodeTokens,
+			DecodeWarmup:   f.decodeWarmup,
+			ProfileSteps:   f.profileSteps,
+			ProfilePrefill: f.profilePrefill,
 			Bytes: "per decode step, from the plan (package roofline): weight operands' extents, the routed experts' k of experts slices, " +
 				"the embedding's token rows, the KV cache of the tokens attended (kv_append: the row written), GDN state read + written; " +
 				"roofline = bytes / the copy's bytes read + written per second",
@@ -537,7 +597,8 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		return err
 	}
 	var runErr error
-	if len(f.decodeCtx) > 0 {
+	// The decode roofline and the GPU profiler's head start need the copy.
+	if len(f.decodeCtx) > 0 || f.profilePrefill {
 		rep.Copy, runErr = roofline.MeasureCopy(l.Backend, f.copyBytes, f.copyRepeats)
 		if runErr == nil {
 			fmt.Fprintf(cmd.ErrOrStderr(), "[%.0fs] copy bandwidth: %.1f GB/s (%d bytes, %s)\n", time.Since(begin).Seconds(), rep.Copy.GBs, rep.Copy.Bytes, rep.Copy.Method)
@@ -627,6 +688,24 @@ func (b *bench) run(ctx context.Context, log io.Writer) error {
 		if timed && len(pf.RunsS) < f.repeats && len(pf.RunsS) > 0 {
 			b.skip(fmt.Sprintf("prefill %d: %d of %d timed runs", n, len(pf.RunsS), f.repeats))
 		}
+		if timed && f.profilePrefill {
+			// Launch by launch and without graphs a prefill takes longer:
+			// twice the slowest timed run, as the estimate.
+			if len(pf.RunsS) == 0 || !b.fits(2*float64(n)*b.perToken.value()) {
+				b.skip(fmt.Sprintf("prefill %d: profile out of time", n))
+			} else {
+				logits, err := b.profilePrefill(ctx, pf, runs)
+				if err != nil {
+					return fmt.Errorf("profile of a prefill of %d tokens: %w", n, err)
+				}
+				last = logits // the state a decode at n continues from
+				pr := pf.Profile
+				fmt.Fprintf(log, "[%.0fs] prefill %d: profiled, %.1f ms of launches (%.1f ms unprofiled)\n", time.Since(b.start).Seconds(), n, pr.StepUS/1e3, pr.UnprofiledMS)
+				if err := b.save(); err != nil {
+					return err
+				}
+			}
+		}
 		if !decode {
 			continue
 		}
@@ -665,6 +744,77 @@ func (b *bench) prefill(ctx context.Context, n, i int) ([]float32, float64, erro
 	logits, err := b.e.Prefill(ctx, ids, nil)
 	sec := time.Since(t).Seconds()
 	return logits, sec, err
+}
+
+// profilePrefill resets the engine and prefills n fresh ids (prompt i of
+// length n, n = pf.Tokens) through Engine.ProfilePrefill, every launch of
+// every step timed by a roofline.Profiler, and sets pf.Profile: the
+// launches by family with each step's byte and FLOP model
+// (roofline.Segment at its rows and position). It returns the logits.
+func (b *bench) profilePrefill(ctx context.Context, pf *benchPrefill, i int) ([]float32, error) {
+	prof, err := roofline.NewProfiler(b.be, b.rep.Copy)
+	if err != nil {
+		return nil, err
+	}
+	defer prof.Close()
+	if err := b.e.Reset(); err != nil {
+		return nil, err
+	}
+	p := b.e.Plan()
+	phases := map[string]*plan.Phase{}
+	for j := range p.Phases {
+		phases[p.Phases[j].Name] = &p.Phases[j]
+	}
+	n := pf.Tokens
+	ids := benchIDs(b.f.seed, promptStream(n, i), n, b.limit)
+	var steps []*roofline.Step
+	var times [][]time.Duration
+	pr := &benchPrefillProfile{Mode: "launches", ByStep: []benchPrefillStep{}}
+	t := time.Now()
+	logits, err := b.e.ProfilePrefill(ctx, ids, func(s runtime.PrefillStep, launches runtime.Launches) error {
+		ph := phases[s.Phase]
+		if ph == nil {
+			return fmt.Errorf("step %+v: the plan has no phase %s", s, s.Phase)
+		}
+		m, err := roofline.Segment(p, ph, s.Tokens, s.Pos)
+		if err != nil {
+			return err
+		}
+		ts, err := prof.Step(func(each func(int, func() error) error) error { return launches(each) })
+		if err != nil {
+			return err
+		}
+		var us float64
+		for _, d := range ts {
+			us += d.Seconds() * 1e6
+		}
+		steps, times = append(steps, m), append(times, ts)
+		pr.ByStep = append(pr.ByStep, benchPrefillStep{Segment: s.Segment, Phase: s.Phase, Tokens: s.Tokens, Pos: s.Pos,
+			Launches: len(ts), US: round(us, 1), FLOPs: m.FLOPs})
+		pr.StepUS += us
+		return nil
+	})
+	wall := time.Since(t)
+	if err != nil {
+		return nil, err
+	}
+	fams, err := roofline.ProfileTotal(steps, times)
+	if err != nil {
+		return nil, err
+	}
+	for j := range fams {
+		fm := &fams[j]
+		fm.US, fm.Share, fm.GBs, fm.TFLOPs = round(fm.US, 1), round(fm.Share, 4), round(fm.GBs, 1), round(fm.TFLOPs, 3)
+	}
+	pr.Steps, pr.Timing, pr.HostBehind, pr.Families = len(steps), prof.Timing, prof.Behind, fams
+	pr.WallMS = round(wall.Seconds()*1e3, 3)
+	if pf.Stats != nil {
+		pr.UnprofiledMS = round(pf.Stats.Median*1e3, 3)
+		pr.OutsideMS = round(pf.Stats.Median*1e3-pr.StepUS/1e3, 3)
+	}
+	pr.StepUS = round(pr.StepUS, 1)
+	pf.Profile = pr
+	return logits, nil
 }
 
 // How a decode context was reached (benchDecode.Start).
@@ -891,11 +1041,48 @@ func (b *bench) profile(ctx context.Context, d *benchDecode, tok int32) error {
 	for i := range p.Families {
 		fm := &p.Families[i]
 		p.StepUS += fm.US
-		fm.US, fm.Share, fm.GBs = round(fm.US, 2), round(fm.Share, 4), round(fm.GBs, 1)
+		fm.US, fm.Share, fm.GBs, fm.TFLOPs = round(fm.US, 2), round(fm.Share, 4), round(fm.GBs, 1), round(fm.TFLOPs, 3)
 	}
 	p.StepUS = round(p.StepUS, 1)
 	d.Profile = p
 	return nil
+}
+
+// prefillProfileTable prints a profiled prefill of n tokens: its launches'
+// sum against the unprofiled prefill, each step where there are several,
+// and the family table.
+func prefillProfileTable(out io.Writer, n int, pr *benchPrefillProfile) {
+	launches := 0
+	for _, s := range pr.ByStep {
+		launches += s.Launches
+	}
+	fmt.Fprintf(out, "prefill %d, each launch timed (%s): %d launches in %d steps, %.1f ms of launches; the profiled prefill %.1f ms wall",
+		n, pr.Timing, launches, pr.Steps, pr.StepUS/1e3, pr.WallMS)
+	if pr.UnprofiledMS > 0 {
+		fmt.Fprintf(out, "; unprofiled (median) %.1f ms, %.1f ms outside the launches", pr.UnprofiledMS, pr.OutsideMS)
+	}
+	fmt.Fprintln(out)
+	if pr.HostBehind > 0 {
+		fmt.Fprintf(out, "  (%d of the steps: the host enqueued slower than the head start lasted; small launches may include host time)\n", pr.HostBehind)
+	}
+	if len(pr.ByStep) > 1 {
+		for _, s := range pr.ByStep {
+			fmt.Fprintf(out, "  segment %d: %s, %d tokens at %d: %d launches, %.1f ms\n", s.Segment, s.Phase, s.Tokens, s.Pos, s.Launches, s.US/1e3)
+		}
+	}
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "family\tlaunches\tms\tshare %\tGFLOP\tTFLOP/s\tMB\tGB/s\t")
+	dash := func(x float64, format string) string {
+		if x == 0 {
+			return "-"
+		}
+		return fmt.Sprintf(format, x)
+	}
+	for _, fm := range pr.Families {
+		fmt.Fprintf(w, "%s\t%d\t%.2f\t%.1f\t%s\t%s\t%s\t%s\t\n", fm.Family, fm.Launches, fm.US/1e3, 100*fm.Share,
+			dash(float64(fm.FLOPs)/1e9, "%.1f"), dash(fm.TFLOPs, "%.1f"), dash(float64(fm.BytesTotal)/1e6, "%.1f"), dash(fm.GBs, "%.1f"))
+	}
+	w.Flush()
 }
 
 // contextLabel is a decode context as the table shows it.
@@ -958,6 +1145,11 @@ func (b *bench) table(out io.Writer) {
 				p.Stats.Median*1e3, p.Stats.Min*1e3, p.Stats.Max*1e3, p.TokS.Median, p.TokS.Min, p.TokS.Max)
 		}
 		w.Flush()
+	}
+	for _, p := range b.rep.Prefill {
+		if p.Profile != nil {
+			prefillProfileTable(out, p.Tokens, p.Profile)
+		}
 	}
 	if len(b.rep.Decode) > 0 {
 		fmt.Fprintln(w, "decode context\tsteps\tmedian ms/tok\tmin ms\tmax ms\ttok/s median\ttok/s total\t")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/planner"
 	"github.com/aimaproject/aimac/roofline"
+	"github.com/aimaproject/aimac/runtime"
 	"github.com/aimaproject/aimac/synth"
 )
 
@@ -355,5 +357,148 @@ func TestBenchCertified(t *testing.T) {
 	c := r.Decode[0].Certified
 	if c.Steps != 24 || !c.Identical || c.FirstDiff != -1 || c.BF16Step == nil || c.Int8Step == nil || c.Candidates < 1 || c.Fallbacks != 0 {
 		t.Errorf("certified %+v", c)
+	}
+}
+
+// TestBenchProfilePrefill: --profile-prefill adds to each prefill length
+// one profiled prefill whose steps are Prefill's (the bucket segments, and
+// with --decode-tail the last segment's tokens as decode steps), every
+// launch of their phases counted by family, the flops those of
+// roofline.Segment at each step's rows and position, the shares summing to
+// one, against the unprofiled median; a decode at the same length
+// continues after it.
+func TestBenchProfilePrefill(t *testing.T) {
+	dir := tinyModel(t)
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := planner.FromCheckpoint("tiny", ck)
+	ck.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{8, 32}, ContextTokens: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	planFile := filepath.Join(t.TempDir(), "plan.json")
+	if err := p.WriteFile(planFile); err != nil {
+		t.Fatal(err)
+	}
+	phases := map[string]*plan.Phase{}
+	for i := range p.Phases {
+		phases[p.Phases[i].Name] = &p.Phases[i]
+	}
+	family := map[string]string{}
+	for _, k := range p.Kernels {
+		family[k.Name] = k.Family
+	}
+	js := filepath.Join(t.TempDir(), "bench.json")
+	out, err := run("probe", "bench", "--model-dir", dir, "--plan", planFile, "--decode-tail", "4",
+		"--prefill", "8,35,72", "--repeats", "2", "--decode-context", "35", "--decode-tokens", "2", "--profile-steps", "0",
+		"--profile-prefill", "--copy-bytes", "65536", "--json", js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := readReport(t, js)
+	if !r.Complete || !r.Method.ProfilePrefill || len(r.Prefill) != 3 || len(r.Decode) != 1 || r.Decode[0].Step == nil {
+		t.Fatalf("complete %v, profile_prefill %v, %d prefill and %d decode entries", r.Complete, r.Method.ProfilePrefill, len(r.Prefill), len(r.Decode))
+	}
+	type step struct {
+		Segment int
+		Phase   string
+		Tokens  int
+		Pos     int
+	}
+	for _, pf := range r.Prefill {
+		pr := pf.Profile
+		if pr == nil || pr.Mode != "launches" || pr.Timing != "wall clock around each launch" {
+			t.Fatalf("prefill %d: profile %+v", pf.Tokens, pr)
+		}
+		// The steps Prefill takes with a decode tail of 4.
+		var want []step
+		segs := runtime.Segments(pf.Tokens, p.Buckets)
+		for i, s := range segs {
+			if i == len(segs)-1 && s.Tokens <= 4 {
+				for j := range s.Tokens {
+					want = append(want, step{i, "decode", 1, s.Start + j})
+				}
+				continue
+			}
+			want = append(want, step{i, fmt.Sprintf("prefill_%d", s.Bucket), s.Tokens, s.Start})
+		}
+		var got []step
+		launches := map[string]int{}
+		flops := map[string]int64{}
+		var stepUS float64
+		for _, s := range pr.ByStep {
+			got = append(got, step{s.Segment, s.Phase, s.Tokens, s.Pos})
+			ph := phases[s.Phase]
+			if ph == nil || s.Launches != len(ph.Launches) {
+				t.Fatalf("prefill %d: step %+v of phase %v", pf.Tokens, s, ph)
+			}
+			model, err := roofline.Segment(p, ph, s.Tokens, s.Pos)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, l := range ph.Launches {
+				launches[family[l.Kernel]]++
+				flops[family[l.Kernel]] += model.Launches[i].FLOPs
+			}
+			if s.FLOPs != model.FLOPs || s.US <= 0 {
+				t.Errorf("prefill %d: step %+v, want %d flops", pf.Tokens, s, model.FLOPs)
+			}
+			stepUS += s.US
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("prefill %d: steps (-want +got):\n%s", pf.Tokens, d)
+		}
+		gotLaunches, gotFLOPs := map[string]int{}, map[string]int64{}
+		var share, us float64
+		for _, f := range pr.Families {
+			gotLaunches[f.Family] = f.Launches
+			gotFLOPs[f.Family] = f.FLOPs
+			share += f.Share
+			us += f.US
+		}
+		for f, n := range flops {
+			if n == 0 {
+				delete(flops, f) // families without a FLOP model
+			}
+		}
+		for f, n := range gotFLOPs {
+			if n == 0 {
+				delete(gotFLOPs, f)
+			}
+		}
+		if d := cmp.Diff(launches, gotLaunches); d != "" {
+			t.Errorf("prefill %d: launches by family (-plan +profile):\n%s", pf.Tokens, d)
+		}
+		if d := cmp.Diff(flops, gotFLOPs); d != "" {
+			t.Errorf("prefill %d: flops by family (-model +profile):\n%s", pf.Tokens, d)
+		}
+		if len(flops) < 4 {
+			t.Errorf("prefill %d: flops for %v only", pf.Tokens, flops)
+		}
+		if pr.Steps != len(pr.ByStep) || math.Abs(share-1) > 0.01 || math.Abs(us-pr.StepUS) > 0.1*float64(len(pr.Families)) ||
+			math.Abs(stepUS-pr.StepUS) > 0.1*float64(len(pr.ByStep)) || pr.WallMS < pr.StepUS/1e3 {
+			t.Errorf("prefill %d: %d steps, shares sum to %v, µs to %v (steps %v) of %v, wall %v ms", pf.Tokens, pr.Steps, share, us, stepUS, pr.StepUS, pr.WallMS)
+		}
+		if pr.UnprofiledMS != round(pf.Stats.Median*1e3, 3) || math.Abs(pr.OutsideMS-(pr.UnprofiledMS-pr.StepUS/1e3)) > 0.01 {
+			t.Errorf("prefill %d: unprofiled %v ms (median %v s), outside %v ms", pf.Tokens, pr.UnprofiledMS, pf.Stats.Median, pr.OutsideMS)
+		}
+		if !strings.Contains(out, fmt.Sprintf("prefill %d, each launch timed (wall clock around each launch)", pf.Tokens)) {
+			t.Errorf("table lacks prefill %d's profile:\n%s", pf.Tokens, out)
+		}
+	}
+	for _, want := range []string{"segment 1: prefill_32, 32 tokens at 32", "segment 1: decode, 1 tokens at 32", "segment 1: decode, 1 tokens at 34", "TFLOP/s", "outside the launches"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := run("probe", "bench", "--model-dir", dir, "--prefill", "0", "--decode-context", "8", "--profile-prefill"); err == nil ||
+		!strings.Contains(err.Error(), "--profile-prefill profiles the --prefill lengths") {
+		t.Errorf("--profile-prefill without a prefill length: %v", err)
 	}
 }
