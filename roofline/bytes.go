@@ -101,9 +101,10 @@ func ofKind(p *plan.Plan, kind plan.PhaseKind, context int) (*Step, error) {
 //
 //   - the routed experts' weights (moe_gate_up, moe_down, their gemv
 //     variants, the fused moe_decode_gate_up, moe_decode_route_gate_up and
-//     moe_decode_down): only
-//     the k selected experts' slices, k/experts of the extent per row, at
-//     most the whole tensor (batch 1 reads k experts);
+//     moe_decode_down, the prefill's grouped moe_gate_up_group and
+//     moe_down_group): only the k selected experts' slices, k/experts of
+//     the extent per row, at most the whole tensor (batch 1 reads k
+//     experts; a long prompt's rows, every one);
 //   - the embedding table: the rows of the step's tokens, not the table;
 //   - the KV cache read by attention (attention, attention_decode_split,
 //     attention_decode_stream, attention_decode_mma):
@@ -250,5 +251,6 @@ func operandBytes(f *ir.Family, p ir.Params, o ir.OperandSpec, rows, context int
 
 func routedExperts(k ir.Kind) bool {
 	return k == ir.MoEGateUp || k == ir.MoEDown || k == ir.MoEGateUpGEMV || k == ir.MoEDownGEMV ||
-		k == ir.MoEDecodeGateUp || k == ir.MoEDecodeDown || k == ir.MoEDecodeRouteGateUp || k == ir.MoEDecodeGateUpRanked
+		k == ir.MoEDecodeGateUp || k == ir.MoEDecodeDown || k == ir.MoEDecodeRouteGateUp || k == ir.MoEDecodeGateUpRanked ||
+		k == ir.MoEGateUpGroup || k == ir.MoEDownGroup
 }

@@ -319,3 +319,45 @@ func TestSegmentErrors(t *testing.T) {
 		t.Errorf("a segment filling the context: %v", err)
 	}
 }
+
+// TestSegmentExpertBytesReal: the sm_90 prefill's grouped experts read the
+// k = 8 selected experts' slices a row, at most every expert: 4 rows read
+// 32 of 256, a segment of 8192 rows the whole tensors.
+func TestSegmentExpertBytesReal(t *testing.T) {
+	data, err := plans.Frozen(plan.SM90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const gateUp, down = 256 * 1024 * 2048 * 2, 256 * 2048 * 512 * 2 // bf16 bytes a layer
+	for _, tc := range []struct {
+		rows int
+		want map[string]int64
+	}{
+		{4, map[string]int64{"moe_gate_up_group": 40 * gateUp / 256 * 32, "moe_down_group": 40 * down / 256 * 32}},
+		{8192, map[string]int64{"moe_gate_up_group": 40 * gateUp, "moe_down_group": 40 * down}},
+	} {
+		var ph *plan.Phase
+		for i := range p.Phases {
+			if p.Phases[i].Kind == plan.Prefill && p.Phases[i].Tokens >= tc.rows && ph == nil {
+				ph = &p.Phases[i]
+			}
+		}
+		s, err := Segment(p, ph, tc.rows, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int64{}
+		for f, b := range s.ByFamily() {
+			if _, ok := tc.want[f]; ok {
+				got[f] = b.Weights
+			}
+		}
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("%d rows (%s): expert weight bytes (-want +got):\n%s", tc.rows, ph.Name, d)
+		}
+	}
+}

@@ -248,8 +248,8 @@ type benchPrefillProfile struct {
 	// host between segments, launch gaps the events do not see; negative
 	// where timing each launch costs more than it shows).
 	WallMS       float64            `json:"wall_ms"`
-	UnprofiledMS float64            `json:"unprofiled_ms,omitempty"`
-	OutsideMS    float64            `json:"outside_launches_ms,omitempty"`
+	UnprofiledMS float64            `json:"unprofiled_ms"`
+	OutsideMS    float64            `json:"outside_launches_ms"`
 	ByStep       []benchPrefillStep `json:"by_step"`
 	// Families: us_per_step, bytes and flops are the whole prefill's.
 	Families []roofline.Family `json:"families"`
@@ -700,7 +700,7 @@ func (b *bench) run(ctx context.Context, log io.Writer) error {
 				}
 				last = logits // the state a decode at n continues from
 				pr := pf.Profile
-				fmt.Fprintf(log, "[%.0fs] prefill %d: profiled, %.1f ms of launches (%.1f ms unprofiled)\n", time.Since(b.start).Seconds(), n, pr.StepUS/1e3, pr.UnprofiledMS)
+				fmt.Fprintf(log, "[%.0fs] prefill %d: profiled, unprofiled %.1f ms, launches %.1f ms\n", time.Since(b.start).Seconds(), n, pr.UnprofiledMS, pr.StepUS/1e3)
 				if err := b.save(); err != nil {
 					return err
 				}
