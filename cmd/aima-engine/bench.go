@@ -245,8 +245,9 @@ type benchPrefillProfile struct {
 	// WallMS is the profiled prefill's wall clock; UnprofiledMS the median
 	// of the timed runs, and OutsideMS UnprofiledMS − StepUS/1000: what
 	// the timed prefill spends outside the launches as timed here (the
-	// host between segments, launch gaps the events do not see; negative
-	// where timing each launch costs more than it shows).
+	// host between segments, what the events do not see); negative where
+	// the launches one by one take longer than the timed prefill's graphs,
+	// whose launches overlap under programmatic dependent launch.
 	WallMS       float64            `json:"wall_ms"`
 	UnprofiledMS float64            `json:"unprofiled_ms"`
 	OutsideMS    float64            `json:"outside_launches_ms"`
