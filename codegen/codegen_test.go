@@ -169,6 +169,19 @@ func TestGolden(t *testing.T) {
 		t.Fatal("the sm_90 plan has no wgmma gemm")
 	}
 	gs = append(gs, golden{*wg, plan.SM90, "gemm_wgmma.cu"})
+	// The grouped MoE's GEMMs as the sm_90 plan takes them (wgmma, wide_tile, flush_k).
+	for _, family := range []string{"moe_gate_up_group", "moe_down_group"} {
+		var g *plan.Kernel
+		for _, k := range frozen(t, plan.SM90).Kernels {
+			if k.Family == family && (g == nil || k.Name < g.Name) {
+				g = &k
+			}
+		}
+		if g == nil || !g.Params.Flag("wide_tile") {
+			t.Fatalf("the sm_90 plan has no %s on the wide tile", family)
+		}
+		gs = append(gs, golden{*g, plan.SM90, family + "_wgmma.cu"})
+	}
 	// The same projection on the warp-specialized tile (aimac plan --gemm-tile wgmma-ws).
 	ws := *wg
 	ws.Name, ws.Params = "gemm_wgmma_ws", ws.Params.Clone()

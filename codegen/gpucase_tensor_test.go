@@ -355,6 +355,30 @@ func tensorCorrectness() []tensorCase {
 			out = append(out, d)
 		}
 	}
+	// The wgmma tile's 256 columns (wide_tile, the plans'), with and without
+	// flush_k (half the columns at a time), on the wgmma cases' operands.
+	var wide []tensorCase
+	for _, c := range out {
+		if !strings.HasPrefix(c.name, "moe_wg_") || !strings.HasSuffix(c.k.Family, "_group") {
+			continue
+		}
+		for _, v := range []struct {
+			prefix string
+			flush  bool
+		}{{"moe_wg256_", false}, {"moe_wg256_fk_", true}} {
+			d := c
+			d.name = v.prefix + strings.TrimPrefix(c.name, "moe_wg_")
+			d.k = wideGroupKern(c.k, v.flush)
+			mem := map[string][]byte{}
+			for name, b := range c.mem {
+				mem[name] = aligned(int64(len(b)))
+				copy(mem[name], b)
+			}
+			d.mem, d.stored = mem, maps.Clone(c.stored)
+			wide = append(wide, d)
+		}
+	}
+	out = append(out, wide...)
 	// Several chunks of moe_count and moe_sort: 1000 tokens × top-8 over 256
 	// experts (4 blocks, the last one partial), and 2048 pairs exactly.
 	out = append(out, wsCorrectness(out)...)
@@ -517,10 +541,14 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 				c.note = fmt.Sprintf("%d pairs over %d experts (≈ %d each): partial last tiles", fpairs, pool, fpairs/int64(pool))
 				writeTensorCase(t, filepath.Join(out, c.name), c)
 				writeSibling(t, out, c.name+"_wg_fk", flushKern(wgmmaKernel(c.k)), fill.tokens, c.name, 20,
-					"the plans' tile (wgmma, 128 columns, three terms, flush_k) on "+c.name+"'s files")
+					"the wgmma tile, 128 columns, three terms, flush_k, on "+c.name+"'s files")
+				writeSibling(t, out, c.name+"_wg256_fk", wideGroupKern(c.k, true), fill.tokens, c.name, 20,
+					"the plans' tile (wgmma, 256 columns flushed half at a time, three terms) on "+c.name+"'s files")
 			}
 		}
 	}
+	writeSibling(t, out, "speed_moe_gate_up_wg256_fk", wideGroupKern(moe[2].k, true), T, moe[2].name, 20, "the wgmma tile, 256 columns flushed half at a time (the plans'), on speed_moe_gate_up's files (against speed_moe_gate_up_wg_fk)")
+	writeSibling(t, out, "speed_moe_down_wg256_fk", wideGroupKern(moe[3].k, true), T, moe[3].name, 20, "the wgmma tile, 256 columns flushed half at a time (the plans'), on speed_moe_down's files (against speed_moe_down_wg_fk)")
 	writeSibling(t, out, "speed_matmul_8192", kern("matmul", map[string]float64{"k": 2048, "n": 8192}), T, "speed_gemm_8192", 1,
 		"the family gemm replaces, on its files")
 	writeWSSpeed(t, out, T, append(cases[:3:3], kv), moe[2], moe[3])
@@ -566,6 +594,18 @@ func writeSibling(t *testing.T, out, name string, k plan.Kernel, rows int, from 
 // token, the references (sorted anew over the first check tokens, the same
 // rows' arithmetic) cover the pairs of the first check tokens. Split, with
 // the activations on the bf16 grid.
+// wideGroupKern is a grouped MoE kernel on the wgmma tile's 256 columns
+// (wide_tile), with flush_k where flush says.
+func wideGroupKern(k plan.Kernel, flush bool) plan.Kernel {
+	k = wgmmaKernel(k)
+	k.Params.SetFlag("wide_tile", true)
+	if flush {
+		k.Params.SetFlag("flush_k", true)
+	}
+	k.Name += "_w"
+	return k
+}
+
 func moeCasesChecked(prefix string, experts, hidden, inter, k, rows, pool, check int, seed uint64) []tensorCase {
 	cs := moeCases(prefix, experts, hidden, inter, k, check, pool, false, 3, true, seed)
 	f := filler{rand.New(rand.NewPCG(seed, 19))}

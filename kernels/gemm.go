@@ -48,6 +48,9 @@ func gemmTileCols(p ir.Params) int {
 	if n := p.Int("tile_n"); n > 0 {
 		return n
 	}
+	if p.Flag("wide_tile") { // the grouped MoE's 256 columns on the wgmma tile
+		return GEMMTileColsWide
+	}
 	return GEMMTileCols
 }
 

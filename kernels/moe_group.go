@@ -64,6 +64,9 @@ func moeGroupCheck(p ir.Params) error {
 	if err := topK(p); err != nil {
 		return err
 	}
+	if p.Flag("wide_tile") && (!p.Flag("wgmma") || p.Flag("flush_k16")) {
+		return fmt.Errorf("wide_tile takes the wgmma tile without flush_k16 (wgmma %v, flush_k16 %v)", p.Flag("wgmma"), p.Flag("flush_k16"))
+	}
 	if err := checkTile(p); err != nil {
 		return err
 	}
@@ -71,20 +74,28 @@ func moeGroupCheck(p ir.Params) error {
 }
 
 func moeGroupFamilies() []*ir.Family {
-	moeParams := cat(ir.Ints("experts", "hidden", "inter", "k"), ir.Flags("split_a", "split_a3", "wgmma"), ir.OptionalFlags("flush_k", "flush_k16", "wgmma_ws"))
-	// Both grouped GEMMs take the 128-column tile, mma or wgmma.
+	moeParams := cat(ir.Ints("experts", "hidden", "inter", "k"), ir.Flags("split_a", "split_a3", "wgmma"), ir.OptionalFlags("flush_k", "flush_k16", "wgmma_ws", "wide_tile"))
+	// Both grouped GEMMs take the 128-column tile, mma or wgmma, or with
+	// wide_tile the wgmma tile's 256 (gemmTileCols; with flush_k its
+	// products half the columns at a time, as the dense gemm's).
 	tileData := func(p ir.Params) map[string]any {
-		d := map[string]any{"tile_cols": GEMMTileCols, "wgmma_half": false}
+		cols := gemmTileCols(p)
+		d := map[string]any{"tile_cols": cols, "wgmma_half": false}
 		if p.Flag("wgmma") {
-			maps.Copy(d, wgmmaOperands(GEMMTileCols))
+			maps.Copy(d, wgmmaOperands(cols))
+			if p.Flag("flush_k") && cols == GEMMTileColsWide {
+				d["wgmma_half"] = wgmmaOperands(GEMMTileCols)
+			}
 		}
 		if p.Flag("wgmma_ws") {
-			maps.Copy(d, wgmmaWSOperands(GEMMTileCols))
+			maps.Copy(d, wgmmaWSOperands(cols))
 		}
 		return d
 	}
-	tileGrid := func(cols string, per int) func(ir.Params, int, ir.LaunchConfig) ir.LaunchShape {
+	// per is the outputs of a block as a fraction of its weight rows.
+	tileGrid := func(cols string, num, den int) func(ir.Params, int, ir.LaunchConfig) ir.LaunchShape {
 		return func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
+			per := gemmTileCols(p) * num / den
 			return gemmShared(c.Blocks(ir.Ceil(p.Int(cols), per), MoETiles(max(rows, 1), p.Int("k"), p.Int("experts")), 1), p, c)
 		}
 	}
@@ -132,9 +143,9 @@ func moeGroupFamilies() []*ir.Family {
 			},
 			Params: moeParams,
 			Check:  moeGroupCheck,
-			// (half tiles of gate and up rows, row tiles): a block's 128 weight
-			// rows are 64 gate rows and the 64 up rows of the same outputs.
-			Launch:       tileGrid("inter", GEMMTileCols/2),
+			// (half tiles of gate and up rows, row tiles): a block's 128 (256)
+			// weight rows are 64 (128) gate rows and the up rows of the same outputs.
+			Launch:       tileGrid("inter", 1, 2),
 			TemplateData: tileData,
 			Reference: func(a *ir.Args) error {
 				return MoEGateUpGroup(a.F32("act"), a.F32("x"), a.I32("order"), a.I32("tiles"), a.BF16("gate_up"),
@@ -152,7 +163,7 @@ func moeGroupFamilies() []*ir.Family {
 			},
 			Params:       moeParams,
 			Check:        moeGroupCheck,
-			Launch:       tileGrid("hidden", GEMMTileCols),
+			Launch:       tileGrid("hidden", 1, 1),
 			TemplateData: tileData,
 			Reference: func(a *ir.Args) error {
 				return MoEDownGroup(a.F32("ys"), a.F32("act"), a.I32("order"), a.I32("tiles"), a.F32("weights"), a.BF16("down"),

@@ -135,6 +135,10 @@ func groupExperts(g *ir.Graph, terms int, tile gemmTileKind, flush, slices bool)
 		setATerms(&dp, terms)
 		tile.set(&dp)
 		setFlush(&dp, flush, slices)
+		if wideGroups && tile == tileWGMMA && !slices {
+			p.SetFlag("wide_tile", true)
+			dp.SetFlag("wide_tile", true)
+		}
 		sortP := ir.Params{Ints: map[string]int64{"experts": int64(p.Int("experts")), "k": int64(p.Int("k"))}}
 		sumP := ir.Params{Ints: map[string]int64{"experts": int64(p.Int("experts")), "hidden": int64(p.Int("hidden")), "k": int64(p.Int("k"))}}
 		if kernels.Families[ir.MoESort].CheckParams(sortP) != nil {
@@ -215,6 +219,14 @@ func (k gemmTileKind) set(p *ir.Params) {
 		p.SetFlag("wgmma_ws", true)
 	}
 }
+
+// wideGroups gives the grouped MoE GEMMs on the wgmma tile its 256 columns
+// (wide_tile; with flush_k half of them at a time, as the dense gemm's): half
+// the blocks, each row tile's A staged once for twice the weight rows.
+// At 8K tokens on the H200 the grouped gate_up ran at 112 TFLOP/s and the
+// down at 84 on 128 columns, the dense 256-column tile at 139–147
+// (results/h200/variants/prefill_profile.md).
+var wideGroups = true
 
 // grouped is the tile of the grouped MoE GEMMs: the wgmma tile where the
 // dense ones take the warp-specialized one, which measured slower on them

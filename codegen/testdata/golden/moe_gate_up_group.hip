@@ -400,9 +400,10 @@ DEVICE int gemm_col(int nt, int i) { return (WARP % 4) * WN + nt * 16 + mma_c_co
 DEVICE int gemm_group_row() { return 0; }
 // moe_gate_up_group (moe_gate_up's math over sorted pairs, bf16 operands): act[p][j] =
 // silu(gate_e[j]·x[t]) · up_e[j]·x[t] for each pair p = t·TOPK + s of a row tile of
-// expert e (moe_sort's order and tiles). Grid: (ceil(INTER / 64), row tiles); tiles
-// past tiles[0] return at once. A block's 128 weight rows interleave 16 gate rows and
-// the same 16 up rows, so a lane's 16-column atoms pair gate and up of the same outputs
+// expert e (moe_sort's order and tiles). Grid: (ceil(INTER / (BN / 2)), row tiles); tiles
+// past tiles[0] return at once. A block's BN weight rows interleave 16 gate rows and
+// the same 16 up rows, so a lane's 16-column atoms pair gate and up of the same outputs (BN / 2
+// outputs a block: 64, or 128 with wide_tile)
 // and the SiLU·up epilogue needs no exchange.
 constexpr int EXPERTS = 256;
 constexpr int HIDDEN = 2048;
@@ -437,8 +438,8 @@ KERNEL void moe_gate_up_group_ec3d0132(float* act, const float* x, const int* or
   gemm_mainloop<HIDDEN>(acc, arow, wrow, x, gate_up, smem, rows[gemm_group_row()] >= 0);
   // Weight row (and block column) c is output j0 + (c / 32)·16 + c % 16, gate when
   // (c / 16) is even: a lane's atom nt (even) holds gate columns, nt + 1 the up columns of
-  // the same outputs (the mma tile's warp 32 columns, the wgmma tile's warpgroup all 128).
-  static_assert(BN == 128 && NT % 2 == 0, "a lane's atoms pair gate and up of the same outputs");
+  // the same outputs (the mma tile's warp 32 columns, the wgmma tile's warpgroup all BN).
+  static_assert(NT % 2 == 0, "a lane's atoms pair gate and up of the same outputs");
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
