@@ -169,7 +169,7 @@ func TestGolden(t *testing.T) {
 		t.Fatal("the sm_90 plan has no wgmma gemm")
 	}
 	gs = append(gs, golden{*wg, plan.SM90, "gemm_wgmma.cu"})
-	// The grouped MoE's GEMMs as the sm_90 plan takes them (wgmma, wide_tile, flush_k).
+	// The grouped MoE's GEMMs as the sm_90 plan takes them (wgmma, flush_k).
 	for _, family := range []string{"moe_gate_up_group", "moe_down_group"} {
 		var g *plan.Kernel
 		for _, k := range frozen(t, plan.SM90).Kernels {
@@ -177,10 +177,15 @@ func TestGolden(t *testing.T) {
 				g = &k
 			}
 		}
-		if g == nil || !g.Params.Flag("wide_tile") {
-			t.Fatalf("the sm_90 plan has no %s on the wide tile", family)
+		if g == nil || !g.Params.Flag("wgmma") {
+			t.Fatalf("the sm_90 plan has no %s on the wgmma tile", family)
 		}
 		gs = append(gs, golden{*g, plan.SM90, family + "_wgmma.cu"})
+		// The same on 256 columns (aimac plan --wide-experts).
+		w := *g
+		w.Name, w.Params = w.Name+"_wide", w.Params.Clone()
+		w.Params.SetFlag("wide_tile", true)
+		gs = append(gs, golden{w, plan.SM90, family + "_wgmma_wide.cu"})
 	}
 	// The same projection on the warp-specialized tile (aimac plan --gemm-tile wgmma-ws).
 	ws := *wg

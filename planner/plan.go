@@ -134,6 +134,10 @@ type Options struct {
 	// terms are fewer tensor-core products and less exact sums
 	// (docs/prefill-gemm.md, "Precision").
 	ATerms int
+	// WideExperts puts the grouped MoE GEMMs of a plan on the wgmma tile
+	// on its 256 columns (wide_tile) instead of 128: off by default, its
+	// flushed kernels spill on sm_90 (docs/prefill-gemm.md).
+	WideExperts bool
 }
 
 // DefaultBuckets are the real model's prefill buckets.

@@ -32,7 +32,7 @@ func tilePass(c *compilation) error {
 		if k := c.steps[i].Kind; k != plan.Prefill && k != plan.Logits {
 			continue
 		}
-		if err := tileMany(g, gemmTileCols(c.o.Target, c.o.aTerms()), c.o.aTerms(), c.o.gemmTileKind(), c.o.flushSums(), c.o.flushSlices()); err != nil {
+		if err := tileMany(g, gemmTileCols(c.o.Target, c.o.aTerms()), c.o.aTerms(), c.o.gemmTileKind(), c.o.flushSums(), c.o.flushSlices(), c.o.WideExperts); err != nil {
 			return err
 		}
 	}
@@ -52,7 +52,7 @@ func tilePass(c *compilation) error {
 // the 128-column tile, the only one with registers for the second
 // accumulator set — but the warp-specialized tile's, which rounds its
 // k-tiles' sums to nearest itself at either width.
-func tileMany(g *ir.Graph, cols, terms int, tile gemmTileKind, flush, slices bool) error {
+func tileMany(g *ir.Graph, cols, terms int, tile gemmTileKind, flush, slices, wide bool) error {
 	if g.Tokens <= 1 {
 		return nil
 	}
@@ -94,7 +94,7 @@ func tileMany(g *ir.Graph, cols, terms int, tile gemmTileKind, flush, slices boo
 		}
 		op.Params.SetInt("tile_n", int64(n))
 	}
-	groupExperts(g, terms, tile.grouped(), flush, slices)
+	groupExperts(g, terms, tile.grouped(), flush, slices, wide)
 	if err := g.Verify(kernels.Families); err != nil {
 		return fmt.Errorf("tiling %s: %w", g.Name, err)
 	}
@@ -108,7 +108,7 @@ func tileMany(g *ir.Graph, cols, terms int, tile gemmTileKind, flush, slices boo
 // their slot sum into the down's output. counts, order, tiles and ys are
 // activations shared by the layers.
 // It returns the number of rewrites.
-func groupExperts(g *ir.Graph, terms int, tile gemmTileKind, flush, slices bool) int {
+func groupExperts(g *ir.Graph, terms int, tile gemmTileKind, flush, slices, wide bool) int {
 	u := indexUses(g)
 	var out []*ir.Op
 	replace := map[int][]*ir.Op{}
@@ -135,7 +135,7 @@ func groupExperts(g *ir.Graph, terms int, tile gemmTileKind, flush, slices bool)
 		setATerms(&dp, terms)
 		tile.set(&dp)
 		setFlush(&dp, flush, slices)
-		if wideGroups && tile == tileWGMMA && !slices {
+		if wide && tile == tileWGMMA && !slices {
 			p.SetFlag("wide_tile", true)
 			dp.SetFlag("wide_tile", true)
 		}
@@ -220,13 +220,13 @@ func (k gemmTileKind) set(p *ir.Params) {
 	}
 }
 
-// wideGroups gives the grouped MoE GEMMs on the wgmma tile its 256 columns
-// (wide_tile; with flush_k half of them at a time, as the dense gemm's): half
-// the blocks, each row tile's A staged once for twice the weight rows.
-// At 8K tokens on the H200 the grouped gate_up ran at 112 TFLOP/s and the
-// down at 84 on 128 columns, the dense 256-column tile at 139–147
-// (results/h200/variants/prefill_profile.md).
-var wideGroups = true
+// Options.WideExperts gives the grouped MoE GEMMs on the wgmma tile its 256
+// columns (wide_tile; with flush_k half of them at a time, as the dense
+// gemm's): half the blocks, each row tile's A staged once for twice the
+// weight rows. At 8K tokens on the H200 the grouped gate_up ran at 112
+// TFLOP/s and the down at 84 on 128 columns, the dense 256-column tile at
+// 139–147 (docs/prefill-gemm.md); with flush_k the wide grouped kernels
+// spill 4 bytes there (so the bundler refuses them) and the plans keep 128.
 
 // grouped is the tile of the grouped MoE GEMMs: the wgmma tile where the
 // dense ones take the warp-specialized one, which measured slower on them

@@ -314,3 +314,36 @@ func TestATermsOption(t *testing.T) {
 		}
 	}
 }
+
+// TestWideExpertsOption: the grouped MoE GEMMs take wide_tile only when
+// asked, and only on the wgmma tile.
+func TestWideExpertsOption(t *testing.T) {
+	m := FromConfig("tiny", tinyConfig(t))
+	for _, tc := range []struct {
+		target plan.Target
+		wide   bool
+		want   bool
+	}{
+		{plan.SM90, false, false},
+		{plan.SM90, true, true},
+		{plan.GFX1151, true, false}, // the mma tile: 128 columns whatever is asked
+	} {
+		p, err := Plan(m, Options{Target: tc.target, Buckets: []int{4}, ContextTokens: 64, WideExperts: tc.wide})
+		if err != nil {
+			t.Fatalf("%s, wide %v: %v", tc.target, tc.wide, err)
+		}
+		n := 0
+		for _, k := range p.Kernels {
+			if ir.Kind(k.Family) != ir.MoEGateUpGroup && ir.Kind(k.Family) != ir.MoEDownGroup {
+				continue
+			}
+			n++
+			if got := k.Params.Flag("wide_tile"); got != tc.want {
+				t.Errorf("%s, wide %v: %s has wide_tile %v, want %v", tc.target, tc.wide, k.Name, got, tc.want)
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: no grouped MoE kernels", tc.target)
+		}
+	}
+}
