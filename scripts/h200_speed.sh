@@ -49,7 +49,8 @@
 # timed prefill each (the kernels are the 8K run's: no warm-up), in the time
 # left before HF's share;
 # empty: none), SPEED_HF_DECODE_TOKENS (16), SPEED_REPEATS (3), SPEED_HF_ATTN
-# (eager,sdpa), SPEED_COMMIT (default: git rev-parse HEAD).
+# (eager,sdpa), SPEED_PLAN_ARGS (more aimac plan flags, e.g. "--qk-fold=false"),
+# SPEED_COMMIT (default: git rev-parse HEAD).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-$root/results/h200}
@@ -62,6 +63,7 @@ hf_reserve=${SPEED_HF_S:-120}
 buckets=${SPEED_BUCKETS:-1024,8192}
 context=${SPEED_CONTEXT:-132096}
 lengths=${SPEED_LENGTHS:-1024,8192}
+plan_args=${SPEED_PLAN_ARGS:-}
 decode_contexts=${SPEED_DECODE_CONTEXTS:-1024,8192,32768,131072}
 decode_tokens=${SPEED_DECODE_TOKENS:-256}
 profile_steps=${SPEED_PROFILE_STEPS:-4}
@@ -107,7 +109,7 @@ mkdir -p "$work" && rm -rf "$work/plan.json" "$work/bundle" || exit 1
 # 1. Plan and bundle.
 engine_ok=1
 echo "[$(elapsed)s] plan"
-if ! bin/aimac plan --target sm_90 --buckets "$buckets" --context-tokens "$context" --out "$work/plan.json"; then
+if ! bin/aimac plan --target sm_90 --buckets "$buckets" --context-tokens "$context" $plan_args --out "$work/plan.json"; then
   echo "plan failed"; engine_ok=0
 fi
 if [ $engine_ok = 1 ]; then
