@@ -257,6 +257,9 @@ func TestCompileGEMMCases(t *testing.T) {
 			ins = wsInstructions(gc.k)
 		} else if gc.k.Params.Flag("wgmma") {
 			cols := gc.k.Params.Int("tile_n")
+			if gc.k.Params.Flag("wide_tile") {
+				cols = kernels.GEMMTileColsWide // the grouped GEMMs' 256 columns
+			}
 			if cols == 0 || gc.k.Params.Flag("flush_k") {
 				cols = kernels.GEMMTileCols // the grouped GEMMs' tile; flush_k's products are 128 columns wide
 			}
