@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -269,8 +270,10 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 			}
 		}
 	}
+	// A cache the kernel also writes (the folded append) is tiled too: its
+	// want file holds the first period, which the runner compares.
 	tiled := func(o ir.OperandSpec) bool {
-		return period > 0 && o.DType == ir.AnyFloat && o.Access == ir.Read
+		return period > 0 && o.DType == ir.AnyFloat && o.Access != ir.Write
 	}
 	p := c.k.Params
 	switch ir.Kind(c.k.Family) {
@@ -289,7 +292,8 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 		}
 	case ir.GatedDeltaWY, ir.GatedDeltaState:
 		gdnCaseFill(c.name, a, rng, int(phys))
-	case ir.Attention, ir.KVAppend, ir.AttentionDecodeSplit, ir.AttentionDecodeStream, ir.AttentionDecodeMMA, ir.AttentionDecodeMMAGate, ir.QKNormRoPEAppend, ir.AttentionPrefill, ir.AttentionPrefillWG:
+	case ir.Attention, ir.KVAppend, ir.AttentionDecodeSplit, ir.AttentionDecodeStream, ir.AttentionDecodeMMA, ir.AttentionDecodeMMAGate, ir.QKNormRoPEAppend, ir.AttentionPrefill, ir.AttentionPrefillWG,
+		ir.AttentionDecodeSplitQK, ir.AttentionDecodeMMAQK:
 		names := []string{"k_cache", "v_cache"}
 		if k := ir.Kind(c.k.Family); k == ir.AttentionPrefill || k == ir.AttentionPrefillWG {
 			// What the tensor cores take as one bf16 term is a bf16 value, so the
@@ -458,7 +462,7 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 			save(o.Name+".in", i)
 		}
 	}
-	if err := f.Reference(a); err != nil {
+	if err := caseReference(a, c.k.Params, kvBF16); err != nil {
 		t.Fatalf("case %s: reference: %v", c.name, err)
 	}
 	for i, o := range f.Operands {
@@ -477,6 +481,42 @@ func writeCaseFull(t *testing.T, dir string, c gpuCase, seed uint64, period int,
 	if err := os.WriteFile(filepath.Join(dir, "kernel.cu"), []byte(src.Code), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// caseReference runs a's reference. A family that writes the cache and
+// then reads what it wrote (the folded append: attention_decode_*_qk) runs
+// it on bf16 caches with the kernel's params p when the kernel's cache is
+// bf16, so that the rows it appends are rounded as the device's before the
+// attention reads them; a's f32 caches (bf16 values) are converted there
+// and back, exactly.
+func caseReference(a *ir.Args, p ir.Params, kvBF16 bool) error {
+	f := a.Family
+	if !kvBF16 || (f.Kind != ir.AttentionDecodeSplitQK && f.Kind != ir.AttentionDecodeMMAQK) {
+		return f.Reference(a)
+	}
+	b := &ir.Args{Family: f, Params: p, N: a.N, Block: a.Block, Mem: slices.Clone(a.Mem)}
+	for i, o := range f.Operands {
+		if o.DType != ir.AnyFloat {
+			continue
+		}
+		w := make([]uint16, len(a.Mem[i])/4)
+		for j, x := range a.F32(o.Name)[:len(w)] {
+			w[j] = bf16.FromFloat32(x)
+		}
+		b.Mem[i] = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), 2*len(w))
+	}
+	if err := f.Reference(b); err != nil {
+		return err
+	}
+	for _, o := range f.Operands {
+		if o.DType == ir.AnyFloat {
+			v := a.F32(o.Name)
+			for j, x := range b.BF16(o.Name) {
+				v[j] = bf16.ToFloat32(x)
+			}
+		}
+	}
+	return nil
 }
 
 // aligned is n zero bytes, 8-byte aligned for the typed views.

@@ -79,6 +79,15 @@ const (
 	// attention_decode_mma with attention_combine_gate folded into the
 	// launch: the last blocks of a KV head to arrive merge the splits.
 	AttentionDecodeMMAGate Kind = "attention_decode_mma_gate"
+	// attention_decode_split and attention_decode_mma with
+	// qk_norm_rope_append folded into the launch: every block norms and
+	// rotates its query heads from the projection's output, the block whose
+	// split holds a new position norms and rotates that key itself, uses it
+	// with its value straight from the projection, and (one block per KV
+	// head) stores both in the cache. Their oracle is qk_norm_rope_append's
+	// reference, then the split's.
+	AttentionDecodeSplitQK Kind = "attention_decode_split_qk"
+	AttentionDecodeMMAQK   Kind = "attention_decode_mma_qk"
 )
 
 // Prefill kinds: made by the planner's flash pass from the prefill step's

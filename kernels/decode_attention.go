@@ -270,10 +270,12 @@ func splitFamily(k ir.Kind, fits func(ir.Params) error) *ir.Family {
 			if pos < 0 || pos+a.N > a.Int("capacity") {
 				return fmt.Errorf("attention past the KV cache: %d + %d tokens exceed %d", pos, a.N, a.Int("capacity"))
 			}
-			AttentionDecodeSplit(a.F32("partial"), a.F32("q"), a.F32("k_cache"), a.F32("v_cache"), a.N, pos,
+			AttentionDecodeSplit(a.F32("partial"), a.F32("q"), cacheF32(a, "k_cache"), cacheF32(a, "v_cache"), a.N, pos,
 				a.Int("q_heads"), a.Int("kv_heads"), a.Int("head_dim"), a.Real32("scale"), a.Int("splits"), a.Int("split_align"))
 			return nil
 		},
+		// fold: qk_norm_rope_append folded in (attention_decode_split_qk).
+		TemplateData: func(ir.Params) map[string]any { return map[string]any{"fold": false} },
 	}
 }
 

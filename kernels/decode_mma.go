@@ -104,7 +104,7 @@ func attentionDecodeMMA() *ir.Family {
 		return s
 	}
 	f.Reference = mmaReference
-	f.TemplateData = func(ir.Params) map[string]any { return map[string]any{"gate": false} }
+	f.TemplateData = func(ir.Params) map[string]any { return map[string]any{"gate": false, "fold": false} }
 	return f
 }
 
@@ -188,7 +188,7 @@ func attentionDecodeMMAGate() *ir.Family {
 	}
 	f.TemplateData = func(p ir.Params) map[string]any {
 		wacc, w, red, _ := DecodeMMAGateMerge(p)
-		return map[string]any{"gate": true, "merge_wacc": wacc, "merge_w": w, "merge_red": red}
+		return map[string]any{"gate": true, "fold": false, "merge_wacc": wacc, "merge_w": w, "merge_red": red}
 	}
 	return f
 }

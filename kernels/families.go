@@ -266,6 +266,8 @@ func families() []*ir.Family {
 		attentionDecodeStream(),
 		attentionDecodeMMA(),
 		attentionDecodeMMAGate(),
+		attentionDecodeSplitQK(),
+		attentionDecodeMMAQK(),
 		attentionCombineGate(),
 		qkNormRoPEAppend(),
 		attentionPrefill(),
