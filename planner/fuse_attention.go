@@ -98,3 +98,78 @@ func qkMatch(g *ir.Graph, u uses, i int) (*ir.Op, bool) {
 	return &ir.Op{Kind: ir.QKNormRoPEAppend, Layer: qn.Layer, Rows: qn.Rows, Params: p,
 		Operands: []ir.Operand{q, kc, vc, qg, k, v, qn.Operands[2], kn.Operands[2]}}, true
 }
+
+// foldQKNorm folds each qk_norm_rope_append of g into the split attention
+// right after it (attention_decode_split or attention_decode_mma, of the
+// same layer and rows) as attention_decode_split_qk or
+// attention_decode_mma_qk, when the split reads exactly the q it writes
+// and the caches it appends to, nothing else reads that q, the heads
+// agree, and the folded kernel serves the shape on target launch
+// configuration c (its new rows, g.Tokens of them, within its shared
+// memory). The q tensor goes (the fold never writes it). It returns the
+// number of folds.
+func foldQKNorm(g *ir.Graph, c ir.LaunchConfig) int {
+	u := indexUses(g)
+	drop := map[int]bool{}
+	n := 0
+	for i := 0; i+1 < len(g.Ops); i++ {
+		qk, at := g.Ops[i], g.Ops[i+1]
+		op, ok := qkFoldMatch(g, u, i, qk, at, c)
+		if !ok {
+			continue
+		}
+		g.Ops[i+1] = op
+		drop[i] = true
+		i++
+		n++
+	}
+	dropOps(g, drop)
+	return n
+}
+
+// qkFolds maps the split kinds that take the fold to their folded kinds.
+var qkFolds = map[ir.Kind]ir.Kind{ir.AttentionDecodeSplit: ir.AttentionDecodeSplitQK, ir.AttentionDecodeMMA: ir.AttentionDecodeMMAQK}
+
+// qkFoldMatch is the folded op of qk_norm_rope_append qk (op i) and the
+// split at after it, if they fold.
+func qkFoldMatch(g *ir.Graph, u uses, i int, qk, at *ir.Op, c ir.LaunchConfig) (*ir.Op, bool) {
+	kind, ok := qkFolds[at.Kind]
+	switch {
+	case !ok || qk.Kind != ir.QKNormRoPEAppend || qk.Layer != at.Layer:
+		return nil, false
+	case (qk.Rows == nil) != (at.Rows == nil) || (qk.Rows != nil && *qk.Rows != *at.Rows):
+		return nil, false
+	}
+	// qk: q, k_cache, v_cache, qg, k, v, q_norm, k_norm; the split:
+	// partial, q, k_cache, v_cache.
+	q := qk.Operands[0]
+	if at.Operands[1] != q || at.Operands[2] != qk.Operands[1] || at.Operands[3] != qk.Operands[2] {
+		return nil, false
+	}
+	if g.Tensors[q.Tensor].Role != ir.Activation || !u.deadAfter(q.Tensor, i+1) {
+		return nil, false
+	}
+	qp, sp := qk.Params, at.Params
+	for _, k := range []string{"q_heads", "kv_heads", "head_dim", "capacity", "width"} {
+		if qp.Int(k) != sp.Int(k) {
+			return nil, false
+		}
+	}
+	if qp.Flag("kv_bf16") != sp.Flag("kv_bf16") {
+		return nil, false
+	}
+	p := sp.Clone()
+	p.SetInt("rot_dim", int64(qp.Int("rot_dim")))
+	p.SetInt("new_rows", int64(g.Tokens))
+	p.SetReal("eps", qp.Real("eps"))
+	p.SetReal("theta", qp.Real("theta"))
+	p.SetFlag("one_plus", qp.Flag("one_plus"))
+	f := kernels.Families[kind]
+	if f.CheckParams(p) != nil || f.Launch(p, g.Tokens, c).SharedBytes > c.MaxSharedBytes {
+		return nil, false
+	}
+	// partial, qg, k_cache, v_cache, k, v, q_norm, k_norm.
+	o := qk.Operands
+	return &ir.Op{Kind: kind, Layer: at.Layer, Rows: at.Rows, Params: p,
+		Operands: []ir.Operand{at.Operands[0], o[3], o[1], o[2], o[4], o[5], o[6], o[7]}}, true
+}

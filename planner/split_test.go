@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -20,11 +21,11 @@ import (
 // one block per SM: 66 splits; gfx1151 keeps the split); prefill keeps
 // attention; the cpu plan keeps it unless asked (then with the plain
 // combine and the gate: it does not fuse), and a negative count keeps it
-// on a GPU.
+// on a GPU. (The q/k norm stays its own launch here: TestFoldQKNorm.)
 func TestSplitKV(t *testing.T) {
 	m := FromConfig("real", arch.Real())
 	graphs := func(o Options) map[string]*ir.Graph {
-		o.Buckets, o.ContextTokens = []int{4}, 64
+		o.Buckets, o.ContextTokens, o.QKChain = []int{4}, 64, true
 		gs, err := Graphs(m, o, "split_kv")
 		if err != nil {
 			t.Fatal(err)
@@ -195,6 +196,95 @@ func TestSplitKVFused(t *testing.T) {
 		}
 		if len(layers) != 10 || layers[0] == layers[1] {
 			t.Errorf("fused layers' counters %v, want 10 distinct", layers)
+		}
+	}
+}
+
+// TestFoldQKNorm: where the plan fuses, the decode step's every
+// qk_norm_rope_append goes into the split after it — attention_decode_mma_qk
+// on sm_90 (and gfx1151 with DecodeMMAOn), attention_decode_split_qk where
+// the CUDA-core split runs (gfx1151, f32 KV, DecodeMMAOff) — with the
+// norm's operands (qg, the caches, k, v, the norm weights), its rot_dim,
+// eps and theta, one new row, and no q tensor left; QKChain keeps the pair,
+// and the splits that take no fold (the streamed split, the split with the
+// combine folded in) keep it too, as does the cpu plan (it does not fuse).
+func TestFoldQKNorm(t *testing.T) {
+	m := FromConfig("real", arch.Real())
+	decode := func(o Options) *ir.Graph {
+		o.Buckets, o.ContextTokens = []int{4}, 64
+		gs, err := Graphs(m, o, "split_kv")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range gs {
+			if g.Name == "decode" {
+				return g
+			}
+		}
+		t.Fatal("no decode graph")
+		return nil
+	}
+	kinds := func(g *ir.Graph) map[ir.Kind]int {
+		n := map[ir.Kind]int{}
+		for _, op := range g.Ops {
+			n[op.Kind]++
+		}
+		return n
+	}
+	for _, c := range []struct {
+		o          Options
+		fold, kept ir.Kind // the folded kind (or "": none) and the split that stays otherwise
+	}{
+		{Options{Target: plan.SM90}, ir.AttentionDecodeMMAQK, ""},
+		{Options{Target: plan.SM90, DecodeMMA: DecodeMMAOff}, ir.AttentionDecodeSplitQK, ""},
+		{Options{Target: plan.SM90, KVDType: ir.F32}, ir.AttentionDecodeSplitQK, ""},
+		{Options{Target: plan.GFX1151}, ir.AttentionDecodeSplitQK, ""},
+		{Options{Target: plan.GFX1151, DecodeMMA: DecodeMMAOn}, ir.AttentionDecodeMMAQK, ""},
+		{Options{Target: plan.SM90, QKChain: true}, "", ir.AttentionDecodeMMA},
+		{Options{Target: plan.GFX1151, QKChain: true}, "", ir.AttentionDecodeSplit},
+		{Options{Target: plan.SM90, DecodeStream: true, DecodeMMA: DecodeMMAOff}, "", ir.AttentionDecodeStream},
+		{Options{Target: plan.SM90, DecodeMMA: DecodeMMAFused}, "", ir.AttentionDecodeMMAGate},
+		{Options{Target: plan.CPU, DecodeSplits: 5}, "", ir.AttentionDecodeSplit},
+	} {
+		g := decode(c.o)
+		n := kinds(g)
+		if c.fold == "" {
+			want := 10
+			if c.o.Target == plan.CPU {
+				want = 0 // the cpu plan keeps the unfused chain
+			}
+			if n[ir.QKNormRoPEAppend] != want || n[c.kept] != 10 || n[ir.AttentionDecodeMMAQK]+n[ir.AttentionDecodeSplitQK] != 0 {
+				t.Errorf("%+v: %v, want the pair kept", c.o, n)
+			}
+			continue
+		}
+		if n[ir.QKNormRoPEAppend] != 0 || n[c.fold] != 10 || n[ir.AttentionDecodeMMA]+n[ir.AttentionDecodeSplit] != 0 {
+			t.Errorf("%+v: %v, want 10 %s and no pair", c.o, n, c.fold)
+		}
+		if g.Tensor("attn_q") != nil {
+			t.Errorf("%+v: attn_q is still planned", c.o)
+		}
+		for _, op := range g.Ops {
+			if op.Kind != c.fold {
+				continue
+			}
+			var names []string
+			for _, o := range op.Operands {
+				names = append(names, g.Tensors[o.Tensor].Name)
+			}
+			l := op.Layer
+			want := []string{"attn_partial", "attn_in", fmt.Sprintf("kv.%d.k", l), fmt.Sprintf("kv.%d.v", l), "attn_in", "attn_in",
+				fmt.Sprintf("layers.%d.self_attn.q_norm.weight", l), fmt.Sprintf("layers.%d.self_attn.k_norm.weight", l)}
+			if diff := cmp.Diff(want, names); diff != "" {
+				t.Errorf("%+v: layer %d operands (-want +got):\n%s", c.o, l, diff)
+			}
+			if off := []int64{op.Operands[1].Offset, op.Operands[4].Offset, op.Operands[5].Offset}; !cmp.Equal(off, []int64{0, 8192, 8704}) {
+				t.Errorf("%+v: qg, k, v at elements %v of attn_in", c.o, off)
+			}
+			p := op.Params
+			if p.Int("rot_dim") != 64 || p.Int("new_rows") != 1 || p.Real("theta") != 1e7 || !p.Flag("one_plus") || p.Real("eps") != 1e-6 {
+				t.Errorf("%+v: params %s", c.o, p)
+			}
 		}
 	}
 }
