@@ -282,3 +282,67 @@ func TestRankedPlan(t *testing.T) {
 		t.Errorf("the ranked plan has %d rmsnorm_router_topk launches, want %d", ranked, layers)
 	}
 }
+
+// TestFoldedPlanBitIdentical runs the tiny checkpoint on the CPU with the
+// fusion pass on and the decode attention split (3 splits), once with
+// qk_norm_rope_append folded into the split (attention_decode_split_qk, the
+// default where the plan fuses) and once with the pair (QKChain): the
+// folded family's reference is the pair's, so every logit of a prefill and
+// the decode steps after it (each appending to the caches the next reads)
+// is equal bit for bit.
+func TestFoldedPlanBitIdentical(t *testing.T) {
+	ck, err := checkpoint.Open(tiny(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	m, err := planner.FromCheckpoint("tiny", ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(chain bool) [][]float32 {
+		p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{8, 32}, ContextTokens: 96, Fusion: planner.FuseOn, DecodeSplits: 3, QKChain: chain})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := map[ir.Kind]int{}
+		for _, ph := range p.Phases {
+			for _, l := range ph.Launches {
+				for _, k := range p.Kernels {
+					if k.Name == l.Kernel {
+						n[ir.Kind(k.Family)]++
+					}
+				}
+			}
+		}
+		if folded := n[ir.AttentionDecodeSplitQK] > 0; folded == chain || (n[ir.QKNormRoPEAppend] > 0) != chain {
+			t.Fatalf("QKChain %v: %d attention_decode_split_qk, %d qk_norm_rope_append launches", chain, n[ir.AttentionDecodeSplitQK], n[ir.QKNormRoPEAppend])
+		}
+		e, err := runtime.NewEngine(p, runtime.NewCPU(), runtime.CheckpointWeights(ck))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		ctx := context.Background()
+		logits, err := e.Prefill(ctx, []int32{1, 5, 9, 2, 7, 3, 11, 4, 6, 8, 10}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := [][]float32{logits}
+		for range 4 {
+			if logits, err = e.Decode(ctx, runtime.Argmax(logits)); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, logits)
+		}
+		return out
+	}
+	a, b := run(false), run(true)
+	for s := range a {
+		for i := range a[s] {
+			if math.Float32bits(a[s][i]) != math.Float32bits(b[s][i]) {
+				t.Fatalf("step %d logit %d: folded %v, pair %v", s, i, a[s][i], b[s][i])
+			}
+		}
+	}
+}
