@@ -396,8 +396,12 @@ DEVICE void fold_new_rows(T* fresh, const float* k, const float* v, const float*
     const long long src = ((long long)(r - pos) * KV_HEADS + kvh) * HEAD_DIM;
     T* row = fresh + (long long)(r - pos) * 2 * HEAD_DIM;
     const float inv = fold_inv(k + src);
-#pragma unroll 1
-    for (int i = LANE; i < HEAD_DIM; i += WARP_SIZE) {
+    // Unrolled on sm_90, so that the row's loads overlap (the rows come first in the launch); one
+    // element at a time on gfx1151, within the tensor-core split's registers.
+#pragma unroll
+    for (int it = 0; it < (HEAD_DIM + WARP_SIZE - 1) / WARP_SIZE; ++it) {
+      const int i = LANE + it * WARP_SIZE;
+      if (i >= HEAD_DIM) break;
       fold_put(row + i, fold_at(k + src, k_norm, inv, i, r));
       fold_put(row + HEAD_DIM + i, v[src + i]);
       if (r == own) {
@@ -501,8 +505,10 @@ KERNEL void attention_decode_mma_qk_11278c98(float* partial, const float* qg, bf
   block_sync();
   float* qs = (float*)(rings + RING);  // [BLOCK_HEADS][HEAD_DIM]
   static_assert(BLOCK_HEADS * HEAD_DIM * 4 <= 2 * 16 * HEAD_DIM * 2, "q normed fits the q tiles' place");
-#pragma unroll 1
-  for (int e = TID_X; e < BLOCK_HEADS * HEAD_DIM; e += THREADS) {
+#pragma unroll 4
+  for (int it = 0; it < (BLOCK_HEADS * HEAD_DIM + THREADS - 1) / THREADS; ++it) {
+    const int e = TID_X + it * THREADS;
+    if (e >= BLOCK_HEADS * HEAD_DIM) break;
     const int h = e / HEAD_DIM;
     qs[e] = fold_at(qgrow + h * 2 * HEAD_DIM, q_norm, qinv[h], e % HEAD_DIM, pos + t);
   }

@@ -311,8 +311,12 @@ DEVICE void fold_new_rows(T* fresh, const float* k, const float* v, const float*
     const long long src = ((long long)(r - pos) * KV_HEADS + kvh) * HEAD_DIM;
     T* row = fresh + (long long)(r - pos) * 2 * HEAD_DIM;
     const float inv = fold_inv(k + src);
+    // Unrolled on sm_90, so that the row's loads overlap (the rows come first in the launch); one
+    // element at a time on gfx1151, within the tensor-core split's registers.
 #pragma unroll 1
-    for (int i = LANE; i < HEAD_DIM; i += WARP_SIZE) {
+    for (int it = 0; it < (HEAD_DIM + WARP_SIZE - 1) / WARP_SIZE; ++it) {
+      const int i = LANE + it * WARP_SIZE;
+      if (i >= HEAD_DIM) break;
       fold_put(row + i, fold_at(k + src, k_norm, inv, i, r));
       fold_put(row + HEAD_DIM + i, v[src + i]);
       if (r == own) {
@@ -402,8 +406,8 @@ KERNEL void attention_decode_mma_qk_11278c98(float* partial, const float* qg, bf
   block_sync();
   // q's hi and lo terms as [16 heads][D] tiles (heads past BLOCK_HEADS zero): WMMA's B rows.
   bf16* sq = rings + RING;
-  // One element at a time (each with its rotation's sincos), not unrolled: the registers stay
-  // the loop's.
+  // One element at a time (each with its rotation's sincos), not unrolled: unrolled, the build's
+  // registers exceed the loop's.
 #pragma unroll 1
   for (int e = TID_X; e < 16 * HEAD_DIM; e += THREADS) {
     const int h = e / HEAD_DIM, i = e % HEAD_DIM;

@@ -327,8 +327,12 @@ DEVICE void fold_new_rows(T* fresh, const float* k, const float* v, const float*
     const long long src = ((long long)(r - pos) * KV_HEADS + kvh) * HEAD_DIM;
     T* row = fresh + (long long)(r - pos) * 2 * HEAD_DIM;
     const float inv = fold_inv(k + src);
-#pragma unroll 1
-    for (int i = LANE; i < HEAD_DIM; i += WARP_SIZE) {
+    // Unrolled on sm_90, so that the row's loads overlap (the rows come first in the launch); one
+    // element at a time on gfx1151, within the tensor-core split's registers.
+#pragma unroll
+    for (int it = 0; it < (HEAD_DIM + WARP_SIZE - 1) / WARP_SIZE; ++it) {
+      const int i = LANE + it * WARP_SIZE;
+      if (i >= HEAD_DIM) break;
       fold_put(row + i, fold_at(k + src, k_norm, inv, i, r));
       fold_put(row + HEAD_DIM + i, v[src + i]);
       if (r == own) {
@@ -381,8 +385,10 @@ KERNEL void attention_decode_split_qk_95259018(float* partial, const float* qg, 
   const int own = BID_Y % (GROUP / BLOCK_HEADS) == 0 ? pos + t : -1;  // the slot this block stores
   fold_new_rows(fresh, k, v, k_norm, k_cache, v_cache, lo > pos ? lo : pos, hi, pos, kvh, own);
   block_sync();
-#pragma unroll 1
-  for (int e = TID_X; e < BLOCK_HEADS * HEAD_DIM; e += BDIM_X) {
+#pragma unroll 4
+  for (int it = 0; it < (BLOCK_HEADS * HEAD_DIM + BDIM_X - 1) / BDIM_X; ++it) {
+    const int e = TID_X + it * BDIM_X;
+    if (e >= BLOCK_HEADS * HEAD_DIM) break;
     const int h = e / HEAD_DIM;
     pool[e] = fold_at(qgrow + h * 2 * HEAD_DIM, q_norm, qinv[h], e % HEAD_DIM, pos + t);
   }
