@@ -110,7 +110,9 @@ func ofKind(p *plan.Plan, kind plan.PhaseKind, context int) (*Step, error) {
 //     attention_decode_stream, attention_decode_mma):
 //     context rows of its capacity rows; kv_append (and
 //     qk_norm_rope_append, which contains it) writes the step's rows and
-//     reads none;
+//     reads none; the splits with the append folded in
+//     (attention_decode_split_qk, attention_decode_mma_qk) write the step's
+//     rows and read the context's others;
 //   - the certified head's BF16 rows (lm_head_certify's and
 //     rmsnorm_lm_head_certify's w): nothing, the candidates' rows are a
 //     few KB a token (docs/lm-head.md);
@@ -240,6 +242,11 @@ func operandBytes(f *ir.Family, p ir.Params, o ir.OperandSpec, rows, context int
 		width := int64(p.Int("width"))
 		if f.Kind == ir.KVAppend || f.Kind == ir.QKNormRoPEAppend {
 			return rows * width * size // written, not read
+		}
+		if f.Kind == ir.AttentionDecodeSplitQK || f.Kind == ir.AttentionDecodeMMAQK {
+			// The append folded in: the step's rows written, the rest of the
+			// context read.
+			return (min(ext, max(0, context-rows)*width) + rows*width) * size
 		}
 		return min(ext, context*width) * size
 	}
