@@ -76,9 +76,9 @@ func optionPlans(t *testing.T) []*plan.Plan {
 		// and its WMMA path (gfx1151: off by default there)
 		{Target: plan.SM90, DecodeMMA: planner.DecodeMMAOn}, {Target: plan.SM90, DecodeMMA: planner.DecodeMMAFused},
 		{Target: plan.GFX1151, DecodeMMA: planner.DecodeMMAFused},
-		// the decode step's q/k norm kept a launch of its own before the
-		// split (--qk-fold=false; by default the split takes it in)
-		{Target: plan.SM90, QKChain: true}} {
+		// the decode step's q/k norm folded into the split (--qk-fold: the
+		// tensor-core fold on sm_90, the CUDA-core one on gfx1151)
+		{Target: plan.SM90, QKFold: true}, {Target: plan.GFX1151, QKFold: true}} {
 		o.Buckets, o.ContextTokens = []int{1024}, 4096
 		p, err := planner.Plan(m, o)
 		if err != nil {

@@ -84,12 +84,13 @@ type Options struct {
 	// same launch: attention_decode_mma_gate) or DecodeMMAOff (the CUDA-core
 	// split).
 	DecodeMMA DecodeMMA
-	// QKChain keeps the decode step's qk_norm_rope_append as a launch of its
-	// own before the split. Off by default: where the plan fuses, the split
-	// (attention_decode_split or _mma) takes it in as
+	// QKFold folds the decode step's qk_norm_rope_append into the split
+	// after it (attention_decode_split or _mma) where the plan fuses:
 	// attention_decode_split_qk or attention_decode_mma_qk, one launch a
-	// full-attention layer fewer (docs/decode-attention.md).
-	QKChain bool
+	// full-attention layer fewer. Off by default until the tensor-core
+	// fold's device cases pass (docs/decode-attention.md); the pair stays
+	// the oracle.
+	QKFold bool
 	// GDNColumnTile is the column tile of the decode step's
 	// gdn_decode_split or gdn_decode_peer (the fuse pass's GDN rule): 0
 	// picks the target's (on a GPU, gdn_decode_split's widest tile that

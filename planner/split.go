@@ -102,7 +102,7 @@ func splitPass(c *compilation) error {
 		if splitDecodeAttention(g, &c.o) == 0 {
 			continue
 		}
-		if c.o.fuses() && !c.o.QKChain && foldQKNorm(g, c.o.Target.Launch()) > 0 {
+		if c.o.fuses() && c.o.QKFold && foldQKNorm(g, c.o.Target.Launch()) > 0 {
 			g.DropUnused() // the q the fold no longer writes
 		}
 		if err := g.Verify(kernels.Families); err != nil {

@@ -21,11 +21,11 @@ import (
 // one block per SM: 66 splits; gfx1151 keeps the split); prefill keeps
 // attention; the cpu plan keeps it unless asked (then with the plain
 // combine and the gate: it does not fuse), and a negative count keeps it
-// on a GPU. (The q/k norm stays its own launch here: TestFoldQKNorm.)
+// on a GPU. (The q/k norm folded into the split: TestFoldQKNorm.)
 func TestSplitKV(t *testing.T) {
 	m := FromConfig("real", arch.Real())
 	graphs := func(o Options) map[string]*ir.Graph {
-		o.Buckets, o.ContextTokens, o.QKChain = []int{4}, 64, true
+		o.Buckets, o.ContextTokens = []int{4}, 64
 		gs, err := Graphs(m, o, "split_kv")
 		if err != nil {
 			t.Fatal(err)
@@ -200,12 +200,12 @@ func TestSplitKVFused(t *testing.T) {
 	}
 }
 
-// TestFoldQKNorm: where the plan fuses, the decode step's every
+// TestFoldQKNorm: with QKFold, where the plan fuses, the decode step's every
 // qk_norm_rope_append goes into the split after it — attention_decode_mma_qk
 // on sm_90 (and gfx1151 with DecodeMMAOn), attention_decode_split_qk where
 // the CUDA-core split runs (gfx1151, f32 KV, DecodeMMAOff) — with the
 // norm's operands (qg, the caches, k, v, the norm weights), its rot_dim,
-// eps and theta, one new row, and no q tensor left; QKChain keeps the pair,
+// eps and theta, one new row, and no q tensor left; without QKFold the pair stays,
 // and the splits that take no fold (the streamed split, the split with the
 // combine folded in) keep it too, as does the cpu plan (it does not fuse).
 func TestFoldQKNorm(t *testing.T) {
@@ -235,16 +235,16 @@ func TestFoldQKNorm(t *testing.T) {
 		o          Options
 		fold, kept ir.Kind // the folded kind (or "": none) and the split that stays otherwise
 	}{
-		{Options{Target: plan.SM90}, ir.AttentionDecodeMMAQK, ""},
-		{Options{Target: plan.SM90, DecodeMMA: DecodeMMAOff}, ir.AttentionDecodeSplitQK, ""},
-		{Options{Target: plan.SM90, KVDType: ir.F32}, ir.AttentionDecodeSplitQK, ""},
-		{Options{Target: plan.GFX1151}, ir.AttentionDecodeSplitQK, ""},
-		{Options{Target: plan.GFX1151, DecodeMMA: DecodeMMAOn}, ir.AttentionDecodeMMAQK, ""},
-		{Options{Target: plan.SM90, QKChain: true}, "", ir.AttentionDecodeMMA},
-		{Options{Target: plan.GFX1151, QKChain: true}, "", ir.AttentionDecodeSplit},
-		{Options{Target: plan.SM90, DecodeStream: true, DecodeMMA: DecodeMMAOff}, "", ir.AttentionDecodeStream},
-		{Options{Target: plan.SM90, DecodeMMA: DecodeMMAFused}, "", ir.AttentionDecodeMMAGate},
-		{Options{Target: plan.CPU, DecodeSplits: 5}, "", ir.AttentionDecodeSplit},
+		{Options{Target: plan.SM90, QKFold: true}, ir.AttentionDecodeMMAQK, ""},
+		{Options{Target: plan.SM90, QKFold: true, DecodeMMA: DecodeMMAOff}, ir.AttentionDecodeSplitQK, ""},
+		{Options{Target: plan.SM90, QKFold: true, KVDType: ir.F32}, ir.AttentionDecodeSplitQK, ""},
+		{Options{Target: plan.GFX1151, QKFold: true}, ir.AttentionDecodeSplitQK, ""},
+		{Options{Target: plan.GFX1151, QKFold: true, DecodeMMA: DecodeMMAOn}, ir.AttentionDecodeMMAQK, ""},
+		{Options{Target: plan.SM90}, "", ir.AttentionDecodeMMA},
+		{Options{Target: plan.GFX1151}, "", ir.AttentionDecodeSplit},
+		{Options{Target: plan.SM90, QKFold: true, DecodeStream: true, DecodeMMA: DecodeMMAOff}, "", ir.AttentionDecodeStream},
+		{Options{Target: plan.SM90, QKFold: true, DecodeMMA: DecodeMMAFused}, "", ir.AttentionDecodeMMAGate},
+		{Options{Target: plan.CPU, QKFold: true, DecodeSplits: 5}, "", ir.AttentionDecodeSplit},
 	} {
 		g := decode(c.o)
 		n := kinds(g)

@@ -180,9 +180,6 @@ func TestDecodeBytesReal(t *testing.T) {
 			}
 			if target.GPU() {
 				want.State += 30 * 2 * 16 * 4 // gdn_decode_split's arrival counters, one per key head
-				// The split with the append folded in reads the context's other
-				// rows from the cache and writes the new one: no row read back.
-				want.KV = ctx * kvPerToken
 			}
 			if s.Total != want {
 				t.Errorf("%s at %d: %+v, want %+v", target, ctx, s.Total, want)
@@ -362,5 +359,28 @@ func TestSegmentExpertBytesReal(t *testing.T) {
 		if d := cmp.Diff(tc.want, got); d != "" {
 			t.Errorf("%d rows (%s): expert weight bytes (-want +got):\n%s", tc.rows, ph.Name, d)
 		}
+	}
+}
+
+// TestDecodeBytesFold: with qk_norm_rope_append folded into the split
+// (--qk-fold), the decode step's KV bytes are the context's: the new row is
+// written and the other rows read, none read back (the pair reads the new
+// row again after appending it).
+func TestDecodeBytesFold(t *testing.T) {
+	m := planner.FromConfig(arch.RealName, arch.Real())
+	kv := func(fold bool) int64 {
+		p, err := planner.Plan(m, planner.Options{Target: plan.SM90, Buckets: []int{1024}, ContextTokens: 4096, QKFold: fold})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Decode(p, 1025)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Total.KV
+	}
+	row := int64(10 * 2 * 2 * 256 * 2) // k and v of 10 layers, bf16
+	if pair, fold := kv(false), kv(true); pair != 1026*row || fold != 1025*row {
+		t.Errorf("KV bytes at 1025: pair %d, fold %d; want %d and %d", pair, fold, 1026*row, 1025*row)
 	}
 }

@@ -285,8 +285,8 @@ func TestRankedPlan(t *testing.T) {
 
 // TestFoldedPlanBitIdentical runs the tiny checkpoint on the CPU with the
 // fusion pass on and the decode attention split (3 splits), once with
-// qk_norm_rope_append folded into the split (attention_decode_split_qk, the
-// default where the plan fuses) and once with the pair (QKChain): the
+// qk_norm_rope_append folded into the split (attention_decode_split_qk,
+// QKFold) and once with the pair (the default): the
 // folded family's reference is the pair's, so every logit of a prefill and
 // the decode steps after it (each appending to the caches the next reads)
 // is equal bit for bit.
@@ -301,7 +301,7 @@ func TestFoldedPlanBitIdentical(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(chain bool) [][]float32 {
-		p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{8, 32}, ContextTokens: 96, Fusion: planner.FuseOn, DecodeSplits: 3, QKChain: chain})
+		p, err := planner.Plan(m, planner.Options{Target: "cpu", Buckets: []int{8, 32}, ContextTokens: 96, Fusion: planner.FuseOn, DecodeSplits: 3, QKFold: !chain})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -316,7 +316,7 @@ func TestFoldedPlanBitIdentical(t *testing.T) {
 			}
 		}
 		if folded := n[ir.AttentionDecodeSplitQK] > 0; folded == chain || (n[ir.QKNormRoPEAppend] > 0) != chain {
-			t.Fatalf("QKChain %v: %d attention_decode_split_qk, %d qk_norm_rope_append launches", chain, n[ir.AttentionDecodeSplitQK], n[ir.QKNormRoPEAppend])
+			t.Fatalf("pair %v: %d attention_decode_split_qk, %d qk_norm_rope_append launches", chain, n[ir.AttentionDecodeSplitQK], n[ir.QKNormRoPEAppend])
 		}
 		e, err := runtime.NewEngine(p, runtime.NewCPU(), runtime.CheckpointWeights(ck))
 		if err != nil {

@@ -105,7 +105,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 				return err
 			}
 			p, err := planner.Plan(m, planner.Options{Target: plan.Target(target), Buckets: bs, ContextTokens: ctxTokens, KVDType: ir.DType(kvDType), Fusion: planner.Fusion(fusion),
-				Tiling: planner.Tiling(tiling), DecodeSplits: decodeSplits, DecodeStream: decodeStream, DecodeMMA: planner.DecodeMMA(decodeMMA), QKChain: !qkFold, MoERouter: moeRouter, MoERank: moeRank, L2Prefetch: l2Prefetch, StreamUnroll: streamUnroll, BF16Head: !certifiedHead, GDNColumnTile: gdnColTile, GDNPeer: gdnPeer, PrefillAttention: planner.PrefillAttention(prefillAttn),
+				Tiling: planner.Tiling(tiling), DecodeSplits: decodeSplits, DecodeStream: decodeStream, DecodeMMA: planner.DecodeMMA(decodeMMA), QKFold: qkFold, MoERouter: moeRouter, MoERank: moeRank, L2Prefetch: l2Prefetch, StreamUnroll: streamUnroll, BF16Head: !certifiedHead, GDNColumnTile: gdnColTile, GDNPeer: gdnPeer, PrefillAttention: planner.PrefillAttention(prefillAttn),
 				PrefillGDN: planner.PrefillGDN(prefillGDN), GEMMTile: planner.GEMMTile(gemmTile), TCSums: planner.TCSums(tcSums), ATerms: aTerms, WideExperts: wideExperts})
 			if err != nil {
 				return err
@@ -131,7 +131,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 	cliflag.IntRange(c.Flags(), &decodeSplits, "decode-splits", 0, -1, 1024, "`N` splits of the decode step's split-KV attention: 0 for the target's (GPU: from its multiprocessors; cpu: none), -1 to keep attention, 1 to 1024 on any target")
 	c.Flags().BoolVar(&decodeStream, "decode-stream", false, "run the decode attention's split as attention_decode_stream (a cp.async ring) on sm_90")
 	c.Flags().StringVar(&decodeMMA, "decode-mma", "", "the decode attention's split on tensor cores (attention_decode_mma, bf16 KV) `MODE`: on (every GPU target), fused (on, with the combine and the output gate in the same launch), off (the CUDA-core split), or empty for the default (on for sm_90, off on gfx1151: docs/decode-attention.md)")
-	c.Flags().BoolVar(&qkFold, "qk-fold", true, "fold the decode step's qk_norm_rope_append (q/k norms, RoPE, KV append) into the split attention's launch where the plan fuses (attention_decode_mma_qk, attention_decode_split_qk: one launch a full-attention layer fewer); false keeps it a launch of its own (docs/decode-attention.md)")
+	c.Flags().BoolVar(&qkFold, "qk-fold", false, "fold the decode step's qk_norm_rope_append (q/k norms, RoPE, KV append) into the split attention's launch where the plan fuses (attention_decode_mma_qk, attention_decode_split_qk: one launch a full-attention layer fewer; off by default until the tensor-core fold's device cases pass: docs/decode-attention.md)")
 	c.Flags().BoolVar(&certifiedHead, "certified-head", true, "give a GPU plan the greedy step with the certified int8 LM head (decode_greedy: the BF16 head's tokens from half its bytes, docs/lm-head.md); false leaves it out, so greedy draws use the BF16 head (the cpu plan always has it)")
 	c.Flags().BoolVar(&moeRank, "moe-rank", false, "rank each decode MoE block's top-k once in the router's launch (rmsnorm_router_topk), gate_up reading the ids and down reading them before its programmatic wait")
 	c.Flags().BoolVar(&l2Prefetch, "l2-prefetch", false, "the decode step's weight-streaming launches (gemv, gemv_add, rmsnorm_gemv up to 64 MB, moe_decode_gate_up's shared expert) ask the L2 for their first weight bytes before the programmatic wait, on targets that launch programmatically (sm_90): docs/pdl.md")
