@@ -318,12 +318,7 @@ func tensorCorrectness() []tensorCase {
 		c.name = "moe_wg_" + strings.TrimPrefix(c.name, "moe_")
 		c.k = wgmmaKernel(c.k)
 		// Its own memory: writing a case runs the reference in place.
-		mem := map[string][]byte{}
-		for name, b := range c.mem {
-			mem[name] = aligned(int64(len(b)))
-			copy(mem[name], b)
-		}
-		c.mem, c.stored = mem, maps.Clone(c.stored)
+		c.mem, c.stored = cloneMem(c.mem), maps.Clone(c.stored)
 		out = append(out, c)
 	}
 	// flush_k on both tiles' grouped GEMMs, on the same operands: the tiny
@@ -346,12 +341,7 @@ func tensorCorrectness() []tensorCase {
 			d := c
 			d.name = v.prefix + strings.TrimPrefix(c.name, "moe_")
 			d.k = v.k
-			mem := map[string][]byte{}
-			for name, b := range c.mem {
-				mem[name] = aligned(int64(len(b)))
-				copy(mem[name], b)
-			}
-			d.mem, d.stored = mem, maps.Clone(c.stored)
+			d.mem, d.stored = cloneMem(c.mem), maps.Clone(c.stored)
 			out = append(out, d)
 		}
 	}
@@ -369,12 +359,7 @@ func tensorCorrectness() []tensorCase {
 			d := c
 			d.name = v.prefix + strings.TrimPrefix(c.name, "moe_wg_")
 			d.k = wideGroupKern(c.k, v.flush)
-			mem := map[string][]byte{}
-			for name, b := range c.mem {
-				mem[name] = aligned(int64(len(b)))
-				copy(mem[name], b)
-			}
-			d.mem, d.stored = mem, maps.Clone(c.stored)
+			d.mem, d.stored = cloneMem(c.mem), maps.Clone(c.stored)
 			wide = append(wide, d)
 		}
 	}
@@ -442,11 +427,22 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 	pairs := int64(T * top)
 	moe[0].timeReps, moe[0].bytes, moe[0].note = 20, pairs*4, "moe_count of 65536 pairs: 32 blocks of 2048"
 	moe[1].timeReps, moe[1].bytes, moe[1].note = 20, pairs*4*2, "moe_sort of 65536 pairs: 32 blocks of 2048 (was one block: 262 µs)"
-	moe[2].timeReps, moe[2].flops = 20, 2*pairs*2*I*H
-	moe[2].bytes = int64(T)*H*4 + int64(pool)*2*I*H*2 + pairs*I*4
+	// The grouped gate_up's and down's work at tokens rows over pool experts:
+	// the products of every pair, x (or act) read, the used experts' weights,
+	// act (or ys) written.
+	groupFigures := func(c *tensorCase, gateUp bool, tokens int) {
+		p := int64(tokens * top)
+		if gateUp {
+			c.flops, c.bytes = 2*p*2*I*H, int64(tokens)*H*4+int64(pool)*2*I*H*2+p*I*4
+		} else {
+			c.flops, c.bytes = 2*p*H*I, p*I*4+int64(pool)*H*I*2+p*H*4
+		}
+	}
+	moe[2].timeReps = 20
+	groupFigures(&moe[2], true, T)
 	moe[2].note = "grouped gate_up, 64 experts used (256 MB), 1024 pairs each, x as three terms"
-	moe[3].timeReps, moe[3].flops = 20, 2*pairs*H*I
-	moe[3].bytes = pairs*I*4 + int64(pool)*H*I*2 + pairs*H*4
+	moe[3].timeReps = 20
+	groupFigures(&moe[3], false, T)
 	moe[3].note = "grouped down, 64 experts used (128 MB), ys written per pair, act as three terms"
 	moe[4].timeReps, moe[4].bytes = 20, pairs*H*4+int64(T)*H*4
 	moe[4].note = "sum over 8 slots per token"
@@ -533,11 +529,7 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 			fpairs := int64(fill.tokens * top)
 			for i, c := range fc[2:4] {
 				c.timeReps = 20
-				if i == 0 {
-					c.flops, c.bytes = 2*fpairs*2*I*H, int64(fill.tokens)*H*4+int64(pool)*2*I*H*2+fpairs*I*4
-				} else {
-					c.flops, c.bytes = 2*fpairs*H*I, fpairs*I*4+int64(pool)*H*I*2+fpairs*H*4
-				}
+				groupFigures(&c, i == 0, fill.tokens)
 				c.note = fmt.Sprintf("%d pairs over %d experts (≈ %d each): partial last tiles", fpairs, pool, fpairs/int64(pool))
 				writeTensorCase(t, filepath.Join(out, c.name), c)
 				writeSibling(t, out, c.name+"_wg_fk", flushKern(wgmmaKernel(c.k)), fill.tokens, c.name, 20,
@@ -594,6 +586,17 @@ func writeSibling(t *testing.T, out, name string, k plan.Kernel, rows int, from 
 // token, the references (sorted anew over the first check tokens, the same
 // rows' arithmetic) cover the pairs of the first check tokens. Split, with
 // the activations on the bf16 grid.
+// cloneMem copies a case's operands into memory of its own (aligned): writing
+// a case runs its reference in place, so cases on the same operands each need one.
+func cloneMem(mem map[string][]byte) map[string][]byte {
+	out := make(map[string][]byte, len(mem))
+	for name, b := range mem {
+		out[name] = aligned(int64(len(b)))
+		copy(out[name], b)
+	}
+	return out
+}
+
 // wideGroupKern is a grouped MoE kernel on the wgmma tile's 256 columns
 // (wide_tile), with flush_k where flush says.
 func wideGroupKern(k plan.Kernel, flush bool) plan.Kernel {

@@ -88,12 +88,7 @@ func wsCorrectness(have []tensorCase) []tensorCase {
 		}
 		c.name = "moe_ws_" + strings.TrimPrefix(c.name, "moe_wg_")
 		c.k = wsKernel(c.k)
-		mem := map[string][]byte{}
-		for name, b := range c.mem {
-			mem[name] = aligned(int64(len(b)))
-			copy(mem[name], b)
-		}
-		c.mem, c.stored = mem, maps.Clone(c.stored)
+		c.mem, c.stored = cloneMem(c.mem), maps.Clone(c.stored)
 		out = append(out, c)
 	}
 	return out

@@ -483,12 +483,6 @@ DEVICE int gemm_col(int nt, int i) { return (WARP % 4) * WN + nt * 16 + mma_c_co
 // gemm_group_row: the first row of the products this thread issues with others, for the
 // caller's live test: the whole block tile's here (gemm_mainloop ignores live).
 DEVICE int gemm_group_row() { return 0; }
-// gemm_bid_x, gemm_bid_y: the block's indices read again, for an epilogue after the
-// k-loop (kernels/gemm_wgmma_ws.tmpl): on CUDA a volatile read the compiler cannot merge
-// with the one before the loop, so no register holds them (or what was derived from
-// them) across it — the 256-column tiles leave none to spare.
-DEVICE int gemm_bid_x() { int r; asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(r)); return r; }
-DEVICE int gemm_bid_y() { int r; asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(r)); return r; }
 // gemm (matmul's math on bf16 operands): y[r][j] += Σ_k bf16(x[r][k]) · W[j][k], fp32
 // accumulation (gemm_add: matmul_add, the residual add fused). Grid: (ceil(N / BN), ceil(rows / BM));
 // a block whose first row is at or past n returns at once, so a short tail costs its

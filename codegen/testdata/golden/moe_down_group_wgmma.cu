@@ -533,12 +533,6 @@ DEVICE int gemm_col(int nt, int i) { return nt * 16 + mma_c_col(i); }
 // others (its warpgroup's 64): the caller's live test for gemm_mainloop.
 DEVICE int gemm_group_row() { return (WARP / 4) * 64; }
 
-// gemm_bid_x, gemm_bid_y: the block's indices read again, for an epilogue after the
-// k-loop (kernels/gemm_wgmma_ws.tmpl): on CUDA a volatile read the compiler cannot merge
-// with the one before the loop, so no register holds them (or what was derived from
-// them) across it — the 256-column tiles leave none to spare.
-DEVICE int gemm_bid_x() { int r; asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(r)); return r; }
-DEVICE int gemm_bid_y() { int r; asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(r)); return r; }
 // moe_down_group (moe_down's products over sorted pairs, bf16 operands): ys[p][j] =
 // weights[p] · Σ_i down_e[j][i] · act[p][i] for each pair p of a row tile of expert e.
 // Grid: (ceil(HIDDEN / BN), row tiles); tiles past tiles[0] return at once. Each pair's
@@ -573,20 +567,16 @@ KERNEL void moe_down_group_2039e0d9(float* ys, const float* act, const int* orde
   // moe_sort pads an expert's last tile at its end: a warpgroup whose first row is
   // padding has no pair at all and issues no products (gemm_mainloop's live).
   gemm_mainloop<INTER>(acc, arow, wrow, act, down, smem, rows[gemm_group_row()] >= 0);
-  // The row map and the column again, from the parameters and the block's indices
-  // read anew: nothing derived before the k-loop stays live across it.
-  const int* erows = order + (long long)gemm_bid_y() * BM;
-  const int e0 = gemm_bid_x() * BN;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const int p = erows[gemm_row(mt, i)];
+      const int p = rows[gemm_row(mt, i)];
       if (p < 0) continue;
       const float wp = weights[p];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        const int j = e0 + gemm_col(nt, i);
+        const int j = n0 + gemm_col(nt, i);
         if (j < HIDDEN) ys[(long long)p * HIDDEN + j] = wp * acc[mt][nt].v[i];
       }
     }

@@ -398,12 +398,6 @@ DEVICE int gemm_col(int nt, int i) { return (WARP % 4) * WN + nt * 16 + mma_c_co
 // gemm_group_row: the first row of the products this thread issues with others, for the
 // caller's live test: the whole block tile's here (gemm_mainloop ignores live).
 DEVICE int gemm_group_row() { return 0; }
-// gemm_bid_x, gemm_bid_y: the block's indices read again, for an epilogue after the
-// k-loop (kernels/gemm_wgmma_ws.tmpl): on CUDA a volatile read the compiler cannot merge
-// with the one before the loop, so no register holds them (or what was derived from
-// them) across it — the 256-column tiles leave none to spare.
-DEVICE int gemm_bid_x() { return BID_X; }
-DEVICE int gemm_bid_y() { return BID_Y; }
 // moe_gate_up_group (moe_gate_up's math over sorted pairs, bf16 operands): act[p][j] =
 // silu(gate_e[j]·x[t]) · up_e[j]·x[t] for each pair p = t·TOPK + s of a row tile of
 // expert e (moe_sort's order and tiles). Grid: (ceil(INTER / (BN / 2)), row tiles); tiles
@@ -442,10 +436,6 @@ KERNEL void moe_gate_up_group_ec3d0132(float* act, const float* x, const int* or
   // moe_sort pads an expert's last tile at its end: a warpgroup whose first row is
   // padding has no pair at all and issues no products (gemm_mainloop's live).
   gemm_mainloop<HIDDEN>(acc, arow, wrow, x, gate_up, smem, rows[gemm_group_row()] >= 0);
-  // The row map and the first output again, from the parameters and the block's indices
-  // read anew: nothing derived before the k-loop stays live across it.
-  const int* erows = order + (long long)gemm_bid_y() * BM;
-  const int e0 = gemm_bid_x() * (BN / 2);
   // Weight row (and block column) c is output j0 + (c / 32)·16 + c % 16, gate when
   // (c / 16) is even: a lane's atom nt (even) holds gate columns, nt + 1 the up columns of
   // the same outputs (the mma tile's warp 32 columns, the wgmma tile's warpgroup all BN).
@@ -454,11 +444,11 @@ KERNEL void moe_gate_up_group_ec3d0132(float* act, const float* x, const int* or
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const int p = erows[gemm_row(mt, i)];
+      const int p = rows[gemm_row(mt, i)];
 #pragma unroll
       for (int nt = 0; nt < NT; nt += 2) {
         const int c = gemm_col(nt, i);
-        const int j = e0 + (c / 32) * 16 + c % 16;
+        const int j = j0 + (c / 32) * 16 + c % 16;
         if (p >= 0 && j < INTER) act[(long long)p * INTER + j] = siluf(acc[mt][nt].v[i]) * acc[mt][nt + 1].v[i];
       }
     }
