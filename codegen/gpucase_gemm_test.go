@@ -271,6 +271,13 @@ func TestCompileGEMMCases(t *testing.T) {
 		} else if tensorK(gc.k)%8 == 0 {
 			ins = append(ins, "cp.async.cg.shared.global")
 		}
+		// The epilogue's column pairs (mma_c_pairs) as 8-byte accesses where rows are even.
+		if tensorWidth(gc.k)%2 == 0 {
+			ins = append(ins, "st.global.v2.f32")
+			if gc.k.Family == "gemm_add" {
+				ins = append(ins, "ld.global.v2.f32")
+			}
+		}
 		tensorInstructions[gc.name] = ins
 	}
 	// -Wunused-const-variable: nvcc -Werror all-warnings (the GPU check) refuses a
@@ -333,4 +340,17 @@ func tensorK(k plan.Kernel) int {
 		return k.Params.Int("inter")
 	}
 	return k.Params.Int("k")
+}
+
+// tensorWidth is the row length of a tensor-core kernel's output: n of a
+// dense GEMM, inter of the grouped gate_up's act, hidden of the grouped
+// down's ys.
+func tensorWidth(k plan.Kernel) int {
+	switch k.Family {
+	case "moe_gate_up_group":
+		return k.Params.Int("inter")
+	case "moe_down_group":
+		return k.Params.Int("hidden")
+	}
+	return k.Params.Int("n")
 }

@@ -231,6 +231,11 @@ DEVICE void mma(mma_c& c, const mma_a& a, const mma_b& b) {
 // c.v[i]: half i/4 of the columns, rows LANE/4 (+8 for i%4 ≥ 2), columns 2·(LANE%4) + i%2.
 DEVICE int mma_c_row(int i) { return LANE / 4 + ((i % 4) / 2) * 8; }
 DEVICE int mma_c_col(int i) { return (i / 4) * 8 + (LANE % 4) * 2 + (i % 2); }
+// mma_c_pairs(): c.v[i] and c.v[i + 1] (i even) are columns c, c + 1 (c even) of one row,
+// so an epilogue stores them as one 8-byte pair (a warp's store then fills whole 32-byte
+// sectors); a lane's rows are mma_c_row(0) (i % 4 < 2) and mma_c_row(2).
+DEVICE constexpr bool mma_c_pairs() { return true; }
+struct __attribute__((aligned(8))) mma_f32x2 { float x, y; };
 // ldmatrix.x4: lane l names row l%8 of matrix l/8. A's matrices are (rows 0-7 | 8-15) ×
 // (chunk c0 | c0+1) in the order a0..a3 of the m16n8k16 fragment.
 template <int C>

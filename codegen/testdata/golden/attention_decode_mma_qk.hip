@@ -153,6 +153,9 @@ DEVICE void mma(mma_c& c, const mma_a& a, const mma_b& b) {
 // c.v[i]: row 2i + LANE/16, column LANE%16.
 DEVICE int mma_c_row(int i) { return 2 * i + LANE / 16; }
 DEVICE int mma_c_col(int i) { return LANE % 16; }
+// A lane's elements are one column of 8 rows: no column pairs (mma_c_pairs, above).
+DEVICE constexpr bool mma_c_pairs() { return false; }
+struct __attribute__((aligned(8))) mma_f32x2 { float x, y; };
 // A lane holds one whole row (A) or weight row (B) of the 16-deep slice.
 template <int C>
 DEVICE mma_v16s mma_row16(const bf16* tile, int r, int c0) {

@@ -153,6 +153,9 @@ DEVICE void mma(mma_c& c, const mma_a& a, const mma_b& b) {
 // c.v[i]: row 2i + LANE/16, column LANE%16.
 DEVICE int mma_c_row(int i) { return 2 * i + LANE / 16; }
 DEVICE int mma_c_col(int i) { return LANE % 16; }
+// A lane's elements are one column of 8 rows: no column pairs (mma_c_pairs, above).
+DEVICE constexpr bool mma_c_pairs() { return false; }
+struct __attribute__((aligned(8))) mma_f32x2 { float x, y; };
 // A lane holds one whole row (A) or weight row (B) of the 16-deep slice.
 template <int C>
 DEVICE mma_v16s mma_row16(const bf16* tile, int r, int c0) {
@@ -426,6 +429,24 @@ KERNEL void gemm_08459b89(float* y, const float* x, const bf16* w, int n, const 
   mma_c acc[MT][NT];
   // A warpgroup whose rows are all past n issues no products (gemm_mainloop's live).
   gemm_mainloop<K>(acc, arow, wrow, x, w, smem, m0 + gemm_group_row() < n);
+  // Column pairs as one 8-byte access where the layout has them (mma_c_pairs), N is even
+  // (j even and j < N: j + 1 < N) and y is 8-byte aligned (an operand view may not be).
+  if constexpr (mma_c_pairs() && N % 2 == 0) {
+    if ((unsigned long long)y % 8 == 0) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int i = 0; i < 8; i += 2) {
+            const int r = m0 + gemm_row(mt, i), j = n0 + gemm_col(nt, i);
+            if (r >= n || j >= N) continue;
+            mma_f32x2* py = (mma_f32x2*)(y + (long long)r * N + j);
+            *py = mma_f32x2{acc[mt][nt].v[i], acc[mt][nt].v[i + 1]};
+          }
+      return;
+    }
+  }
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll

@@ -231,6 +231,11 @@ DEVICE void mma(mma_c& c, const mma_a& a, const mma_b& b) {
 // c.v[i]: half i/4 of the columns, rows LANE/4 (+8 for i%4 ≥ 2), columns 2·(LANE%4) + i%2.
 DEVICE int mma_c_row(int i) { return LANE / 4 + ((i % 4) / 2) * 8; }
 DEVICE int mma_c_col(int i) { return (i / 4) * 8 + (LANE % 4) * 2 + (i % 2); }
+// mma_c_pairs(): c.v[i] and c.v[i + 1] (i even) are columns c, c + 1 (c even) of one row,
+// so an epilogue stores them as one 8-byte pair (a warp's store then fills whole 32-byte
+// sectors); a lane's rows are mma_c_row(0) (i % 4 < 2) and mma_c_row(2).
+DEVICE constexpr bool mma_c_pairs() { return true; }
+struct __attribute__((aligned(8))) mma_f32x2 { float x, y; };
 // ldmatrix.x4: lane l names row l%8 of matrix l/8. A's matrices are (rows 0-7 | 8-15) ×
 // (chunk c0 | c0+1) in the order a0..a3 of the m16n8k16 fragment.
 template <int C>
@@ -605,6 +610,24 @@ KERNEL void gemm_wgmma_ws(float* y, const float* x, const bf16* w, int n, const 
   mma_c acc[MT][NT];
   // A warpgroup whose rows are all past n issues no products (gemm_mainloop's live).
   gemm_mainloop<K>(acc, arow, wrow, x, w, smem, m0 + gemm_group_row() < n);
+  // Column pairs as one 8-byte access where the layout has them (mma_c_pairs), N is even
+  // (j even and j < N: j + 1 < N) and y is 8-byte aligned (an operand view may not be).
+  if constexpr (mma_c_pairs() && N % 2 == 0) {
+    if ((unsigned long long)y % 8 == 0) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int i = 0; i < 8; i += 2) {
+            const int r = m0 + gemm_row(mt, i), j = n0 + gemm_col(nt, i);
+            if (r >= n || j >= N) continue;
+            mma_f32x2* py = (mma_f32x2*)(y + (long long)r * N + j);
+            *py = mma_f32x2{acc[mt][nt].v[i], acc[mt][nt].v[i + 1]};
+          }
+      return;
+    }
+  }
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll

@@ -231,6 +231,11 @@ DEVICE void mma(mma_c& c, const mma_a& a, const mma_b& b) {
 // c.v[i]: half i/4 of the columns, rows LANE/4 (+8 for i%4 ≥ 2), columns 2·(LANE%4) + i%2.
 DEVICE int mma_c_row(int i) { return LANE / 4 + ((i % 4) / 2) * 8; }
 DEVICE int mma_c_col(int i) { return (i / 4) * 8 + (LANE % 4) * 2 + (i % 2); }
+// mma_c_pairs(): c.v[i] and c.v[i + 1] (i even) are columns c, c + 1 (c even) of one row,
+// so an epilogue stores them as one 8-byte pair (a warp's store then fills whole 32-byte
+// sectors); a lane's rows are mma_c_row(0) (i % 4 < 2) and mma_c_row(2).
+DEVICE constexpr bool mma_c_pairs() { return true; }
+struct __attribute__((aligned(8))) mma_f32x2 { float x, y; };
 // ldmatrix.x4: lane l names row l%8 of matrix l/8. A's matrices are (rows 0-7 | 8-15) ×
 // (chunk c0 | c0+1) in the order a0..a3 of the m16n8k16 fragment.
 template <int C>
@@ -514,9 +519,43 @@ KERNEL void moe_down_group_f49ca72d(float* ys, const float* act, const int* orde
     wrow[i] = j < HIDDEN ? down + ((long long)e * HIDDEN + j) * INTER : nullptr;
   }
   mma_c acc[MT][NT];
+  // With column pairs (mma_c_pairs) a lane's rows are two a row atom: their pair ids and
+  // routing weights are read before the k-loop, which hides the two loads' latency.
+  constexpr bool PAIRS = mma_c_pairs() && HIDDEN % 2 == 0;
+  [[maybe_unused]] int pr[MT][2];
+  [[maybe_unused]] float wr[MT][2];
+  if constexpr (PAIRS) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        pr[mt][h] = rows[gemm_row(mt, 2 * h)];
+        wr[mt][h] = pr[mt][h] >= 0 ? weights[pr[mt][h]] : 0.0f;
+      }
+  }
   // moe_sort pads an expert's last tile at its end: a warpgroup whose first row is
   // padding has no pair at all and issues no products (gemm_mainloop's live).
   gemm_mainloop<INTER>(acc, arow, wrow, act, down, smem, rows[gemm_group_row()] >= 0);
+  if constexpr (PAIRS) {
+    // Columns j, j + 1 (j even, HIDDEN even: j + 1 < HIDDEN) as one 8-byte store where ys
+    // is 8-byte aligned.
+    if ((unsigned long long)ys % 8 == 0) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 8; i += 2) {
+          const int p = pr[mt][(i % 4) / 2];
+          if (p < 0) continue;
+          const float wp = wr[mt][(i % 4) / 2];
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            const int j = n0 + gemm_col(nt, i);
+            if (j < HIDDEN) *(mma_f32x2*)(ys + (long long)p * HIDDEN + j) = mma_f32x2{wp * acc[mt][nt].v[i], wp * acc[mt][nt].v[i + 1]};
+          }
+        }
+      return;
+    }
+  }
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll

@@ -153,6 +153,9 @@ DEVICE void mma(mma_c& c, const mma_a& a, const mma_b& b) {
 // c.v[i]: row 2i + LANE/16, column LANE%16.
 DEVICE int mma_c_row(int i) { return 2 * i + LANE / 16; }
 DEVICE int mma_c_col(int i) { return LANE % 16; }
+// A lane's elements are one column of 8 rows: no column pairs (mma_c_pairs, above).
+DEVICE constexpr bool mma_c_pairs() { return false; }
+struct __attribute__((aligned(8))) mma_f32x2 { float x, y; };
 // A lane holds one whole row (A) or weight row (B) of the 16-deep slice.
 template <int C>
 DEVICE mma_v16s mma_row16(const bf16* tile, int r, int c0) {
@@ -429,9 +432,43 @@ KERNEL void moe_down_group_f49ca72d(float* ys, const float* act, const int* orde
     wrow[i] = j < HIDDEN ? down + ((long long)e * HIDDEN + j) * INTER : nullptr;
   }
   mma_c acc[MT][NT];
+  // With column pairs (mma_c_pairs) a lane's rows are two a row atom: their pair ids and
+  // routing weights are read before the k-loop, which hides the two loads' latency.
+  constexpr bool PAIRS = mma_c_pairs() && HIDDEN % 2 == 0;
+  [[maybe_unused]] int pr[MT][2];
+  [[maybe_unused]] float wr[MT][2];
+  if constexpr (PAIRS) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        pr[mt][h] = rows[gemm_row(mt, 2 * h)];
+        wr[mt][h] = pr[mt][h] >= 0 ? weights[pr[mt][h]] : 0.0f;
+      }
+  }
   // moe_sort pads an expert's last tile at its end: a warpgroup whose first row is
   // padding has no pair at all and issues no products (gemm_mainloop's live).
   gemm_mainloop<INTER>(acc, arow, wrow, act, down, smem, rows[gemm_group_row()] >= 0);
+  if constexpr (PAIRS) {
+    // Columns j, j + 1 (j even, HIDDEN even: j + 1 < HIDDEN) as one 8-byte store where ys
+    // is 8-byte aligned.
+    if ((unsigned long long)ys % 8 == 0) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 8; i += 2) {
+          const int p = pr[mt][(i % 4) / 2];
+          if (p < 0) continue;
+          const float wp = wr[mt][(i % 4) / 2];
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            const int j = n0 + gemm_col(nt, i);
+            if (j < HIDDEN) *(mma_f32x2*)(ys + (long long)p * HIDDEN + j) = mma_f32x2{wp * acc[mt][nt].v[i], wp * acc[mt][nt].v[i + 1]};
+          }
+        }
+      return;
+    }
+  }
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll

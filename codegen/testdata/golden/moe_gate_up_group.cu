@@ -231,6 +231,11 @@ DEVICE void mma(mma_c& c, const mma_a& a, const mma_b& b) {
 // c.v[i]: half i/4 of the columns, rows LANE/4 (+8 for i%4 ≥ 2), columns 2·(LANE%4) + i%2.
 DEVICE int mma_c_row(int i) { return LANE / 4 + ((i % 4) / 2) * 8; }
 DEVICE int mma_c_col(int i) { return (i / 4) * 8 + (LANE % 4) * 2 + (i % 2); }
+// mma_c_pairs(): c.v[i] and c.v[i + 1] (i even) are columns c, c + 1 (c even) of one row,
+// so an epilogue stores them as one 8-byte pair (a warp's store then fills whole 32-byte
+// sectors); a lane's rows are mma_c_row(0) (i % 4 < 2) and mma_c_row(2).
+DEVICE constexpr bool mma_c_pairs() { return true; }
+struct __attribute__((aligned(8))) mma_f32x2 { float x, y; };
 // ldmatrix.x4: lane l names row l%8 of matrix l/8. A's matrices are (rows 0-7 | 8-15) ×
 // (chunk c0 | c0+1) in the order a0..a3 of the m16n8k16 fragment.
 template <int C>
@@ -518,6 +523,16 @@ KERNEL void moe_gate_up_group_ec3d0132(float* act, const float* x, const int* or
     wrow[i] = j < INTER ? gate_up + ((long long)e * 2 * INTER + ((r / 16) % 2) * INTER + j) * HIDDEN : nullptr;
   }
   mma_c acc[MT][NT];
+  // With column pairs (mma_c_pairs) a lane's rows are two a row atom: their pair ids are
+  // read before the k-loop, which hides the load's latency.
+  constexpr bool PAIRS = mma_c_pairs() && INTER % 2 == 0;
+  [[maybe_unused]] int pr[MT][2];
+  if constexpr (PAIRS) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) pr[mt][h] = rows[gemm_row(mt, 2 * h)];
+  }
   // moe_sort pads an expert's last tile at its end: a warpgroup whose first row is
   // padding has no pair at all and issues no products (gemm_mainloop's live).
   gemm_mainloop<HIDDEN>(acc, arow, wrow, x, gate_up, smem, rows[gemm_group_row()] >= 0);
@@ -525,6 +540,28 @@ KERNEL void moe_gate_up_group_ec3d0132(float* act, const float* x, const int* or
   // (c / 16) is even: a lane's atom nt (even) holds gate columns, nt + 1 the up columns of
   // the same outputs (the mma tile's warp 32 columns, the wgmma tile's warpgroup all BN).
   static_assert(NT % 2 == 0, "a lane's atoms pair gate and up of the same outputs");
+  if constexpr (PAIRS) {
+    // Columns c, c + 1 (c even: the same 16-column group) are outputs j, j + 1 (j even,
+    // INTER even: j + 1 < INTER): one 8-byte store where act is 8-byte aligned.
+    if ((unsigned long long)act % 8 == 0) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 8; i += 2) {
+          const int p = pr[mt][(i % 4) / 2];
+          if (p < 0) continue;
+#pragma unroll
+          for (int nt = 0; nt < NT; nt += 2) {
+            const int c = gemm_col(nt, i);
+            const int j = j0 + (c / 32) * 16 + c % 16;
+            if (j >= INTER) continue;
+            *(mma_f32x2*)(act + (long long)p * INTER + j) =
+                mma_f32x2{siluf(acc[mt][nt].v[i]) * acc[mt][nt + 1].v[i], siluf(acc[mt][nt].v[i + 1]) * acc[mt][nt + 1].v[i + 1]};
+          }
+        }
+      return;
+    }
+  }
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
