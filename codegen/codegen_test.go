@@ -189,6 +189,11 @@ func TestGolden(t *testing.T) {
 		w.Name, w.Params = w.Name+"_wide", w.Params.Clone()
 		w.Params.SetFlag("wide_tile", true)
 		gs = append(gs, golden{w, plan.SM90, family + "_wgmma_wide.cu"})
+		// A block per multiprocessor walking the tiles (aimac plan --persistent-experts).
+		ps := *g
+		ps.Name, ps.Params = ps.Name+"_persistent", ps.Params.Clone()
+		ps.Params.SetFlag("persistent", true)
+		gs = append(gs, golden{ps, plan.SM90, family + "_wgmma_persistent.cu"})
 	}
 	// The same projection on the warp-specialized tile (aimac plan --gemm-tile wgmma-ws).
 	ws := *wg

@@ -345,6 +345,21 @@ func tensorCorrectness() []tensorCase {
 			out = append(out, d)
 		}
 	}
+	// persistent (a block per multiprocessor walking the tiles, each issuing
+	// its next tile's first copies before its stores) on the plans' tile
+	// (wgmma, flush_k), on the same operands: the tiny fixture's experts,
+	// odd sizes, several tiles of one expert, the model's widths (more tiles
+	// than blocks), two terms.
+	for _, c := range out {
+		if !strings.HasPrefix(c.name, "moe_fk_wg_") || !strings.HasSuffix(c.k.Family, "_group") {
+			continue
+		}
+		d := c
+		d.name = "moe_pst_" + strings.TrimPrefix(c.name, "moe_fk_wg_")
+		d.k = persistentKern(c.k)
+		d.mem, d.stored = cloneMem(c.mem), maps.Clone(c.stored)
+		out = append(out, d)
+	}
 	// The wgmma tile's 256 columns (wide_tile, the plans'), with and without
 	// flush_k (half the columns at a time), on the wgmma cases' operands.
 	var wide []tensorCase
@@ -535,10 +550,16 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 				writeSibling(t, out, c.name+"_wg_fk", flushKern(wgmmaKernel(c.k)), fill.tokens, c.name, 20,
 					"the wgmma tile, 128 columns, three terms, flush_k, on "+c.name+"'s files")
 				writeSibling(t, out, c.name+"_wg256_fk", wideGroupKern(c.k, true), fill.tokens, c.name, 20,
-					"the plans' tile (wgmma, 256 columns flushed half at a time, three terms) on "+c.name+"'s files")
+					"the wgmma tile, 256 columns flushed half at a time, three terms, on "+c.name+"'s files")
+				writeSibling(t, out, c.name+"_pst", persistentKern(flushKern(wgmmaKernel(c.k))), fill.tokens, c.name, 20,
+					"the wgmma tile, 128 columns, three terms, flush_k, a block per multiprocessor walking the tiles, on "+c.name+"'s files (against "+c.name+"_wg_fk)")
 			}
 		}
 	}
+	writeSibling(t, out, "speed_moe_gate_up_pst", persistentKern(flushKern(wgmmaKernel(moe[2].k))), T, moe[2].name, 20,
+		"the plans' tile (wgmma, 128 columns, three terms, flush_k) as a block per multiprocessor walking the tiles, on speed_moe_gate_up's files (against speed_moe_gate_up_wg_fk)")
+	writeSibling(t, out, "speed_moe_down_pst", persistentKern(flushKern(wgmmaKernel(moe[3].k))), T, moe[3].name, 20,
+		"the plans' tile (wgmma, 128 columns, three terms, flush_k) as a block per multiprocessor walking the tiles, on speed_moe_down's files (against speed_moe_down_wg_fk)")
 	writeSibling(t, out, "speed_moe_gate_up_wg256_fk", wideGroupKern(moe[2].k, true), T, moe[2].name, 20, "the wgmma tile, 256 columns flushed half at a time (the plans'), on speed_moe_gate_up's files (against speed_moe_gate_up_wg_fk)")
 	writeSibling(t, out, "speed_moe_down_wg256_fk", wideGroupKern(moe[3].k, true), T, moe[3].name, 20, "the wgmma tile, 256 columns flushed half at a time (the plans'), on speed_moe_down's files (against speed_moe_down_wg_fk)")
 	writeSibling(t, out, "speed_matmul_8192", kern("matmul", map[string]float64{"k": 2048, "n": 8192}), T, "speed_gemm_8192", 1,
@@ -595,6 +616,14 @@ func cloneMem(mem map[string][]byte) map[string][]byte {
 		copy(out[name], b)
 	}
 	return out
+}
+
+// persistentKern is a grouped MoE kernel (on the wgmma tile) as a block per
+// multiprocessor walking the tiles.
+func persistentKern(k plan.Kernel) plan.Kernel {
+	k.Params = k.Params.Clone()
+	k.Params.SetFlag("persistent", true)
+	return k
 }
 
 // wideGroupKern is a grouped MoE kernel on the wgmma tile's 256 columns

@@ -67,6 +67,9 @@ func moeGroupCheck(p ir.Params) error {
 	if p.Flag("wide_tile") && (!p.Flag("wgmma") || p.Flag("flush_k16")) {
 		return fmt.Errorf("wide_tile takes the wgmma tile without flush_k16 (wgmma %v, flush_k16 %v)", p.Flag("wgmma"), p.Flag("flush_k16"))
 	}
+	if p.Flag("persistent") && (!p.Flag("wgmma") || p.Flag("wgmma_ws")) {
+		return fmt.Errorf("persistent takes the wgmma tile (wgmma %v, wgmma_ws %v)", p.Flag("wgmma"), p.Flag("wgmma_ws"))
+	}
 	if err := checkTile(p); err != nil {
 		return err
 	}
@@ -74,7 +77,7 @@ func moeGroupCheck(p ir.Params) error {
 }
 
 func moeGroupFamilies() []*ir.Family {
-	moeParams := cat(ir.Ints("experts", "hidden", "inter", "k"), ir.Flags("split_a", "split_a3", "wgmma"), ir.OptionalFlags("flush_k", "flush_k16", "wgmma_ws", "wide_tile"))
+	moeParams := cat(ir.Ints("experts", "hidden", "inter", "k"), ir.Flags("split_a", "split_a3", "wgmma"), ir.OptionalFlags("flush_k", "flush_k16", "wgmma_ws", "wide_tile", "persistent"))
 	// Both grouped GEMMs take the 128-column tile, mma or wgmma, or with
 	// wide_tile the wgmma tile's 256 (gemmTileCols; with flush_k its
 	// products half the columns at a time, as the dense gemm's).
@@ -92,11 +95,17 @@ func moeGroupFamilies() []*ir.Family {
 		}
 		return d
 	}
-	// per is the outputs of a block as a fraction of its weight rows.
+	// per is the outputs of a block as a fraction of its weight rows. With
+	// persistent a block per multiprocessor (the tile's shared memory holds
+	// one there) walks the (column, row) tiles: no more blocks than tiles.
 	tileGrid := func(cols string, num, den int) func(ir.Params, int, ir.LaunchConfig) ir.LaunchShape {
 		return func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
 			per := gemmTileCols(p) * num / den
-			return gemmShared(c.Blocks(ir.Ceil(p.Int(cols), per), MoETiles(max(rows, 1), p.Int("k"), p.Int("experts")), 1), p, c)
+			x, y := ir.Ceil(p.Int(cols), per), MoETiles(max(rows, 1), p.Int("k"), p.Int("experts"))
+			if p.Flag("persistent") {
+				return gemmShared(c.Blocks(min(x*y, max(c.Multiprocessors, 1)), 1, 1), p, c)
+			}
+			return gemmShared(c.Blocks(x, y, 1), p, c)
 		}
 	}
 	return []*ir.Family{

@@ -145,6 +145,10 @@ type Options struct {
 	// on its 256 columns (wide_tile) instead of 128: off by default, its
 	// flushed kernels spill on sm_90 (docs/prefill-gemm.md).
 	WideExperts bool
+	// PersistentExperts runs the grouped MoE GEMMs on the wgmma tile as a
+	// block per multiprocessor that walks the tiles (the kernels' persistent
+	// flag): off by default until the device measures it.
+	PersistentExperts bool
 }
 
 // DefaultBuckets are the real model's prefill buckets.

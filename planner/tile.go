@@ -32,7 +32,7 @@ func tilePass(c *compilation) error {
 		if k := c.steps[i].Kind; k != plan.Prefill && k != plan.Logits {
 			continue
 		}
-		if err := tileMany(g, gemmTileCols(c.o.Target, c.o.aTerms()), c.o.aTerms(), c.o.gemmTileKind(), c.o.flushSums(), c.o.flushSlices(), c.o.WideExperts); err != nil {
+		if err := tileMany(g, gemmTileCols(c.o.Target, c.o.aTerms()), c.o.aTerms(), c.o.gemmTileKind(), c.o.flushSums(), c.o.flushSlices(), expertTile{wide: c.o.WideExperts, persistent: c.o.PersistentExperts}); err != nil {
 			return err
 		}
 	}
@@ -52,7 +52,7 @@ func tilePass(c *compilation) error {
 // the 128-column tile, the only one with registers for the second
 // accumulator set — but the warp-specialized tile's, which rounds its
 // k-tiles' sums to nearest itself at either width.
-func tileMany(g *ir.Graph, cols, terms int, tile gemmTileKind, flush, slices, wide bool) error {
+func tileMany(g *ir.Graph, cols, terms int, tile gemmTileKind, flush, slices bool, experts expertTile) error {
 	if g.Tokens <= 1 {
 		return nil
 	}
@@ -94,7 +94,7 @@ func tileMany(g *ir.Graph, cols, terms int, tile gemmTileKind, flush, slices, wi
 		}
 		op.Params.SetInt("tile_n", int64(n))
 	}
-	groupExperts(g, terms, tile.grouped(), flush, slices, wide)
+	groupExperts(g, terms, tile.grouped(), flush, slices, experts)
 	if err := g.Verify(kernels.Families); err != nil {
 		return fmt.Errorf("tiling %s: %w", g.Name, err)
 	}
@@ -108,7 +108,7 @@ func tileMany(g *ir.Graph, cols, terms int, tile gemmTileKind, flush, slices, wi
 // their slot sum into the down's output. counts, order, tiles and ys are
 // activations shared by the layers.
 // It returns the number of rewrites.
-func groupExperts(g *ir.Graph, terms int, tile gemmTileKind, flush, slices, wide bool) int {
+func groupExperts(g *ir.Graph, terms int, tile gemmTileKind, flush, slices bool, experts expertTile) int {
 	u := indexUses(g)
 	var out []*ir.Op
 	replace := map[int][]*ir.Op{}
@@ -135,9 +135,13 @@ func groupExperts(g *ir.Graph, terms int, tile gemmTileKind, flush, slices, wide
 		setATerms(&dp, terms)
 		tile.set(&dp)
 		setFlush(&dp, flush, slices)
-		if wide && tile == tileWGMMA && !slices {
+		if experts.wide && tile == tileWGMMA && !slices {
 			p.SetFlag("wide_tile", true)
 			dp.SetFlag("wide_tile", true)
+		}
+		if experts.persistent && tile == tileWGMMA {
+			p.SetFlag("persistent", true)
+			dp.SetFlag("persistent", true)
 		}
 		sortP := ir.Params{Ints: map[string]int64{"experts": int64(p.Int("experts")), "k": int64(p.Int("k"))}}
 		sumP := ir.Params{Ints: map[string]int64{"experts": int64(p.Int("experts")), "hidden": int64(p.Int("hidden")), "k": int64(p.Int("k"))}}
@@ -227,6 +231,15 @@ func (k gemmTileKind) set(p *ir.Params) {
 // TFLOP/s and the down at 84 on 128 columns, the dense 256-column tile at
 // 139–147 (docs/prefill-gemm.md); with flush_k the wide grouped kernels
 // spill 4 bytes there (so the bundler refuses them) and the plans keep 128.
+
+// expertTile is how the grouped MoE GEMMs take the wgmma tile: on its 256
+// columns (Options.WideExperts) and as a block per multiprocessor walking the
+// tiles (Options.PersistentExperts: kernels' persistent flag, each block
+// copying its next tile's first k-tiles in under the last one's stores; the
+// grouped down's 8 k-tiles at the model's 512 intermediate width leave a
+// block's start and its stores a third of its time on the H200,
+// docs/prefill-gemm.md).
+type expertTile struct{ wide, persistent bool }
 
 // grouped is the tile of the grouped MoE GEMMs: the wgmma tile where the
 // dense ones take the warp-specialized one, which measured slower on them

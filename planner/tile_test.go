@@ -347,3 +347,54 @@ func TestWideExpertsOption(t *testing.T) {
 		}
 	}
 }
+
+// TestPersistentExpertsOption: the grouped MoE GEMMs take persistent only
+// when asked, and only on the wgmma tile; their grid is then a block per
+// multiprocessor at most.
+func TestPersistentExpertsOption(t *testing.T) {
+	m := FromConfig("tiny", tinyConfig(t))
+	for _, tc := range []struct {
+		target plan.Target
+		tile   GEMMTile
+		ask    bool
+		want   bool
+	}{
+		{plan.SM90, GEMMTileDefault, false, false},
+		{plan.SM90, GEMMTileDefault, true, true},
+		{plan.SM90, GEMMTileMMA, true, false},
+		{plan.GFX1151, GEMMTileDefault, true, false}, // the mma tile
+	} {
+		p, err := Plan(m, Options{Target: tc.target, Buckets: []int{4}, ContextTokens: 64, GEMMTile: tc.tile, PersistentExperts: tc.ask})
+		if err != nil {
+			t.Fatalf("%s, %q, persistent %v: %v", tc.target, tc.tile, tc.ask, err)
+		}
+		n := 0
+		for _, k := range p.Kernels {
+			if ir.Kind(k.Family) != ir.MoEGateUpGroup && ir.Kind(k.Family) != ir.MoEDownGroup {
+				continue
+			}
+			n++
+			if got := k.Params.Flag("persistent"); got != tc.want {
+				t.Errorf("%s, %q, persistent %v: %s has persistent %v, want %v", tc.target, tc.tile, tc.ask, k.Name, got, tc.want)
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: no grouped MoE kernels", tc.target)
+		}
+		persistent := map[string]bool{}
+		for _, k := range p.Kernels {
+			persistent[k.Name] = k.Params.Flag("persistent")
+		}
+		for _, ph := range p.Phases {
+			for _, l := range ph.Launches {
+				blocks := 1
+				for _, g := range l.Grid {
+					blocks *= g
+				}
+				if persistent[l.Kernel] && blocks > tc.target.Launch().Multiprocessors {
+					t.Errorf("%s: %s launches %v blocks, more than the %d multiprocessors", ph.Name, l.Kernel, l.Grid, tc.target.Launch().Multiprocessors)
+				}
+			}
+		}
+	}
+}

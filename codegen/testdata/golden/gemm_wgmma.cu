@@ -459,17 +459,37 @@ DEVICE void gemm_flush(mma_c (&acc)[NT], mma_c (&part)[NT]) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[nt].v[i] += part[nt].v[i];
 }
+// gemm_stages: the 1024-byte aligned start of the stages in the launch's shared memory.
+DEVICE char* gemm_stages(u32x4* smem) { return (char*)smem + ((1024u - shared_addr(smem) % 1024u) % 1024u); }
+// gemm_prologue: the copies of the first STAGES − 1 k-tiles into stages 0.., one group
+// each: what gemm_mainloop issues first, unless STAGED (the caller issued them ahead of
+// its own work: a persistent block's next tile, under the last one's epilogue).
+template <int K>
+DEVICE void gemm_prologue(const float* const (&arow)[AROWS], const bf16* const (&wrow)[WROWS], const float* asafe,
+                          const bf16* wsafe, u32x4* smem) {
+  constexpr int KT = (K + BK - 1) / BK;
+  float* s32 = (float*)gemm_stages(smem);
+  bf16* sw = (bf16*)(s32 + STAGES * A32_TILE);
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < KT) {
+      gemm_load_a<K>(s32 + s * A32_TILE, arow, s, asafe);
+      gemm_load_w<K>(sw + s * W_TILE, wrow, s, wsafe);
+    }
+    copy_commit();
+  }
+}
 // gemm_mainloop: acc = Σ over the k-tiles (see above).
 // live is false where every row of this thread's warpgroup (gemm_group_row() on) is past
 // the operand (a partial tile's padding: the grouped MoE's last tile of an expert, a
 // segment's last rows): the warpgroup then issues no products and leaves its accumulators
 // zero, but copies its share of every stage and meets every barrier, so the other
 // warpgroup's products run on the tensor cores alone.
-template <int K>
+template <int K, bool STAGED = false>
 DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS], const bf16* const (&wrow)[WROWS],
                           const float* asafe, const bf16* wsafe, u32x4* smem, bool live = true) {
   constexpr int KT = (K + BK - 1) / BK;
-  char* base = (char*)smem + ((1024u - shared_addr(smem) % 1024u) % 1024u);
+  char* base = gemm_stages(smem);
   float* s32 = (float*)base;
   bf16* sw = (bf16*)(s32 + STAGES * A32_TILE);
   // prod: where the products go, acc itself or (FLUSH) the k-tile's part.
@@ -481,14 +501,7 @@ DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) mma_zero(part[nt]);
   }
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < KT) {
-      gemm_load_a<K>(s32 + s * A32_TILE, arow, s, asafe);
-      gemm_load_w<K>(sw + s * W_TILE, wrow, s, wsafe);
-    }
-    copy_commit();
-  }
+  if constexpr (!STAGED) gemm_prologue<K>(arow, wrow, asafe, wsafe, smem);
 #pragma unroll 1
   for (int kt = 0; kt < KT; ++kt) {
     copy_wait<STAGES - 2>();

@@ -403,56 +403,46 @@ DEVICE int gemm_col(int nt, int i) { return (WARP % 4) * WN + nt * 16 + mma_c_co
 DEVICE int gemm_group_row() { return 0; }
 // moe_down_group (moe_down's products over sorted pairs, bf16 operands): ys[p][j] =
 // weights[p] · Σ_i down_e[j][i] · act[p][i] for each pair p of a row tile of expert e.
-// Grid: (ceil(HIDDEN / BN), row tiles); tiles past tiles[0] return at once. Each pair's
-// row is its own: moe_slot_sum adds a token's slots in order, so no atomics.
+// Grid: (ceil(HIDDEN / BN), row tiles); tiles past tiles[0] return at once. With
+// persistent (the wgmma tile) a block per multiprocessor walks the tiles instead,
+// issuing the next tile's first copies before this tile's stores. Each pair's row is
+// its own: moe_slot_sum adds a token's slots in order, so no atomics.
 constexpr int EXPERTS = 256;
 constexpr int HIDDEN = 2048;
 constexpr int INTER = 512;
 constexpr int TOPK = 8;
 static_assert(EXPERTS > 0 && TOPK > 0, "experts and slots are positive");
-KERNEL void moe_down_group_f49ca72d(float* ys, const float* act, const int* order, const int* tiles, const float* weights, const bf16* down, int n, const int* params) {
-  if (n < 0) n = params[-n - 1];
-  PDL_ENTRY();
-  GEMM_SMEM(smem);
-  const int tile = BID_Y;
-  if (tile >= tiles[0]) return;
-  const int e = tiles[1 + tile];
-  const int* rows = order + (long long)tile * BM;
-  const int n0 = BID_X * BN;
-  const float* arow[AROWS];
-  const bf16* wrow[WROWS];
+// With column pairs (mma_c_pairs) and an even HIDDEN a lane stores columns j, j + 1 as
+// one 8-byte pair, and its rows are two a row atom (rows gemm_row(mt, 0) and
+// gemm_row(mt, 2)): their pair ids and routing weights are read before the k-loop,
+// which hides the two loads' latency.
+DEVICE constexpr bool moe_down_pairs() { return mma_c_pairs() && HIDDEN % 2 == 0; }
+// moe_down_rows: the A rows (pairs pa, as gemm_a_row) and weight rows (expert e, outputs
+// n0..) this thread copies.
+DEVICE void moe_down_rows(const float* (&arow)[AROWS], const bf16* (&wrow)[WROWS], const int (&pa)[AROWS], int e, int n0,
+                          const float* act, const bf16* down) {
 #pragma unroll
-  for (int i = 0; i < AROWS; ++i) {
-    const int p = rows[gemm_a_row(i)];
-    arow[i] = p >= 0 ? act + (long long)p * INTER : nullptr;
-  }
+  for (int i = 0; i < AROWS; ++i) arow[i] = pa[i] >= 0 ? act + (long long)pa[i] * INTER : nullptr;
 #pragma unroll
   for (int i = 0; i < WROWS; ++i) {
     const int j = n0 + gemm_w_row(i);
     wrow[i] = j < HIDDEN ? down + ((long long)e * HIDDEN + j) * INTER : nullptr;
   }
-  mma_c acc[MT][NT];
-  // With column pairs (mma_c_pairs) a lane's rows are two a row atom: their pair ids and
-  // routing weights are read before the k-loop, which hides the two loads' latency.
-  constexpr bool PAIRS = mma_c_pairs() && HIDDEN % 2 == 0;
-  [[maybe_unused]] int pr[MT][2];
-  [[maybe_unused]] float wr[MT][2];
-  if constexpr (PAIRS) {
+}
+DEVICE void moe_down_early(int (&pr)[MT][2], float (&wr)[MT][2], const int* rows, const float* weights) {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        pr[mt][h] = rows[gemm_row(mt, 2 * h)];
-        wr[mt][h] = pr[mt][h] >= 0 ? weights[pr[mt][h]] : 0.0f;
-      }
-  }
-  // moe_sort pads an expert's last tile at its end: a warpgroup whose first row is
-  // padding has no pair at all and issues no products (gemm_mainloop's live).
-  gemm_mainloop<INTER>(acc, arow, wrow, act, down, smem, rows[gemm_group_row()] >= 0);
-  if constexpr (PAIRS) {
-    // Columns j, j + 1 (j even, HIDDEN even: j + 1 < HIDDEN) as one 8-byte store where ys
-    // is 8-byte aligned.
-    if ((unsigned long long)ys % 8 == 0) {
+    for (int h = 0; h < 2; ++h) {
+      pr[mt][h] = rows[gemm_row(mt, 2 * h)];
+      wr[mt][h] = pr[mt][h] >= 0 ? weights[pr[mt][h]] : 0.0f;
+    }
+}
+// moe_down_store: the tile's weighted rows into ys (pr, wr: moe_down_early's, with moe_down_pairs).
+DEVICE void moe_down_store(const mma_c (&acc)[MT][NT], const int* rows, const int (&pr)[MT][2], const float (&wr)[MT][2],
+                           int n0, float* ys, const float* weights) {
+  if constexpr (moe_down_pairs()) {
+    if ((unsigned long long)ys % 8 == 0) {  // (j even and HIDDEN even: j + 1 < HIDDEN)
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -482,4 +472,27 @@ KERNEL void moe_down_group_f49ca72d(float* ys, const float* act, const int* orde
         if (j < HIDDEN) ys[(long long)p * HIDDEN + j] = wp * acc[mt][nt].v[i];
       }
     }
+}
+KERNEL void moe_down_group_f49ca72d(float* ys, const float* act, const int* order, const int* tiles, const float* weights, const bf16* down, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
+  PDL_ENTRY();
+  GEMM_SMEM(smem);
+  int pa[AROWS];
+  const float* arow[AROWS];
+  const bf16* wrow[WROWS];
+  int pr[MT][2] = {};
+  float wr[MT][2] = {};
+  mma_c acc[MT][NT];
+  const int tile = BID_Y;
+  if (tile >= tiles[0]) return;
+  const int* rows = order + (long long)tile * BM;
+  const int n0 = BID_X * BN;
+#pragma unroll
+  for (int i = 0; i < AROWS; ++i) pa[i] = rows[gemm_a_row(i)];
+  moe_down_rows(arow, wrow, pa, tiles[1 + tile], n0, act, down);
+  if constexpr (moe_down_pairs()) moe_down_early(pr, wr, rows, weights);
+  // moe_sort pads an expert's last tile at its end: a warpgroup whose first row is
+  // padding has no pair at all and issues no products (gemm_mainloop's live).
+  gemm_mainloop<INTER>(acc, arow, wrow, act, down, smem, rows[gemm_group_row()] >= 0);
+  moe_down_store(acc, rows, pr, wr, n0, ys, weights);
 }

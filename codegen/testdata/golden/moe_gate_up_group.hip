@@ -404,7 +404,9 @@ DEVICE int gemm_group_row() { return 0; }
 // moe_gate_up_group (moe_gate_up's math over sorted pairs, bf16 operands): act[p][j] =
 // silu(gate_e[j]·x[t]) · up_e[j]·x[t] for each pair p = t·TOPK + s of a row tile of
 // expert e (moe_sort's order and tiles). Grid: (ceil(INTER / (BN / 2)), row tiles); tiles
-// past tiles[0] return at once. A block's BN weight rows interleave 16 gate rows and
+// past tiles[0] return at once. With persistent (the wgmma tile) a block per
+// multiprocessor walks the tiles instead, issuing the next tile's first copies before
+// this tile's stores. A block's BN weight rows interleave 16 gate rows and
 // the same 16 up rows, so a lane's 16-column atoms pair gate and up of the same outputs (BN / 2
 // outputs a block: 64, or 128 with wide_tile)
 // and the SiLU·up epilogue needs no exchange.
@@ -413,49 +415,33 @@ constexpr int HIDDEN = 2048;
 constexpr int INTER = 512;
 constexpr int TOPK = 8;
 static_assert(EXPERTS > 0 && TOPK > 0, "experts and slots are positive");
-KERNEL void moe_gate_up_group_ec3d0132(float* act, const float* x, const int* order, const int* tiles, const bf16* gate_up, int n, const int* params) {
-  if (n < 0) n = params[-n - 1];
-  PDL_ENTRY();
-  GEMM_SMEM(smem);
-  const int tile = BID_Y;
-  if (tile >= tiles[0]) return;
-  const int e = tiles[1 + tile];
-  const int* rows = order + (long long)tile * BM;
-  const int j0 = BID_X * (BN / 2);
-  const float* arow[AROWS];
-  const bf16* wrow[WROWS];
+// With column pairs (mma_c_pairs) and an even INTER a lane stores outputs j, j + 1 as one
+// 8-byte pair, and its rows are two a row atom (rows gemm_row(mt, 0) and
+// gemm_row(mt, 2)): their pair ids are read before the k-loop, which hides the load's
+// latency.
+DEVICE constexpr bool moe_gate_up_pairs() { return mma_c_pairs() && INTER % 2 == 0; }
+// moe_gate_up_rows: the A rows (pairs pa, as gemm_a_row: their tokens' x) and weight rows
+// (expert e, outputs j0..) this thread copies.
+DEVICE void moe_gate_up_rows(const float* (&arow)[AROWS], const bf16* (&wrow)[WROWS], const int (&pa)[AROWS], int e, int j0,
+                             const float* x, const bf16* gate_up) {
 #pragma unroll
-  for (int i = 0; i < AROWS; ++i) {
-    const int p = rows[gemm_a_row(i)];
-    arow[i] = p >= 0 ? x + (long long)(p / TOPK) * HIDDEN : nullptr;
-  }
+  for (int i = 0; i < AROWS; ++i) arow[i] = pa[i] >= 0 ? x + (long long)(pa[i] / TOPK) * HIDDEN : nullptr;
 #pragma unroll
   for (int i = 0; i < WROWS; ++i) {
     const int r = gemm_w_row(i);
     const int j = j0 + (r / 32) * 16 + r % 16;
     wrow[i] = j < INTER ? gate_up + ((long long)e * 2 * INTER + ((r / 16) % 2) * INTER + j) * HIDDEN : nullptr;
   }
-  mma_c acc[MT][NT];
-  // With column pairs (mma_c_pairs) a lane's rows are two a row atom: their pair ids are
-  // read before the k-loop, which hides the load's latency.
-  constexpr bool PAIRS = mma_c_pairs() && INTER % 2 == 0;
-  [[maybe_unused]] int pr[MT][2];
-  if constexpr (PAIRS) {
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) pr[mt][h] = rows[gemm_row(mt, 2 * h)];
-  }
-  // moe_sort pads an expert's last tile at its end: a warpgroup whose first row is
-  // padding has no pair at all and issues no products (gemm_mainloop's live).
-  gemm_mainloop<HIDDEN>(acc, arow, wrow, x, gate_up, smem, rows[gemm_group_row()] >= 0);
-  // Weight row (and block column) c is output j0 + (c / 32)·16 + c % 16, gate when
-  // (c / 16) is even: a lane's atom nt (even) holds gate columns, nt + 1 the up columns of
-  // the same outputs (the mma tile's warp 32 columns, the wgmma tile's warpgroup all BN).
-  static_assert(NT % 2 == 0, "a lane's atoms pair gate and up of the same outputs");
-  if constexpr (PAIRS) {
+}
+// Weight row (and block column) c is output j0 + (c / 32)·16 + c % 16, gate when
+// (c / 16) is even: a lane's atom nt (even) holds gate columns, nt + 1 the up columns of
+// the same outputs (the mma tile's warp 32 columns, the wgmma tile's warpgroup all BN).
+static_assert(NT % 2 == 0, "a lane's atoms pair gate and up of the same outputs");
+// moe_gate_up_store: SiLU(gate)·up of the tile into act (pr: the rows' pair ids, with moe_gate_up_pairs).
+DEVICE void moe_gate_up_store(const mma_c (&acc)[MT][NT], const int* rows, const int (&pr)[MT][2], int j0, float* act) {
+  if constexpr (moe_gate_up_pairs()) {
     // Columns c, c + 1 (c even: the same 16-column group) are outputs j, j + 1 (j even,
-    // INTER even: j + 1 < INTER): one 8-byte store where act is 8-byte aligned.
+    // INTER even: j + 1 < INTER).
     if ((unsigned long long)act % 8 == 0) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -487,4 +473,32 @@ KERNEL void moe_gate_up_group_ec3d0132(float* act, const float* x, const int* or
         if (p >= 0 && j < INTER) act[(long long)p * INTER + j] = siluf(acc[mt][nt].v[i]) * acc[mt][nt + 1].v[i];
       }
     }
+}
+DEVICE void moe_gate_up_early(int (&pr)[MT][2], const int* rows) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) pr[mt][h] = rows[gemm_row(mt, 2 * h)];
+}
+KERNEL void moe_gate_up_group_ec3d0132(float* act, const float* x, const int* order, const int* tiles, const bf16* gate_up, int n, const int* params) {
+  if (n < 0) n = params[-n - 1];
+  PDL_ENTRY();
+  GEMM_SMEM(smem);
+  int pa[AROWS];
+  const float* arow[AROWS];
+  const bf16* wrow[WROWS];
+  int pr[MT][2] = {};
+  mma_c acc[MT][NT];
+  const int tile = BID_Y;
+  if (tile >= tiles[0]) return;
+  const int* rows = order + (long long)tile * BM;
+  const int j0 = BID_X * (BN / 2);
+#pragma unroll
+  for (int i = 0; i < AROWS; ++i) pa[i] = rows[gemm_a_row(i)];
+  moe_gate_up_rows(arow, wrow, pa, tiles[1 + tile], j0, x, gate_up);
+  if constexpr (moe_gate_up_pairs()) moe_gate_up_early(pr, rows);
+  // moe_sort pads an expert's last tile at its end: a warpgroup whose first row is
+  // padding has no pair at all and issues no products (gemm_mainloop's live).
+  gemm_mainloop<HIDDEN>(acc, arow, wrow, x, gate_up, smem, rows[gemm_group_row()] >= 0);
+  moe_gate_up_store(acc, rows, pr, j0, act);
 }
