@@ -235,9 +235,9 @@ func (k gemmTileKind) set(p *ir.Params) {
 // expertTile is how the grouped MoE GEMMs take the wgmma tile: on its 256
 // columns (Options.WideExperts) and as a block per multiprocessor walking the
 // tiles (Options.PersistentExperts: kernels' persistent flag, each block
-// copying its next tile's first k-tiles in under the last one's stores; the
-// grouped down's 8 k-tiles at the model's 512 intermediate width leave a
-// block's start and its stores a third of its time on the H200,
+// copying its next tile's first k-tiles in under the last one's stores;
+// correct, and slower on the H200 at the real model's tile fill, where the
+// static walk balances worse than the dispatch of one-tile blocks:
 // docs/prefill-gemm.md).
 type expertTile struct{ wide, persistent bool }
 
