@@ -356,3 +356,53 @@ func TestFlushKCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestPersistentCheck: the grouped GEMMs take persistent on the wgmma tile
+// only, and their launch is then a block per multiprocessor at most, one
+// per tile where the tiles are fewer.
+func TestPersistentCheck(t *testing.T) {
+	base := func(wgmma, ws bool) ir.Params {
+		var p ir.Params
+		for k, v := range map[string]int64{"experts": 16, "hidden": 2048, "inter": 512, "k": 8} {
+			p.SetInt(k, v)
+		}
+		p.SetFlag("split_a", true)
+		p.SetFlag("split_a3", true)
+		p.SetFlag("wgmma", wgmma)
+		if ws {
+			p.SetFlag("wgmma_ws", true)
+		}
+		p.SetFlag("flush_k", true)
+		p.SetFlag("persistent", true)
+		return p
+	}
+	c := ir.LaunchConfig{Threads: 256, Warp: 32, MaxSharedBytes: 227 << 10, Stages: 4, Multiprocessors: 132}
+	for _, kind := range []ir.Kind{ir.MoEGateUpGroup, ir.MoEDownGroup} {
+		f := kernels.Families[kind]
+		tests := []struct {
+			name string
+			p    ir.Params
+			want string
+		}{
+			{"wgmma", base(true, false), ""},
+			{"mma", base(false, false), "persistent takes the wgmma tile"},
+			{"warp-specialized", base(false, true), "persistent takes the wgmma tile"},
+		}
+		for _, tt := range tests {
+			err := f.CheckParams(tt.p)
+			if (tt.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("%s, %s: error %v, want %q", kind, tt.name, err, tt.want)
+			}
+		}
+		for _, rows := range []int{8192, 65, 1} {
+			one := base(true, false)
+			delete(one.Flags, "persistent")
+			g := f.Launch(one, rows, c).Grid
+			want := min(g[0]*g[1]*g[2], c.Multiprocessors)
+			s := f.Launch(base(true, false), rows, c)
+			if s.Grid[0] != want || s.Grid[1] != 1 || s.Grid[2] != 1 {
+				t.Errorf("%s at %d rows: grid %v, want [%d 1 1] (the one-tile grid %v, %d multiprocessors)", kind, rows, s.Grid, want, g, c.Multiprocessors)
+			}
+		}
+	}
+}
