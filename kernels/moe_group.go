@@ -95,9 +95,10 @@ func moeGroupFamilies() []*ir.Family {
 		}
 		return d
 	}
-	// per is the outputs of a block as a fraction of its weight rows. With
-	// persistent a block per multiprocessor (the tile's shared memory holds
-	// one there) walks the (column, row) tiles: no more blocks than tiles.
+	// A block's outputs are num/den of its weight rows (gate_up's interleave
+	// gate and up rows). With persistent a block per multiprocessor (the
+	// tile's shared memory holds one there) walks the (column, row) tiles:
+	// no more blocks than tiles.
 	tileGrid := func(cols string, num, den int) func(ir.Params, int, ir.LaunchConfig) ir.LaunchShape {
 		return func(p ir.Params, rows int, c ir.LaunchConfig) ir.LaunchShape {
 			per := gemmTileCols(p) * num / den

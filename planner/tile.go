@@ -127,22 +127,21 @@ func groupExperts(g *ir.Graph, terms int, tile gemmTileKind, flush, slices bool,
 			dn.Operands[1] != act || dn.Operands[2] != gu.Operands[2] || !u.deadAfter(act.Tensor, j) {
 			continue
 		}
-		p := gu.Params.Clone()
-		setATerms(&p, terms)
-		tile.set(&p)
-		setFlush(&p, flush, slices)
-		dp := dn.Params.Clone()
-		setATerms(&dp, terms)
-		tile.set(&dp)
-		setFlush(&dp, flush, slices)
-		if experts.wide && tile == tileWGMMA && !slices {
-			p.SetFlag("wide_tile", true)
-			dp.SetFlag("wide_tile", true)
+		// The grouped gate_up and down take the same terms, tile and sums.
+		grouped := func(q ir.Params) ir.Params {
+			q = q.Clone()
+			setATerms(&q, terms)
+			tile.set(&q)
+			setFlush(&q, flush, slices)
+			if experts.wide && tile == tileWGMMA && !slices {
+				q.SetFlag("wide_tile", true)
+			}
+			if experts.persistent && tile == tileWGMMA {
+				q.SetFlag("persistent", true)
+			}
+			return q
 		}
-		if experts.persistent && tile == tileWGMMA {
-			p.SetFlag("persistent", true)
-			dp.SetFlag("persistent", true)
-		}
+		p, dp := grouped(gu.Params), grouped(dn.Params)
 		sortP := ir.Params{Ints: map[string]int64{"experts": int64(p.Int("experts")), "k": int64(p.Int("k"))}}
 		sumP := ir.Params{Ints: map[string]int64{"experts": int64(p.Int("experts")), "hidden": int64(p.Int("hidden")), "k": int64(p.Int("k"))}}
 		if kernels.Families[ir.MoESort].CheckParams(sortP) != nil {
@@ -224,21 +223,19 @@ func (k gemmTileKind) set(p *ir.Params) {
 	}
 }
 
-// Options.WideExperts gives the grouped MoE GEMMs on the wgmma tile its 256
-// columns (wide_tile; with flush_k half of them at a time, as the dense
-// gemm's): half the blocks, each row tile's A staged once for twice the
-// weight rows. At 8K tokens on the H200 the grouped gate_up ran at 112
-// TFLOP/s and the down at 84 on 128 columns, the dense 256-column tile at
-// 139–147 (docs/prefill-gemm.md); with flush_k the wide grouped kernels
-// spill 4 bytes there (so the bundler refuses them) and the plans keep 128.
-
-// expertTile is how the grouped MoE GEMMs take the wgmma tile: on its 256
-// columns (Options.WideExperts) and as a block per multiprocessor walking the
-// tiles (Options.PersistentExperts: kernels' persistent flag, each block
-// copying its next tile's first k-tiles in under the last one's stores;
-// correct, and slower on the H200 at the real model's tile fill, where the
-// static walk balances worse than the dispatch of one-tile blocks:
-// docs/prefill-gemm.md).
+// expertTile is how the grouped MoE GEMMs take the wgmma tile:
+//   - wide (Options.WideExperts): its 256 columns (wide_tile; with flush_k
+//     half of them at a time, as the dense gemm's): half the blocks, each
+//     row tile's A staged once for twice the weight rows. With flush_k the
+//     wide grouped kernels spill 4 bytes on sm_90 (so the bundler refuses
+//     them) and the plans keep 128.
+//   - persistent (Options.PersistentExperts): a block per multiprocessor
+//     walking the tiles, each copying its next tile's first k-tiles in under
+//     the last one's stores; correct, and slower on the H200 at the real
+//     model's tile fill, where the static walk balances worse than the
+//     dispatch of one-tile blocks.
+//
+// docs/prefill-gemm.md has both measurements.
 type expertTile struct{ wide, persistent bool }
 
 // grouped is the tile of the grouped MoE GEMMs: the wgmma tile where the

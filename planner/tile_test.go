@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -315,75 +316,52 @@ func TestATermsOption(t *testing.T) {
 	}
 }
 
-// TestWideExpertsOption: the grouped MoE GEMMs take wide_tile only when
-// asked, and only on the wgmma tile.
-func TestWideExpertsOption(t *testing.T) {
+// TestExpertTileOptions: the grouped MoE GEMMs take wide_tile
+// (WideExperts) and persistent (PersistentExperts) only when asked, and only
+// on the wgmma tile; a persistent launch is a block per multiprocessor at
+// most.
+func TestExpertTileOptions(t *testing.T) {
 	m := FromConfig("tiny", tinyConfig(t))
 	for _, tc := range []struct {
-		target plan.Target
-		wide   bool
-		want   bool
-	}{
-		{plan.SM90, false, false},
-		{plan.SM90, true, true},
-		{plan.GFX1151, true, false}, // the mma tile: 128 columns whatever is asked
-	} {
-		p, err := Plan(m, Options{Target: tc.target, Buckets: []int{4}, ContextTokens: 64, WideExperts: tc.wide})
-		if err != nil {
-			t.Fatalf("%s, wide %v: %v", tc.target, tc.wide, err)
-		}
-		n := 0
-		for _, k := range p.Kernels {
-			if ir.Kind(k.Family) != ir.MoEGateUpGroup && ir.Kind(k.Family) != ir.MoEDownGroup {
-				continue
-			}
-			n++
-			if got := k.Params.Flag("wide_tile"); got != tc.want {
-				t.Errorf("%s, wide %v: %s has wide_tile %v, want %v", tc.target, tc.wide, k.Name, got, tc.want)
-			}
-		}
-		if n == 0 {
-			t.Errorf("%s: no grouped MoE kernels", tc.target)
-		}
-	}
-}
-
-// TestPersistentExpertsOption: the grouped MoE GEMMs take persistent only
-// when asked, and only on the wgmma tile; their grid is then a block per
-// multiprocessor at most.
-func TestPersistentExpertsOption(t *testing.T) {
-	m := FromConfig("tiny", tinyConfig(t))
-	for _, tc := range []struct {
+		flag   string
 		target plan.Target
 		tile   GEMMTile
 		ask    bool
 		want   bool
 	}{
-		{plan.SM90, GEMMTileDefault, false, false},
-		{plan.SM90, GEMMTileDefault, true, true},
-		{plan.SM90, GEMMTileMMA, true, false},
-		{plan.GFX1151, GEMMTileDefault, true, false}, // the mma tile
+		{"wide_tile", plan.SM90, GEMMTileDefault, false, false},
+		{"wide_tile", plan.SM90, GEMMTileDefault, true, true},
+		{"wide_tile", plan.GFX1151, GEMMTileDefault, true, false}, // the mma tile: 128 columns whatever is asked
+		{"persistent", plan.SM90, GEMMTileDefault, false, false},
+		{"persistent", plan.SM90, GEMMTileDefault, true, true},
+		{"persistent", plan.SM90, GEMMTileMMA, true, false},
+		{"persistent", plan.GFX1151, GEMMTileDefault, true, false}, // the mma tile
 	} {
-		p, err := Plan(m, Options{Target: tc.target, Buckets: []int{4}, ContextTokens: 64, GEMMTile: tc.tile, PersistentExperts: tc.ask})
+		o := Options{Target: tc.target, Buckets: []int{4}, ContextTokens: 64, GEMMTile: tc.tile}
+		if tc.flag == "wide_tile" {
+			o.WideExperts = tc.ask
+		} else {
+			o.PersistentExperts = tc.ask
+		}
+		name := fmt.Sprintf("%s, %s, %q, asked %v", tc.flag, tc.target, tc.tile, tc.ask)
+		p, err := Plan(m, o)
 		if err != nil {
-			t.Fatalf("%s, %q, persistent %v: %v", tc.target, tc.tile, tc.ask, err)
+			t.Fatalf("%s: %v", name, err)
 		}
 		n := 0
+		persistent := map[string]bool{}
 		for _, k := range p.Kernels {
+			persistent[k.Name] = k.Params.Flag("persistent")
 			if ir.Kind(k.Family) != ir.MoEGateUpGroup && ir.Kind(k.Family) != ir.MoEDownGroup {
 				continue
 			}
 			n++
-			if got := k.Params.Flag("persistent"); got != tc.want {
-				t.Errorf("%s, %q, persistent %v: %s has persistent %v, want %v", tc.target, tc.tile, tc.ask, k.Name, got, tc.want)
+			if got := k.Params.Flag(tc.flag); got != tc.want {
+				t.Errorf("%s: %s has %s %v, want %v", name, k.Name, tc.flag, got, tc.want)
 			}
 		}
 		if n == 0 {
-			t.Errorf("%s: no grouped MoE kernels", tc.target)
-		}
-		persistent := map[string]bool{}
-		for _, k := range p.Kernels {
-			persistent[k.Name] = k.Params.Flag("persistent")
+			t.Errorf("%s: no grouped MoE kernels", name)
 		}
 		for _, ph := range p.Phases {
 			for _, l := range ph.Launches {
@@ -392,7 +370,7 @@ func TestPersistentExpertsOption(t *testing.T) {
 					blocks *= g
 				}
 				if persistent[l.Kernel] && blocks > tc.target.Launch().Multiprocessors {
-					t.Errorf("%s: %s launches %v blocks, more than the %d multiprocessors", ph.Name, l.Kernel, l.Grid, tc.target.Launch().Multiprocessors)
+					t.Errorf("%s: %s: %s launches %v blocks, more than the %d multiprocessors", name, ph.Name, l.Kernel, l.Grid, tc.target.Launch().Multiprocessors)
 				}
 			}
 		}

@@ -382,6 +382,12 @@ func (e *Engine) prefillWith(ctx context.Context, tokens []int32, rows RowsFunc,
 	if len(tokens) == 0 {
 		return nil, errors.New("prefill of an empty prompt")
 	}
+	// through runs one step of a profiled prefill, its phase and the
+	// position filled in, with the step's launches handed to prof.
+	through := func(ph *phase, toks []int32, st PrefillStep) ([]float32, error) {
+		st.Phase, st.Pos = ph.p.Name, e.pos
+		return e.stepThrough(ctx, ph, toks, func(l Launches) error { return prof(st, l) })
+	}
 	if err := e.checkRoom(len(tokens)); err != nil {
 		return nil, err
 	}
@@ -403,8 +409,7 @@ func (e *Engine) prefillWith(ctx context.Context, tokens []int32, rows RowsFunc,
 					return nil, err
 				}
 				if prof != nil {
-					st := PrefillStep{Segment: i, Phase: e.decode.p.Name, Kind: plan.DecodeStep, Start: s.Start + j, Tokens: 1, Pos: e.pos}
-					last, err = e.stepThrough(ctx, e.decode, []int32{t}, func(l Launches) error { return prof(st, l) })
+					last, err = through(e.decode, []int32{t}, PrefillStep{Segment: i, Kind: plan.DecodeStep, Start: s.Start + j, Tokens: 1})
 				} else {
 					last, err = e.decodeToken(ctx, t)
 				}
@@ -417,8 +422,7 @@ func (e *Engine) prefillWith(ctx context.Context, tokens []int32, rows RowsFunc,
 		ph, seg := e.prefill[s.Bucket], tokens[s.Start:s.Start+s.Tokens]
 		var l []float32
 		if prof != nil {
-			st := PrefillStep{Segment: i, Phase: ph.p.Name, Kind: plan.Prefill, Start: s.Start, Tokens: s.Tokens, Pos: e.pos}
-			l, err = e.stepThrough(ctx, ph, seg, func(ls Launches) error { return prof(st, ls) })
+			l, err = through(ph, seg, PrefillStep{Segment: i, Kind: plan.Prefill, Start: s.Start, Tokens: s.Tokens})
 		} else {
 			l, err = e.step(ctx, ph, seg)
 		}

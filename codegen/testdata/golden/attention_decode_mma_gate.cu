@@ -199,6 +199,8 @@ template <int C>
 DEVICE bf16* tile_at(bf16* tile, int row, int chunk) { return tile + tile_chunk<C>(row, chunk) * 8; }
 template <int C>
 DEVICE const bf16* tile_at(const bf16* tile, int row, int chunk) { return tile + tile_chunk<C>(row, chunk) * 8; }
+// Two floats as one 8-byte access (an epilogue's column pair, mma_c_pairs; a fragment's pair).
+struct __attribute__((aligned(8))) mma_f32x2 { float x, y; };
 struct mma_a { unsigned int r[4]; };
 struct mma_b { unsigned int r[4]; };
 struct mma_c { float v[8]; };
@@ -235,7 +237,6 @@ DEVICE int mma_c_col(int i) { return (i / 4) * 8 + (LANE % 4) * 2 + (i % 2); }
 // so an epilogue stores them as one 8-byte pair (a warp's store then fills whole 32-byte
 // sectors); a lane's rows are mma_c_row(0) (i % 4 < 2) and mma_c_row(2).
 DEVICE constexpr bool mma_c_pairs() { return true; }
-struct __attribute__((aligned(8))) mma_f32x2 { float x, y; };
 // ldmatrix.x4: lane l names row l%8 of matrix l/8. A's matrices are (rows 0-7 | 8-15) ×
 // (chunk c0 | c0+1) in the order a0..a3 of the m16n8k16 fragment.
 template <int C>

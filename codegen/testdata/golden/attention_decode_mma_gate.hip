@@ -137,6 +137,8 @@ template <int C>
 DEVICE bf16* tile_at(bf16* tile, int row, int chunk) { return tile + tile_chunk<C>(row, chunk) * 8; }
 template <int C>
 DEVICE const bf16* tile_at(const bf16* tile, int row, int chunk) { return tile + tile_chunk<C>(row, chunk) * 8; }
+// Two floats as one 8-byte access (an epilogue's column pair, mma_c_pairs; a fragment's pair).
+struct __attribute__((aligned(8))) mma_f32x2 { float x, y; };
 typedef short mma_v16s __attribute__((ext_vector_type(16)));
 typedef float mma_v8f __attribute__((ext_vector_type(8)));
 struct mma_a { mma_v16s v; };
@@ -155,7 +157,6 @@ DEVICE int mma_c_row(int i) { return 2 * i + LANE / 16; }
 DEVICE int mma_c_col(int i) { return LANE % 16; }
 // A lane's elements are one column of 8 rows: no column pairs (mma_c_pairs, above).
 DEVICE constexpr bool mma_c_pairs() { return false; }
-struct __attribute__((aligned(8))) mma_f32x2 { float x, y; };
 // A lane holds one whole row (A) or weight row (B) of the 16-deep slice.
 template <int C>
 DEVICE mma_v16s mma_row16(const bf16* tile, int r, int c0) {

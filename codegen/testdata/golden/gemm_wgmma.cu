@@ -199,6 +199,8 @@ template <int C>
 DEVICE bf16* tile_at(bf16* tile, int row, int chunk) { return tile + tile_chunk<C>(row, chunk) * 8; }
 template <int C>
 DEVICE const bf16* tile_at(const bf16* tile, int row, int chunk) { return tile + tile_chunk<C>(row, chunk) * 8; }
+// Two floats as one 8-byte access (an epilogue's column pair, mma_c_pairs; a fragment's pair).
+struct __attribute__((aligned(8))) mma_f32x2 { float x, y; };
 struct mma_a { unsigned int r[4]; };
 struct mma_b { unsigned int r[4]; };
 struct mma_c { float v[8]; };
@@ -235,7 +237,6 @@ DEVICE int mma_c_col(int i) { return (i / 4) * 8 + (LANE % 4) * 2 + (i % 2); }
 // so an epilogue stores them as one 8-byte pair (a warp's store then fills whole 32-byte
 // sectors); a lane's rows are mma_c_row(0) (i % 4 < 2) and mma_c_row(2).
 DEVICE constexpr bool mma_c_pairs() { return true; }
-struct __attribute__((aligned(8))) mma_f32x2 { float x, y; };
 // ldmatrix.x4: lane l names row l%8 of matrix l/8. A's matrices are (rows 0-7 | 8-15) ×
 // (chunk c0 | c0+1) in the order a0..a3 of the m16n8k16 fragment.
 template <int C>
@@ -306,6 +307,9 @@ DEVICE void wgmma_a_terms(unsigned int (&a)[T][4], int f, float x, float y) {
     if constexpr (T >= 3) a[2][f] = pack_bf16x2(rx - bf16_lo(l), ry - bf16_hi(l));
   }
 }
+// gemm_stages: the 1024-byte aligned start of a GEMM tile's stages in the launch's shared
+// memory (the 128-byte swizzle is a function of the address: both tiles' stages start there).
+DEVICE char* gemm_stages(u32x4* smem) { return (char*)smem + ((1024u - shared_addr(smem) % 1024u) % 1024u); }
 DEVICE unsigned long long wgmma_desc(const bf16* tile) {
   const unsigned long long a = shared_addr(tile);
   // start address >> 4; leading byte offset 16 (unused by a K-major swizzled tile);
@@ -390,7 +394,6 @@ static_assert(STAGES * STAGE_BYTES + 1024 == 197632, "the tile's buffers are the
 static_assert(BN == 128 || BN == 256, "wgmma_rs is spelled for 128 or 256 columns");
 static_assert(AROWS * BDIM_X / 4 == BM && WROWS * BDIM_X / 2 == BN, "the copies cover the tile");
 #define GEMM_SMEM(name) extern __shared__ u32x4 name[]
-struct __attribute__((aligned(8))) f32x2 { float x, y; };
 // The rows a thread copies: A rows gemm_a_row(i), chunks TID_X % 4 + 4e (e < 4) of 16;
 // weight rows gemm_w_row(i), chunks TID_X % 2 + 2e of 8. The caller points arow[i],
 // wrow[i] at them.
@@ -446,7 +449,7 @@ DEVICE void gemm_frag_a(unsigned int (&a)[ATERMS][4], const float* s32, int ks) 
   const int c0 = ks * 16 + 2 * (LANE % 4);
 #pragma unroll
   for (int f = 0; f < 4; ++f) {
-    const f32x2 v = *(const f32x2*)(s32 + gemm_a32_at(r0 + (f % 2) * 8, c0 + (f / 2) * 8));
+    const mma_f32x2 v = *(const mma_f32x2*)(s32 + gemm_a32_at(r0 + (f % 2) * 8, c0 + (f / 2) * 8));
     wgmma_a_terms<ATERMS>(a, f, v.x, v.y);
   }
 }
@@ -459,8 +462,6 @@ DEVICE void gemm_flush(mma_c (&acc)[NT], mma_c (&part)[NT]) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[nt].v[i] += part[nt].v[i];
 }
-// gemm_stages: the 1024-byte aligned start of the stages in the launch's shared memory.
-DEVICE char* gemm_stages(u32x4* smem) { return (char*)smem + ((1024u - shared_addr(smem) % 1024u) % 1024u); }
 // gemm_prologue: the copies of the first STAGES − 1 k-tiles into stages 0.., one group
 // each: what gemm_mainloop issues first, unless STAGED (the caller issued them ahead of
 // its own work: a persistent block's next tile, under the last one's epilogue).

@@ -199,6 +199,8 @@ template <int C>
 DEVICE bf16* tile_at(bf16* tile, int row, int chunk) { return tile + tile_chunk<C>(row, chunk) * 8; }
 template <int C>
 DEVICE const bf16* tile_at(const bf16* tile, int row, int chunk) { return tile + tile_chunk<C>(row, chunk) * 8; }
+// Two floats as one 8-byte access (an epilogue's column pair, mma_c_pairs; a fragment's pair).
+struct __attribute__((aligned(8))) mma_f32x2 { float x, y; };
 struct mma_a { unsigned int r[4]; };
 struct mma_b { unsigned int r[4]; };
 struct mma_c { float v[8]; };
@@ -235,7 +237,6 @@ DEVICE int mma_c_col(int i) { return (i / 4) * 8 + (LANE % 4) * 2 + (i % 2); }
 // so an epilogue stores them as one 8-byte pair (a warp's store then fills whole 32-byte
 // sectors); a lane's rows are mma_c_row(0) (i % 4 < 2) and mma_c_row(2).
 DEVICE constexpr bool mma_c_pairs() { return true; }
-struct __attribute__((aligned(8))) mma_f32x2 { float x, y; };
 // ldmatrix.x4: lane l names row l%8 of matrix l/8. A's matrices are (rows 0-7 | 8-15) ×
 // (chunk c0 | c0+1) in the order a0..a3 of the m16n8k16 fragment.
 template <int C>
@@ -306,6 +307,9 @@ DEVICE void wgmma_a_terms(unsigned int (&a)[T][4], int f, float x, float y) {
     if constexpr (T >= 3) a[2][f] = pack_bf16x2(rx - bf16_lo(l), ry - bf16_hi(l));
   }
 }
+// gemm_stages: the 1024-byte aligned start of a GEMM tile's stages in the launch's shared
+// memory (the 128-byte swizzle is a function of the address: both tiles' stages start there).
+DEVICE char* gemm_stages(u32x4* smem) { return (char*)smem + ((1024u - shared_addr(smem) % 1024u) % 1024u); }
 DEVICE unsigned long long wgmma_desc(const bf16* tile) {
   const unsigned long long a = shared_addr(tile);
   // start address >> 4; leading byte offset 16 (unused by a K-major swizzled tile);
@@ -379,7 +383,6 @@ static_assert(PARTS * PART == BN && (PART * BK * 2) % 1024 == 0 && (A_STAGE * 4)
 static_assert(ASTRIDE * 4 == 288, "the A row is kernels.GEMMWSARowBytes");
 constexpr int PRODUCER = 2;  // the producer's warpgroup
 #define GEMM_SMEM(name) extern __shared__ u32x4 name[]
-struct __attribute__((aligned(8))) f32x2 { float x, y; };
 DEVICE int gemm_a_row(int) { return TID_X % 128; }
 DEVICE int gemm_w_row(int i) { return (TID_X % 128) / 2 + 64 * i; }
 // ---- mbarriers, bulk copies, register split (sm_90) ----
@@ -498,7 +501,7 @@ DEVICE void gemm_frag_a(unsigned int (&a)[ATERMS][4], const float* s32, int ks) 
   const int c0 = ks * 16 + 2 * (LANE % 4);
 #pragma unroll
   for (int f = 0; f < 4; ++f) {
-    const f32x2 v = *(const f32x2*)(s32 + (r0 + (f % 2) * 8) * ASTRIDE + c0 + (f / 2) * 8);
+    const mma_f32x2 v = *(const mma_f32x2*)(s32 + (r0 + (f % 2) * 8) * ASTRIDE + c0 + (f / 2) * 8);
     wgmma_a_terms<ATERMS>(a, f, v.x, v.y);
   }
 }
@@ -510,7 +513,7 @@ DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS
   (void)live;  // every warp issues products (the live test is the wgmma tile's)
   (void)asafe;
   constexpr int KT = (K + BK - 1) / BK;
-  char* base = (char*)smem + ((1024u - shared_addr(smem) % 1024u) % 1024u);
+  char* base = gemm_stages(smem);
   bf16* sw = (bf16*)base;
   float* s32 = (float*)(base + STAGES * W_TILE * 2);
   // full[s] at bars + 8s: 128 producer arrivals (A) + 128 cp.async arrivals (W), and
