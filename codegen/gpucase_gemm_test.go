@@ -265,8 +265,15 @@ func TestCompileGEMMCases(t *testing.T) {
 			}
 			ins = []string{fmt.Sprintf("wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16", cols),
 				"wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned 0", "fence.proxy.async.shared::cta"}
-			if tensorK(gc.k)%4 == 0 {
+			// (With cluster_a A is bulk copies: cp.async carries W, 16-byte rows where K % 8 = 0.)
+			if tensorK(gc.k)%4 == 0 && (!gc.k.Params.Flag("cluster_a") || tensorK(gc.k)%8 == 0) {
 				ins = append(ins, "cp.async.cg.shared.global")
+			}
+			if gc.k.Params.Flag("cluster_a") {
+				// The A rows multicast into both blocks, their barriers, the cluster's barrier.
+				ins = append(ins, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster",
+					"mbarrier.arrive.expect_tx.shared::cta.b64", "mbarrier.try_wait.parity.shared::cta.b64",
+					"barrier.cluster.arrive.release.aligned", "barrier.cluster.wait.acquire.aligned", "%cluster_ctarank")
 			}
 		} else if tensorK(gc.k)%8 == 0 {
 			ins = append(ins, "cp.async.cg.shared.global")

@@ -69,7 +69,7 @@ func writeTensorCase(t *testing.T, dir string, c tensorCase) {
 	var block [ir.ParamSlots]int32
 	a := &ir.Args{Family: f, Params: c.k.Params, N: c.rows, Block: &block, Mem: make([][]byte, len(f.Operands))}
 	meta := tensorMeta{caseMeta: caseMeta{Kernel: c.k.Name, Grid: caseGrid(c.k, c.rows), Block: caseBlockOf(c.k, c.rows), N: c.rows, Params: block,
-		TimeReps: c.timeReps, Bytes: c.bytes, Note: c.note}, Flops: c.flops,
+		TimeReps: c.timeReps, Bytes: c.bytes, Note: c.note, Cluster: caseLaunch(c.k, c.rows).Cluster}, Flops: c.flops,
 		Shared: f.Launch(c.k.Params, c.rows, plan.SM90.Launch()).SharedBytes}
 	write := func(name string, b []byte) {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
@@ -379,6 +379,29 @@ func tensorCorrectness() []tensorCase {
 		}
 	}
 	out = append(out, wide...)
+	// cluster_a (two column tiles sharing their A rows by multicast) on the
+	// plans' tiles, on the same operands: every dense wgmma case with
+	// flush_k (256 columns in halves, 128) and every grouped one, where K
+	// is whole 16-byte rows — rows 1, 3, 63, 65, 200, 257, K of one slice
+	// to 4096 and 2056, N odd, narrower than a tile and an odd number of
+	// tiles (a partner past the weight rows), the tiny fixtures' shapes,
+	// gemm_add, three, two and one terms; the grouped ones with the tiny
+	// fixture's experts, several tiles of one expert, the model's widths.
+	for _, c := range out {
+		if !strings.HasPrefix(c.name, "gemm_wg256_fk_") && !strings.HasPrefix(c.name, "gemm_add_wg256_fk_") &&
+			!strings.HasPrefix(c.name, "gemm_wg_fk_") && !strings.HasPrefix(c.name, "gemm_add_wg_fk_") && !strings.HasPrefix(c.name, "moe_fk_wg_") {
+			continue
+		}
+		k := clusterKern(c.k)
+		if kernels.Families[ir.Kind(k.Family)].CheckParams(k.Params) != nil {
+			continue // K not whole 16-byte rows: the planner keeps the flag off
+		}
+		d := c
+		d.name = "cl_" + c.name
+		d.k = k
+		d.mem, d.stored = cloneMem(c.mem), maps.Clone(c.stored)
+		out = append(out, d)
+	}
 	// Several chunks of moe_count and moe_sort: 1000 tokens × top-8 over 256
 	// experts (4 blocks, the last one partial), and 2048 pairs exactly.
 	out = append(out, wsCorrectness(out)...)
@@ -527,6 +550,11 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 		if c.k.Params.Int("tile_n") != 0 {
 			writeSibling(t, out, c.name+"_wg_fk", flushHalvesKern(wgmma(c.k, kernels.GEMMTileColsWide)), T, c.name, 20,
 				"the wgmma tile, 256 columns, three terms, flush_k half the columns at a time, on "+c.name+"'s files (against "+c.name+"_wg)")
+			writeSibling(t, out, c.name+"_wg_fk_cl", clusterKern(flushHalvesKern(wgmma(c.k, kernels.GEMMTileColsWide))), T, c.name, 20,
+				"the plans' dense tile (wgmma, 256 columns flushed in halves, three terms) as clusters of two sharing their A rows (cluster_a), on "+c.name+"'s files (against "+c.name+"_wg_fk)")
+		} else {
+			writeSibling(t, out, wgName+"_fk_cl", clusterKern(flushKern(wg)), T, c.name, 20,
+				"the plans' grouped tile (wgmma, 128 columns, three terms, flush_k) as clusters of two sharing their A rows (cluster_a), on "+c.name+"'s files (against "+wgName+"_fk)")
 		}
 		writeSibling(t, out, c.name+"_fk", flushKern(c.k), T, c.name, 20, "the mma tile, 128 columns, three terms, flush_k, on "+c.name+"'s files (against "+c.name+")")
 	}
@@ -551,6 +579,8 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 					"the wgmma tile, 128 columns, three terms, flush_k, on "+c.name+"'s files")
 				writeSibling(t, out, c.name+"_wg256_fk", wideGroupKern(c.k, true), fill.tokens, c.name, 20,
 					"the wgmma tile, 256 columns flushed half at a time, three terms, on "+c.name+"'s files")
+				writeSibling(t, out, c.name+"_wg_fk_cl", clusterKern(flushKern(wgmmaKernel(c.k))), fill.tokens, c.name, 20,
+					"the wgmma tile, 128 columns, three terms, flush_k, as clusters of two sharing their A rows, on "+c.name+"'s files (against "+c.name+"_wg_fk)")
 				writeSibling(t, out, c.name+"_pst", persistentKern(flushKern(wgmmaKernel(c.k))), fill.tokens, c.name, 20,
 					"the wgmma tile, 128 columns, three terms, flush_k, a block per multiprocessor walking the tiles, on "+c.name+"'s files (against "+c.name+"_wg_fk)")
 			}
@@ -585,7 +615,7 @@ func writeSibling(t *testing.T, out, name string, k plan.Kernel, rows int, from 
 		t.Fatalf("case %s: %v", name, err)
 	}
 	s := f.Launch(k.Params, rows, plan.SM90.Launch())
-	meta.Kernel, meta.Grid, meta.Block, meta.Shared = k.Name, s.Grid[:], s.Block[:], s.SharedBytes
+	meta.Kernel, meta.Grid, meta.Block, meta.Shared, meta.Cluster = k.Name, s.Grid[:], s.Block[:], s.SharedBytes, s.Cluster
 	meta.TimeReps, meta.Note, meta.InputsFrom = reps, note, from
 	src, err := Render(plan.SM90, k)
 	if err != nil {
@@ -616,6 +646,14 @@ func cloneMem(mem map[string][]byte) map[string][]byte {
 		copy(out[name], b)
 	}
 	return out
+}
+
+// clusterKern is a wgmma-tile kernel launched as clusters of two column
+// tiles that share their A rows (cluster_a).
+func clusterKern(k plan.Kernel) plan.Kernel {
+	k.Params = k.Params.Clone()
+	k.Params.SetFlag("cluster_a", true)
+	return k
 }
 
 // persistentKern is a grouped MoE kernel (on the wgmma tile) as a block per

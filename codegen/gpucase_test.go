@@ -72,6 +72,10 @@ type caseMeta struct {
 	// Shared is the launch's dynamic shared memory in bytes (the runner
 	// raises the kernel's limit past 48 KiB).
 	Shared int `json:"shared,omitempty"`
+	// Cluster is the blocks of a thread-block cluster along x (the launch
+	// rule's ir.LaunchShape.Cluster): the runner launches clusters of that
+	// many blocks; absent, none.
+	Cluster int `json:"cluster,omitempty"`
 	// TimeReps, Bytes, FLOPs and Note: a speed case's launches to time, the
 	// bytes one launch must move (for GB/s), the floating-point operations
 	// of one launch (for TFLOP/s) and what it measures.

@@ -95,10 +95,14 @@ type LaunchConfig struct {
 // Warps is the number of warps of a block.
 func (c LaunchConfig) Warps() int { return c.Threads / c.Warp }
 
-// LaunchShape is one launch's grid, block and dynamic shared memory.
+// LaunchShape is one launch's grid, block and dynamic shared memory, and
+// the blocks of a thread-block cluster along x (sm_90: the blocks of a
+// cluster run at once on one GPU processing cluster and reach each other's
+// shared memory); 0 or 1 is no cluster.
 type LaunchShape struct {
 	Grid, Block [3]int
 	SharedBytes int
+	Cluster     int
 }
 
 // Blocks is a launch of the configuration's block over grid (x, y, z).

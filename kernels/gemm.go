@@ -93,6 +93,11 @@ func GEMMSharedBytes(p ir.Params, c ir.LaunchConfig) int {
 	}
 	if p.Flag("wgmma") {
 		stage := GEMMTileRows*GEMMWGMMADepth*4 + gemmTileCols(p)*GEMMWGMMADepth*2
+		if p.Flag("cluster_a") {
+			// A rows padded to GEMMWSARowBytes (bulk copies write linearly),
+			// and the stage's A barrier.
+			stage = GEMMTileRows*GEMMWSARowBytes + gemmTileCols(p)*GEMMWGMMADepth*2 + gemmClusterBarrierBytes
+		}
 		stages := max(2, min(c.Stages, (c.MaxSharedBytes-gemmWGMMAAlign)/stage))
 		return gemmWGMMAAlign + stages*stage
 	}
@@ -110,7 +115,41 @@ func gemmShared(s ir.LaunchShape, p ir.Params, c ir.LaunchConfig) ir.LaunchShape
 	if p.Flag("wgmma_ws") {
 		s.Block[0] = GEMMWSThreads
 	}
+	if p.Flag("cluster_a") {
+		// Neighbouring column tiles pair up; an odd last one gets a partner
+		// past the weight rows (zeros, nothing stored) that copies its half
+		// of the rows.
+		s.Cluster = GEMMClusterBlocks
+		s.Grid[0] += s.Grid[0] % GEMMClusterBlocks
+	}
 	return s
+}
+
+// GEMMClusterBlocks is the blocks of a cluster_a launch's clusters: two
+// column tiles of one row tile, each copying half of the A rows of a
+// k-tile into both (docs/prefill-gemm.md, "A shared by a cluster").
+const GEMMClusterBlocks = 2
+
+// gemmClusterBarrierBytes is a cluster_a stage's A barrier (an mbarrier).
+const gemmClusterBarrierBytes = 8
+
+// checkClusterA refuses cluster_a off the wgmma tile, with the persistent
+// walk, or where the A rows (K of the param named k) are not whole 16-byte
+// bulk copies.
+func checkClusterA(p ir.Params, k string) error {
+	if !p.Flag("cluster_a") {
+		return nil
+	}
+	if !p.Flag("wgmma") || p.Flag("wgmma_ws") {
+		return fmt.Errorf("cluster_a: the clusters' shared A rows are the wgmma tile's")
+	}
+	if p.Flag("persistent") {
+		return fmt.Errorf("cluster_a with persistent: a cluster's blocks walk no tiles")
+	}
+	if K := p.Int(k); K%4 != 0 {
+		return fmt.Errorf("cluster_a with %s %d: the A rows are bulk copies of whole 16-byte chunks (%s %% 4 = 0)", k, K, k)
+	}
+	return nil
 }
 
 // checkTile refuses both wgmma tiles at once (each is a whole tile).
@@ -162,7 +201,7 @@ func gemmFamily(kind, of ir.Kind) *ir.Family {
 	return &ir.Family{
 		Kind:     kind,
 		Operands: operandsOf(of),
-		Params:   cat(ir.Ints("k", "n", "tile_n"), ir.Flags("split_a", "split_a3", "wgmma"), ir.OptionalFlags("flush_k", "flush_k16", "wgmma_ws")),
+		Params:   cat(ir.Ints("k", "n", "tile_n"), ir.Flags("split_a", "split_a3", "wgmma"), ir.OptionalFlags("flush_k", "flush_k16", "wgmma_ws", "cluster_a")),
 		Check: func(p ir.Params) error {
 			n := p.Int("tile_n")
 			if n != GEMMTileCols && n != GEMMTileColsWide {
@@ -177,6 +216,9 @@ func gemmFamily(kind, of ir.Kind) *ir.Family {
 				return fmt.Errorf("flush_k16 with tile_n %d: the slice-by-slice flush takes the %d-column tile", n, GEMMTileCols)
 			}
 			if err := checkTile(p); err != nil {
+				return err
+			}
+			if err := checkClusterA(p, "k"); err != nil {
 				return err
 			}
 			return checkATerms(p)

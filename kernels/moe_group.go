@@ -73,11 +73,17 @@ func moeGroupCheck(p ir.Params) error {
 	if err := checkTile(p); err != nil {
 		return err
 	}
+	// gate_up's A rows are hidden wide, down's inter.
+	for _, k := range []string{"hidden", "inter"} {
+		if err := checkClusterA(p, k); err != nil {
+			return err
+		}
+	}
 	return checkATerms(p)
 }
 
 func moeGroupFamilies() []*ir.Family {
-	moeParams := cat(ir.Ints("experts", "hidden", "inter", "k"), ir.Flags("split_a", "split_a3", "wgmma"), ir.OptionalFlags("flush_k", "flush_k16", "wgmma_ws", "wide_tile", "persistent"))
+	moeParams := cat(ir.Ints("experts", "hidden", "inter", "k"), ir.Flags("split_a", "split_a3", "wgmma"), ir.OptionalFlags("flush_k", "flush_k16", "wgmma_ws", "wide_tile", "persistent", "cluster_a"))
 	// Both grouped GEMMs take the 128-column tile, mma or wgmma, or with
 	// wide_tile the wgmma tile's 256 (gemmTileCols; with flush_k its
 	// products half the columns at a time, as the dense gemm's).

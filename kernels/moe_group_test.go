@@ -406,3 +406,70 @@ func TestPersistentCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterACheck: cluster_a is the wgmma tile's, without the persistent
+// walk, where K is whole 16-byte rows; its launches are clusters of two
+// column tiles, an odd last one given a partner past the weight rows.
+func TestClusterACheck(t *testing.T) {
+	c := ir.LaunchConfig{Threads: 256, Warp: 32, MaxSharedBytes: 227 << 10, Stages: 4, Multiprocessors: 132}
+	params := func(ints map[string]int64, flags ...string) ir.Params {
+		var p ir.Params
+		for k, v := range ints {
+			p.SetInt(k, v)
+		}
+		for _, f := range []string{"split_a", "split_a3", "wgmma"} {
+			p.SetFlag(f, false)
+		}
+		for _, f := range flags {
+			p.SetFlag(f, true)
+		}
+		return p
+	}
+	moe := map[string]int64{"experts": 16, "hidden": 2048, "inter": 512, "k": 8}
+	tests := []struct {
+		name string
+		kind ir.Kind
+		p    ir.Params
+		want string
+		grid [3]int // the launch over 200 rows, when it is accepted
+	}{
+		{"gemm, 256 columns", ir.GEMM, params(map[string]int64{"k": 2048, "n": 8192, "tile_n": 256}, "split_a", "split_a3", "wgmma", "flush_k", "cluster_a"), "", [3]int{32, 2, 1}},
+		{"gemm, one tile of columns", ir.GEMM, params(map[string]int64{"k": 64, "n": 7, "tile_n": 256}, "wgmma", "flush_k", "cluster_a"), "", [3]int{2, 2, 1}},
+		{"gemm, three tiles", ir.GEMM, params(map[string]int64{"k": 2048, "n": 300, "tile_n": 128}, "wgmma", "cluster_a"), "", [3]int{4, 2, 1}},
+		{"gemm_add", ir.GEMMAdd, params(map[string]int64{"k": 4096, "n": 2048, "tile_n": 256}, "split_a", "wgmma", "flush_k", "cluster_a"), "", [3]int{8, 2, 1}},
+		{"gemm, K off 16 bytes", ir.GEMM, params(map[string]int64{"k": 1001, "n": 300, "tile_n": 256}, "wgmma", "cluster_a"), "cluster_a with k 1001", [3]int{}},
+		{"gemm, mma tile", ir.GEMM, params(map[string]int64{"k": 2048, "n": 300, "tile_n": 128}, "cluster_a"), "the wgmma tile's", [3]int{}},
+		{"gemm, warp-specialized", ir.GEMM, params(map[string]int64{"k": 2048, "n": 300, "tile_n": 256}, "wgmma_ws", "cluster_a"), "the wgmma tile's", [3]int{}},
+		{"gate_up", ir.MoEGateUpGroup, params(moe, "split_a", "split_a3", "wgmma", "flush_k", "cluster_a"), "", [3]int{8, 0, 1}},
+		{"down", ir.MoEDownGroup, params(moe, "split_a", "split_a3", "wgmma", "flush_k", "cluster_a"), "", [3]int{16, 0, 1}},
+		{"down, persistent", ir.MoEDownGroup, params(moe, "wgmma", "flush_k", "persistent", "cluster_a"), "cluster_a with persistent", [3]int{}},
+		{"gate_up, inter off 16 bytes", ir.MoEGateUpGroup, params(map[string]int64{"experts": 5, "hidden": 20, "inter": 6, "k": 3}, "wgmma", "cluster_a"), "cluster_a with inter 6", [3]int{}},
+	}
+	for _, tt := range tests {
+		f := kernels.Families[tt.kind]
+		err := f.CheckParams(tt.p)
+		if (tt.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want %q", tt.name, err, tt.want)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		s := f.Launch(tt.p, 200, c)
+		want := tt.grid
+		if want[1] == 0 { // the grouped GEMMs' row tiles: the one-block launch's
+			one := tt.p.Clone()
+			delete(one.Flags, "cluster_a")
+			want[1] = f.Launch(one, 200, c).Grid[1]
+		}
+		if diff := cmp.Diff(struct {
+			Grid    [3]int
+			Cluster int
+		}{want, kernels.GEMMClusterBlocks}, struct {
+			Grid    [3]int
+			Cluster int
+		}{s.Grid, s.Cluster}); diff != "" {
+			t.Errorf("%s: launch (-want +got):\n%s", tt.name, diff)
+		}
+	}
+}

@@ -197,7 +197,10 @@ type Launch struct {
 	Grid        []int    `json:"grid,omitempty"`
 	Block       []int    `json:"block,omitempty"`
 	SharedBytes int      `json:"shared_bytes,omitempty"`
-	Args        []Arg    `json:"args"`
+	// Cluster is the blocks of a thread-block cluster along the grid's x
+	// (ir.LaunchShape.Cluster); 0 is none.
+	Cluster int   `json:"cluster,omitempty"`
+	Args    []Arg `json:"args"`
 	// Fallback, for a kernel whose family waits at a grid barrier
 	// (ir.Family.GridBarrier), is the launches that compute the same on
 	// the same buffers, in order: the engine runs them instead on a device

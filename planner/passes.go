@@ -268,11 +268,11 @@ func configurePass(c *compilation) error {
 	for _, g := range c.graphs {
 		for _, op := range g.Ops {
 			for _, o := range append([]*ir.Op{op}, op.Fallback...) {
-				grid, block, shared, err := launchFor(o, g.Tokens, c.o.Target)
+				s, err := launchFor(o, g.Tokens, c.o.Target)
 				if err != nil {
 					return fmt.Errorf("%s: %w", g.Name, err)
 				}
-				o.Launch = &ir.LaunchShape{Grid: [3]int(grid), Block: [3]int(block), SharedBytes: shared}
+				o.Launch = &s
 			}
 		}
 	}

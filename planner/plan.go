@@ -150,6 +150,13 @@ type Options struct {
 	// flag): off by default, measured slower on the H200 (8K prefill 18,886
 	// against 19,214 tok/s; docs/prefill-gemm.md).
 	PersistentExperts bool
+	// ClusterA launches the wgmma tile's GEMMs (dense and grouped) as
+	// clusters of two column tiles whose A rows each block copies half of
+	// into both (the kernels' cluster_a flag; sm_90): the L2 serves each
+	// block half its A bytes (docs/prefill-gemm.md, "A shared by a
+	// cluster"). Projections whose K is not whole 16-byte rows keep one
+	// block.
+	ClusterA bool
 }
 
 // DefaultBuckets are the real model's prefill buckets.
@@ -359,6 +366,9 @@ func (s *scheduler) launch(g *ir.Graph, op *ir.Op) (plan.Launch, error) {
 			return l, fmt.Errorf("phase %s: %s launch was not configured", g.Name, op.Kind)
 		}
 		l.Grid, l.Block, l.SharedBytes = slices.Clone(op.Launch.Grid[:]), slices.Clone(op.Launch.Block[:]), op.Launch.SharedBytes
+		if op.Launch.Cluster > 1 {
+			l.Cluster = op.Launch.Cluster
+		}
 	}
 	for _, o := range op.Operands {
 		t := g.Tensors[o.Tensor]

@@ -32,7 +32,7 @@ func tilePass(c *compilation) error {
 		if k := c.steps[i].Kind; k != plan.Prefill && k != plan.Logits {
 			continue
 		}
-		if err := tileMany(g, gemmTileCols(c.o.Target, c.o.aTerms()), c.o.aTerms(), c.o.gemmTileKind(), c.o.flushSums(), c.o.flushSlices(), expertTile{wide: c.o.WideExperts, persistent: c.o.PersistentExperts}); err != nil {
+		if err := tileMany(g, gemmTileCols(c.o.Target, c.o.aTerms()), c.o.aTerms(), c.o.gemmTileKind(), c.o.flushSums(), c.o.flushSlices(), expertTile{wide: c.o.WideExperts, persistent: c.o.PersistentExperts, cluster: c.o.ClusterA}); err != nil {
 			return err
 		}
 	}
@@ -82,6 +82,9 @@ func tileMany(g *ir.Graph, cols, terms int, tile gemmTileKind, flush, slices boo
 		n := cols
 		if w := op.Params.Int("n"); w <= kernels.GEMMTileCols || (tile.warpgroup() && w <= 2*kernels.GEMMTileCols) {
 			n = kernels.GEMMTileCols
+		}
+		if experts.cluster && tile == tileWGMMA && op.Params.Int("k")%4 == 0 {
+			op.Params.SetFlag("cluster_a", true)
 		}
 		if flush && tile != tileWGMMAWS {
 			// The mma tile's second set fits 128 columns only, as does the
@@ -138,6 +141,12 @@ func groupExperts(g *ir.Graph, terms int, tile gemmTileKind, flush, slices bool,
 			}
 			if experts.persistent && tile == tileWGMMA {
 				q.SetFlag("persistent", true)
+			}
+			// The clusters' A rows are whole 16-byte copies: hidden (gate_up's
+			// K) and inter (down's) multiples of 4; the persistent walk keeps
+			// one block.
+			if experts.cluster && tile == tileWGMMA && !experts.persistent && q.Int("hidden")%4 == 0 && q.Int("inter")%4 == 0 {
+				q.SetFlag("cluster_a", true)
 			}
 			return q
 		}
@@ -224,19 +233,25 @@ func (k gemmTileKind) set(p *ir.Params) {
 }
 
 // expertTile is how the grouped MoE GEMMs take the wgmma tile:
+//
 //   - wide (Options.WideExperts): its 256 columns (wide_tile; with flush_k
 //     half of them at a time, as the dense gemm's): half the blocks, each
 //     row tile's A staged once for twice the weight rows. With flush_k the
 //     wide grouped kernels spill 4 bytes on sm_90 (so the bundler refuses
 //     them) and the plans keep 128.
+//
 //   - persistent (Options.PersistentExperts): a block per multiprocessor
 //     walking the tiles, each copying its next tile's first k-tiles in under
 //     the last one's stores; correct, and slower on the H200 at the real
 //     model's tile fill, where the static walk balances worse than the
 //     dispatch of one-tile blocks.
 //
-// docs/prefill-gemm.md has both measurements.
-type expertTile struct{ wide, persistent bool }
+//   - cluster (Options.ClusterA): clusters of two column tiles sharing
+//     their A rows (cluster_a), on the wgmma tile, where K allows; the
+//     dense GEMMs take it too (tileMany).
+//
+// docs/prefill-gemm.md has the measurements.
+type expertTile struct{ wide, persistent, cluster bool }
 
 // grouped is the tile of the grouped MoE GEMMs: the wgmma tile where the
 // dense ones take the warp-specialized one, which measured slower on them

@@ -376,3 +376,66 @@ func TestExpertTileOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterAOption: Options.ClusterA puts cluster_a on every tiled GEMM
+// of the wgmma tile whose K is whole 16-byte rows (dense and grouped), and
+// their launches are clusters of two blocks over an even grid; off it, on
+// the other tiles and on gfx1151, no kernel has it and no launch clusters.
+// (A warp-specialized plan is planned at all: its 384-thread blocks.)
+func TestClusterAOption(t *testing.T) {
+	m := FromConfig("tiny", tinyConfig(t))
+	for _, tc := range []struct {
+		target plan.Target
+		tile   GEMMTile
+		ask    bool
+		want   bool
+	}{
+		{plan.SM90, GEMMTileDefault, false, false},
+		{plan.SM90, GEMMTileDefault, true, true},
+		{plan.SM90, GEMMTileMMA, true, false},
+		{plan.SM90, GEMMTileWGMMAWS, true, true}, // the grouped GEMMs only
+		{plan.GFX1151, GEMMTileDefault, true, false},
+	} {
+		name := fmt.Sprintf("%s, %q, asked %v", tc.target, tc.tile, tc.ask)
+		p, err := Plan(m, Options{Target: tc.target, Buckets: []int{4}, ContextTokens: 64, GEMMTile: tc.tile, ClusterA: tc.ask})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		clustered := map[string]bool{}
+		n := 0
+		for _, k := range p.Kernels {
+			clustered[k.Name] = k.Params.Flag("cluster_a")
+			switch ir.Kind(k.Family) {
+			case ir.GEMM, ir.GEMMAdd, ir.MoEGateUpGroup, ir.MoEDownGroup:
+			default:
+				continue
+			}
+			K := k.Params.Int("k")
+			switch ir.Kind(k.Family) {
+			case ir.MoEGateUpGroup, ir.MoEDownGroup:
+				K = k.Params.Int("hidden") * k.Params.Int("inter")
+			}
+			// (the warp-specialized plans keep the grouped GEMMs on the wgmma tile)
+			want := tc.ask && k.Params.Flag("wgmma") && K%4 == 0
+			if want {
+				n++
+			}
+			if got := k.Params.Flag("cluster_a"); got != want {
+				t.Errorf("%s: %s has cluster_a %v, want %v", name, k.Name, got, want)
+			}
+		}
+		if tc.want && n == 0 {
+			t.Errorf("%s: no kernel took cluster_a", name)
+		}
+		for _, ph := range p.Phases {
+			for _, l := range ph.Launches {
+				switch {
+				case clustered[l.Kernel] && (l.Cluster != kernels.GEMMClusterBlocks || l.Grid[0]%kernels.GEMMClusterBlocks != 0):
+					t.Errorf("%s: %s: %s launches grid %v in clusters of %d", name, ph.Name, l.Kernel, l.Grid, l.Cluster)
+				case !clustered[l.Kernel] && l.Cluster != 0:
+					t.Errorf("%s: %s: %s launches clusters of %d without cluster_a", name, ph.Name, l.Kernel, l.Cluster)
+				}
+			}
+		}
+	}
+}

@@ -75,6 +75,9 @@ func LaunchShape(l *plan.Launch) (grid, block [3]uint32, err error) {
 	if l.SharedBytes < 0 {
 		return grid, block, fmt.Errorf("negative shared memory %d", l.SharedBytes)
 	}
+	if l.Cluster < 0 || l.Cluster > 1 && grid[0]%uint32(l.Cluster) != 0 {
+		return grid, block, fmt.Errorf("clusters of %d blocks do not divide grid %v", l.Cluster, l.Grid)
+	}
 	return grid, block, nil
 }
 

@@ -24,6 +24,9 @@ func TestLaunchShape(t *testing.T) {
 		{"no block", plan.Launch{Grid: []int{1}}, [3]uint32{}, [3]uint32{}, "want 1 to 3 dimensions each"},
 		{"empty grid dimension", plan.Launch{Grid: []int{4, 0}, Block: []int{32}}, [3]uint32{}, [3]uint32{}, "grid [4 0] has an empty dimension"},
 		{"negative shared", plan.Launch{Grid: []int{1}, Block: []int{32}, SharedBytes: -1}, [3]uint32{}, [3]uint32{}, "negative shared memory"},
+		{"clusters", plan.Launch{Grid: []int{6, 2}, Block: []int{256}, Cluster: 2}, [3]uint32{6, 2, 1}, [3]uint32{256, 1, 1}, ""},
+		{"cluster past the grid", plan.Launch{Grid: []int{5, 2}, Block: []int{256}, Cluster: 2}, [3]uint32{}, [3]uint32{}, "clusters of 2 blocks do not divide grid [5 2]"},
+		{"negative cluster", plan.Launch{Grid: []int{4}, Block: []int{256}, Cluster: -2}, [3]uint32{}, [3]uint32{}, "clusters of -2 blocks"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			grid, block, err := runtime.LaunchShape(&tt.l)

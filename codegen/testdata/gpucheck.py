@@ -27,7 +27,8 @@ floating-point operations of one launch) the achieved TFLOP/s. "atol" and
 state theirs beside their cases). ptxas's register and spill report of every
 kernel goes into the json (-Xptxas -v), and is printed for speed cases and
 kernels with a stack frame or spills. "block" and "shared"
-(dynamic shared memory bytes) default to 256 threads and 0. A case with
+(dynamic shared memory bytes) default to 256 threads and 0; "cluster": C launches
+clusters of C blocks along x (cuLaunchKernelEx, its cluster dimension). A case with
 "inputs_from" reads its input and want files from that sibling case (an old
 family timed on the new one's bytes); an argument with "elements" longer than
 its file is zero-extended to that length on the device, or, with "repeat",
@@ -206,7 +207,14 @@ for name in names:
     blk = meta.get("block") or [256, 1, 1]; shared = meta.get("shared") or 0
     if shared > 48 * 1024:  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         assert cuda.cuFuncSetAttribute(fn, 8, shared) == 0
-    launch = lambda i=0: cuda.cuLaunchKernel(fn, g[0], g[1], g[2], blk[0], blk[1], blk[2], shared, None, pargs[i % rot][1], None)
+    cluster = meta.get("cluster") or 0
+    if cluster > 1:  # clusters of that many blocks along x: CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        cattr = LaunchAttr(); cattr.id = 4
+        ctypes.memmove(ctypes.addressof(cattr.value), (ctypes.c_uint * 3)(cluster, 1, 1), 12)
+        ccfg = LaunchConfig((ctypes.c_uint * 3)(*g), (ctypes.c_uint * 3)(*blk), shared, None, ctypes.pointer(cattr), 1)
+        launch = lambda i=0: cuda.cuLaunchKernelEx(ctypes.byref(ccfg), fn, pargs[i % rot][1], None)
+    else:
+        launch = lambda i=0: cuda.cuLaunchKernel(fn, g[0], g[1], g[2], blk[0], blk[1], blk[2], shared, None, pargs[i % rot][1], None)
     rc = launch()
     torch.cuda.synchronize()
     worst = 0.0; ok = rc == 0; notes = []; figures = {}
@@ -289,7 +297,9 @@ for name in names:
         cuda.cuFuncGetAttribute(ctypes.byref(local), 3, fn)
         cuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(per_sm), fn, ctypes.c_int(blk[0]), ctypes.c_size_t(shared))
         timing.update({"regs": regs.value, "local_bytes": local.value, "blocks_per_sm": per_sm.value})
-        if meta.get("graph"):
+        if meta.get("graph") and cluster > 1:
+            timing["graph_us"] = "error: graph timing launches no clusters"
+        elif meta.get("graph"):
             for key, pdl in (("graph_us", False), ("graph_pdl_us", True)):
                 try:
                     timing[key] = round(graph_us(fn, g, blk, shared, pargs, meta["time_reps"], pdl), 2)

@@ -407,6 +407,44 @@ func TestLaunchAttrs(t *testing.T) {
 	}
 }
 
+// TestLaunchCluster: a launch with a cluster dimension goes through the
+// extended launch with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION (beside
+// programmatic serialization where that is set); HIP, without one, says so.
+func TestLaunchCluster(t *testing.T) {
+	b, f, ks, ls := loaded(t, "cuda")
+	args := operands(t, b, &ks[0])
+	l := ls[0]
+	l.Cluster = 2
+	if err := b.Launch(&ks[0], &l, args, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	pdl := runtime.LaunchAttrs{ProgrammaticSerialization: true}
+	if err := b.WithLaunchAttrs(pdl, func() error { return b.Launch(&ks[0], &l, args, 3, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	first := expect("launch", &ks[0], &l, 2, 3, runtime.Params{})
+	first.Cluster = 2
+	second := first
+	second.Programmatic = true
+	if diff := cmp.Diff([]ran{first, second}, f.launches()); diff != "" {
+		t.Errorf("launches (-want +got):\n%s", diff)
+	}
+	if f.calls["LaunchKernelEx"] != 2 || f.calls["LaunchKernel"] != 0 {
+		t.Errorf("%d extended and %d plain launches, want 2 and 0", f.calls["LaunchKernelEx"], f.calls["LaunchKernel"])
+	}
+	odd := l
+	odd.Cluster = 3
+	wantErr(t, "a cluster that does not divide the grid", b.Launch(&ks[0], &odd, args, 3, nil), "clusters of 3 blocks do not divide grid [4]")
+
+	h, _, hks, hls := loaded(t, "hip")
+	hl := hls[0]
+	hl.Cluster = 2
+	wantErr(t, "HIP", h.Launch(&hks[0], &hl, operands(t, h, &hks[0]), 3, nil), "clusters of 2 blocks need an extended launch, which this driver does not have")
+}
+
 // TestLaunchConfigLayout: the extended launch's configuration has
 // CUlaunchConfig's and CUlaunchAttribute's sizes and offsets.
 func TestLaunchConfigLayout(t *testing.T) {

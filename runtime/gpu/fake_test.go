@@ -119,6 +119,7 @@ type launchRec struct {
 	shared       uint32
 	args         []uint64
 	programmatic bool
+	cluster      uint32 // blocks of a cluster along x; 0 none
 }
 
 // ran is a launch as it ran.
@@ -132,6 +133,8 @@ type ran struct {
 	Params []int32 // the parameter block when it ran
 	// Programmatic: the launch allowed programmatic stream serialization.
 	Programmatic bool
+	// Cluster: the blocks of a thread-block cluster along x (0: none).
+	Cluster uint32
 }
 
 // Result codes, with CUDA's and HIP's names.
@@ -277,7 +280,7 @@ func (f *fake) enqueue(s *fakeStream, op func()) {
 func (f *fake) run(via string, r launchRec) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := ran{Via: via, Kernel: r.fn.name, Grid: r.grid, Block: r.block, Shared: r.shared, Programmatic: r.programmatic}
+	out := ran{Via: via, Kernel: r.fn.name, Grid: r.grid, Block: r.block, Shared: r.shared, Programmatic: r.programmatic, Cluster: r.cluster}
 	for _, v := range r.args {
 		if a := f.within(v); a != nil {
 			out.Args = append(out.Args, fmt.Sprintf("d%d+%d", a.id, v-a.addr))
@@ -533,7 +536,7 @@ func (f *fake) driver() *Driver {
 			return 500
 		},
 		LaunchKernel: func(fn uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params, extra unsafe.Pointer) int32 {
-			return f.launch("LaunchKernel", fn, [3]uint32{gx, gy, gz}, [3]uint32{bx, by, bz}, shared, stream, params, extra, false)
+			return f.launch("LaunchKernel", fn, [3]uint32{gx, gy, gz}, [3]uint32{bx, by, bz}, shared, stream, params, extra, false, 0)
 		},
 		StreamCreate: func(stream *uintptr, flags uint32) int32 {
 			f.mu.Lock()
@@ -853,17 +856,23 @@ func (f *fake) driver() *Driver {
 			u32 := func(off uintptr) uint32 { return *(*uint32)(unsafe.Add(config, off)) }
 			stream := *(*uintptr)(unsafe.Add(config, 32))
 			attrs := *(*unsafe.Pointer)(unsafe.Add(config, 40))
-			programmatic := false
+			programmatic, cluster := false, uint32(0)
 			for i := range uintptr(u32(48)) {
 				a := unsafe.Add(attrs, 72*i)
 				switch id := *(*uint32)(a); id {
 				case 6: // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
 					programmatic = *(*int32)(unsafe.Add(a, 8)) != 0
+				case 4: // CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: x, y, z
+					dims := *(*[3]uint32)(unsafe.Add(a, 8))
+					if dims[1] != 1 || dims[2] != 1 || dims[0] == 0 || u32(0)%dims[0] != 0 {
+						return 1 // CUDA_ERROR_INVALID_VALUE: the cluster does not divide the grid
+					}
+					cluster = dims[0]
 				default:
 					return 1
 				}
 			}
-			return f.launch("LaunchKernelEx", fn, [3]uint32{u32(0), u32(4), u32(8)}, [3]uint32{u32(12), u32(16), u32(20)}, u32(24), stream, params, extra, programmatic)
+			return f.launch("LaunchKernelEx", fn, [3]uint32{u32(0), u32(4), u32(8)}, [3]uint32{u32(12), u32(16), u32(20)}, u32(24), stream, params, extra, programmatic, cluster)
 		}
 	}
 	return d
@@ -925,7 +934,7 @@ func (f *fake) asyncOp(name string, stream uintptr, capturable bool, check func(
 }
 
 // launch checks and enqueues (or captures) a launch.
-func (f *fake) launch(name string, fn uintptr, grid, block [3]uint32, shared uint32, stream uintptr, params, extra unsafe.Pointer, programmatic bool) int32 {
+func (f *fake) launch(name string, fn uintptr, grid, block [3]uint32, shared uint32, stream uintptr, params, extra unsafe.Pointer, programmatic bool, cluster uint32) int32 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if rc := f.enter(name); rc != 0 {
@@ -950,7 +959,7 @@ func (f *fake) launch(name string, fn uintptr, grid, block [3]uint32, shared uin
 	if extra != nil || (k.nargs > 0 && params == nil) {
 		return 1
 	}
-	r := launchRec{fn: k, grid: grid, block: block, shared: shared, programmatic: programmatic}
+	r := launchRec{fn: k, grid: grid, block: block, shared: shared, programmatic: programmatic, cluster: cluster}
 	ptrs := unsafe.Slice((*unsafe.Pointer)(params), k.nargs)
 	for _, p := range ptrs {
 		r.args = append(r.args, *(*uint64)(p))

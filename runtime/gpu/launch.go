@@ -45,6 +45,9 @@ const (
 	// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION; its value is
 	// the int programmaticStreamSerializationAllowed.
 	attrProgrammaticSerialization = 6
+	// attrClusterDimension is CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION; its
+	// value is the cluster's x, y and z in blocks (unsigned ints).
+	attrClusterDimension = 4
 )
 
 // Launch enqueues one kernel: a device pointer per operand (in catalogue
@@ -82,11 +85,14 @@ func (b *Backend) launch(k *plan.Kernel, l *plan.Launch, args []runtime.Ref, row
 	// The driver copies the values when the launch is enqueued.
 	ptrs := runtime.PackArgs(b.pinned, vals)
 	var rc int32
-	if b.attrs.Zero() {
+	switch {
+	case b.attrs.Zero() && l.Cluster <= 1:
 		rc = b.d.LaunchKernel(f.fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
 			uint32(l.SharedBytes), b.launchOn, ptrs, nil)
-	} else {
-		cfg := b.launchConfig(grid, block, uint32(l.SharedBytes), b.attrs)
+	case b.d.LaunchKernelEx == nil:
+		return fmt.Errorf("%s: kernel %s: clusters of %d blocks need an extended launch, which this driver does not have", dialect, k.Name, l.Cluster)
+	default:
+		cfg := b.launchConfig(grid, block, uint32(l.SharedBytes), b.attrs, l.Cluster)
 		rc = b.d.LaunchKernelEx(cfg, f.fn, ptrs, nil)
 	}
 	b.last = k.Name
@@ -114,12 +120,19 @@ func (b *Backend) raiseShared(name string, f *function, bytes int) error {
 
 // launchConfig writes the extended launch's configuration into the pinned
 // block and returns its address; b.mu is held.
-func (b *Backend) launchConfig(grid, block [3]uint32, shared uint32, a runtime.LaunchAttrs) unsafe.Pointer {
+// cluster > 1 launches clusters of that many blocks along x.
+func (b *Backend) launchConfig(grid, block [3]uint32, shared uint32, a runtime.LaunchAttrs, cluster int) unsafe.Pointer {
 	attrs := unsafe.Slice((*launchAttr)(unsafe.Add(b.pinned, attrsAt)), maxAttrs)
 	n := 0
 	if a.ProgrammaticSerialization {
 		attrs[n] = launchAttr{id: attrProgrammaticSerialization}
 		*(*int32)(unsafe.Pointer(&attrs[n].value[0])) = 1
+		n++
+	}
+	if cluster > 1 {
+		attrs[n] = launchAttr{id: attrClusterDimension}
+		dims := (*[3]uint32)(unsafe.Pointer(&attrs[n].value[0]))
+		*dims = [3]uint32{uint32(cluster), 1, 1}
 		n++
 	}
 	cfg := (*launchConfig)(unsafe.Add(b.pinned, configAt))
