@@ -172,6 +172,11 @@ func TestGolden(t *testing.T) {
 		t.Fatal("the sm_90 plan has no wgmma gemm")
 	}
 	gs = append(gs, golden{*wg, plan.SM90, "gemm_wgmma.cu"})
+	// The same as clusters of two column tiles sharing their A rows (aimac plan --cluster-a).
+	cl := *wg
+	cl.Name, cl.Params = cl.Name+"_cluster", cl.Params.Clone()
+	cl.Params.SetFlag("cluster_a", true)
+	gs = append(gs, golden{cl, plan.SM90, "gemm_wgmma_cluster.cu"})
 	// The grouped MoE's GEMMs as the sm_90 plan takes them (wgmma, flush_k).
 	for _, family := range []string{"moe_gate_up_group", "moe_down_group"} {
 		var g *plan.Kernel

@@ -385,7 +385,7 @@ constexpr int PRODUCER = 2;  // the producer's warpgroup
 #define GEMM_SMEM(name) extern __shared__ u32x4 name[]
 DEVICE int gemm_a_row(int) { return TID_X % 128; }
 DEVICE int gemm_w_row(int i) { return (TID_X % 128) / 2 + 64 * i; }
-// ---- mbarriers, bulk copies, register split (sm_90) ----
+// ---- mbarriers and bulk copies (kernels/wgmma.tmpl; sm_90) ----
 DEVICE void mbar_init(unsigned int bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
 }
@@ -406,21 +406,22 @@ DEVICE void mbar_wait(unsigned int bar, int parity) {
                  : "=r"(done) : "r"(bar), "r"(parity) : "memory");
   }
 }
-// The arrival that follows this thread's cp.async copies (the barrier counts it).
-DEVICE void copy_arrive(unsigned int bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
-}
 // bytes (a multiple of 16, both ends 16-byte aligned) global → shared address dst,
 // completing on bar.
 DEVICE void bulk_copy(unsigned int dst, const void* src, int bytes, unsigned int bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
 }
+DEVICE void st_shared_f32(unsigned int a, float v) { asm volatile("st.shared.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory"); }
+// ---- the producer's copies, register split (sm_90) ----
+// The arrival that follows this thread's cp.async copies (the barrier counts it).
+DEVICE void copy_arrive(unsigned int bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
 // 16 bytes global → shared address dst (zeros when !ok), as copy16.
 DEVICE void copy16_at(unsigned int dst, const void* src, bool ok) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
 }
-DEVICE void st_shared_f32(unsigned int a, float v) { asm volatile("st.shared.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory"); }
 DEVICE void st_shared_u16(unsigned int a, bf16 v) { asm volatile("st.shared.u16 [%0], %1;" ::"r"(a), "h"(v) : "memory"); }
 DEVICE void st_shared_u64(unsigned int a, unsigned long long v) { asm volatile("st.shared.u64 [%0], %1;" ::"r"(a), "l"(v) : "memory"); }
 // A load the compiler cannot forward from the store before it: the value is read

@@ -366,6 +366,17 @@ DEVICE void wgmma_rs_half(mma_c (&acc)[8], const unsigned int (&a)[4], unsigned 
 // Dynamic shared memory: 1 KiB of alignment (the swizzle is a function of the
 // address: stages start on 1024 bytes), then the f32 A stages, then the W stages;
 // STAGES is read back from kernels.GEMMSharedBytes' figure.
+// With CLUSTER (cluster_a) the launch is clusters of two blocks along x: the same row
+// tile, neighbouring column tiles. Each A row of a k-tile is one bulk copy that lands in
+// both blocks (multicast), issued by the block whose half of the rows it is, so the L2
+// serves each block half its A bytes (the 256-column tile's 64 KiB a k-tile become 48, the
+// 128-column tile's 48 become 32). A stages are then rows of 72 floats (a bulk copy writes
+// linearly: padding instead of the XOR swizzle), each with a full mbarrier after the W
+// stages (128 arrivals, one per row, and the rows' bytes), and a stage is refilled only
+// once both blocks are done with it: the cluster's barrier, arrived at after a k-tile's
+// products and waited for in the next k-tile once its products are issued (its last
+// slice; the 256-column tile's second half), so that the wait is under them: a block
+// then copies a k-tile in STAGES − 2 k-tiles and a part ahead instead of STAGES − 1.
 constexpr int BM = 128, BN = 256, BK = 64, BKC = BK / 8;
 constexpr bool SPLIT = true;
 constexpr bool SPLIT3 = true;
@@ -374,6 +385,7 @@ constexpr bool FLUSH = true;
 constexpr bool FLUSH16 = false;  // flush every 16-deep slice, not every k-tile
 static_assert(SPLIT || !SPLIT3, "the third term follows hi and lo");
 static_assert(FLUSH || !FLUSH16, "flush_k16 is flush_k's finer grain");
+constexpr bool CLUSTER = false;
 // HALVES: flush_k on 256 columns, whose registers hold no second 64 × 256 set: each
 // k-tile's products go out half the columns at a time (m64n128k16 into a 64 × 128
 // part, flushed, then the other half, its fragments rounded again).
@@ -383,26 +395,32 @@ constexpr int MT = 1, NT = BN / 16;  // a warpgroup's 64 × BN accumulators as m
 // Per k-tile a thread copies AROWS rows × 4 of A's 16 chunks (64 contiguous bytes of
 // each, 4 lanes a row: whole sectors) and WROWS rows × 4 of W's 8 chunks (2 lanes a
 // row, 32 bytes each turn): few row pointers, so the accumulators keep the registers.
-constexpr int AROWS = BM * (BK / 4) / BDIM_X / 4;
+// With CLUSTER thread t < 128 copies A row t, whole.
+constexpr int AROWS = CLUSTER ? 1 : BM * (BK / 4) / BDIM_X / 4;
 constexpr int WROWS = BN * BKC / BDIM_X / 4;
-constexpr int A32_TILE = BM * BK, W_TILE = BN * BK;  // f32 and bf16 elements
+constexpr int ASTRIDE = CLUSTER ? 72 : BK;  // floats a row of an A stage
+constexpr int A32_TILE = BM * ASTRIDE, W_TILE = BN * BK;  // f32 and bf16 elements
 constexpr int STAGE_BYTES = A32_TILE * 4 + W_TILE * 2;
-constexpr int STAGES = (197632 - 1024) / STAGE_BYTES;
+constexpr int BAR_BYTES = CLUSTER ? 8 : 0;  // a stage's A barrier
+constexpr int STAGES = (197632 - 1024) / (STAGE_BYTES + BAR_BYTES);
 static_assert(BDIM_X == 256, "the wgmma tile is two warpgroups");
 static_assert(STAGES >= 2, "the tile pipeline needs two stages");
-static_assert(STAGES * STAGE_BYTES + 1024 == 197632, "the tile's buffers are the launch's shared memory");
+static_assert(STAGES * (STAGE_BYTES + BAR_BYTES) + 1024 == 197632, "the tile's buffers are the launch's shared memory");
 static_assert(BN == 128 || BN == 256, "wgmma_rs is spelled for 128 or 256 columns");
-static_assert(AROWS * BDIM_X / 4 == BM && WROWS * BDIM_X / 2 == BN, "the copies cover the tile");
+static_assert((CLUSTER || AROWS * BDIM_X / 4 == BM) && WROWS * BDIM_X / 2 == BN, "the copies cover the tile");
+static_assert((A32_TILE * 4) % 1024 == 0, "the W stages start on 1024 bytes");
 #define GEMM_SMEM(name) extern __shared__ u32x4 name[]
 // The rows a thread copies: A rows gemm_a_row(i), chunks TID_X % 4 + 4e (e < 4) of 16;
 // weight rows gemm_w_row(i), chunks TID_X % 2 + 2e of 8. The caller points arow[i],
 // wrow[i] at them.
-DEVICE int gemm_a_row(int i) { return TID_X / 4 + 64 * i; }
+DEVICE int gemm_a_row(int i) { return CLUSTER ? TID_X % 128 : TID_X / 4 + 64 * i; }
 DEVICE int gemm_w_row(int i) { return TID_X / 2 + 128 * i; }
 // gemm_a32_at: float c of row r of an f32 A stage (64 floats a row), its 16-byte chunk
 // XOR 2·(r % 4): a warp's fragment reads (8 rows, 8 floats each) then fill all 32 banks
 // twice.
-DEVICE int gemm_a32_at(int r, int c) { return r * BK + (((c / 4) ^ (2 * (r % 4))) * 4) + c % 4; }
+// With CLUSTER: float c of row r of a padded stage (72 floats a row: the fragment reads
+// fill the 32 banks too).
+DEVICE int gemm_a32_at(int r, int c) { return CLUSTER ? r * ASTRIDE + c : r * BK + (((c / 4) ^ (2 * (r % 4))) * 4) + c % 4; }
 template <int K>
 DEVICE void gemm_load_a(float* s32, const float* const (&arow)[AROWS], int kt, const float* safe) {
 #pragma unroll
