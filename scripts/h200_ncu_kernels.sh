@@ -6,9 +6,11 @@
 # probe bench, so the launch sees the operands, caches and clocks of the step;
 # one profiled process per family (ncu replays the launch for its passes).
 # Writes, in RESULTS_DIR: FAMILY.txt (ncu's details page), FAMILY_raw.csv
-# (every metric) and ncu_kernels.md: per family the time, the SM clock, the
-# tensor pipe's, L2's and L1/shared memory's share of their peaks, the eligible
-# warps a scheduler and the largest stall reasons.
+# (every metric), FAMILY_sass.csv (the SASS with each instruction's counters)
+# and ncu_kernels.md: per family the time, the SM clock, the tensor pipe's,
+# L2's and L1/shared memory's share of their peaks, the eligible warps a
+# scheduler and the largest stall reasons, then the 25 instructions with the
+# most warp-stall samples.
 #
 # Build first: CGO_ENABLED=0 go build -o bin/ ./cmd/...
 # Run from the repository root: scripts/h200_ncu_kernels.sh RESULTS_DIR
@@ -57,6 +59,8 @@ for f in $families; do
   if [ -f "$work/$f.ncu-rep" ]; then
     ncu --import "$work/$f.ncu-rep" --page details > "$out/$f.txt" 2>&1
     ncu --import "$work/$f.ncu-rep" --page raw --csv --print-units base > "$out/${f}_raw.csv" 2>&1
+    # The SASS with each instruction's warp-stall samples (the full set's source counters).
+    ncu --import "$work/$f.ncu-rep" --page source --csv --print-source sass > "$out/${f}_sass.csv" 2>&1
   fi
 done
 python3 - "$out" "$prefill" "${NCU_PLAN_ARGS:-}" $families > "$out/ncu_kernels.md" <<'EOF'
@@ -81,4 +85,53 @@ for f in fams:
           f"{num('lts__throughput.avg.pct_of_peak_sustained_elapsed'):.1f} | {num('l1tex__throughput.avg.pct_of_peak_sustained_active'):.1f} | "
           f"{num('smsp__warps_eligible.avg.per_cycle_active'):.2f} | " + ", ".join(f"{n} {v:.2f}" for n, v in stalls[:5]) + " |")
 EOF
+# Per family, the SASS instructions with the most warp-stall samples (where the warps wait).
+python3 - "$out" $families >> "$out/ncu_kernels.md" <<'SASS'
+import csv, os, sys
+out, fams = sys.argv[1], sys.argv[2:]
+for f in fams:
+    p = os.path.join(out, f + "_sass.csv")
+    if not os.path.exists(p):
+        continue
+    rows = list(csv.reader(l for l in open(p, errors="replace") if l.startswith('"')))
+    # The header is the row naming the address and source columns (a kernel-name row precedes it).
+    at = next((i for i, r in enumerate(rows) if "Address" in r and "Source" in r), None)
+    if at is None:
+        continue
+    head, rows = rows[at], rows[at:]
+    col = lambda *names: next((i for i, h in enumerate(head) if all(n in h for n in names)), None)
+    src, samp, addr = col("Source"), col("Warp Stall Sampling (All"), col("Address")
+    if src is None or samp is None:
+        continue
+    def val(r):
+        try:
+            return float(r[samp].replace(",", "") or 0)
+        except ValueError:
+            return 0.0
+    body = [r for r in rows[1:] if len(r) > max(src, samp)]
+    total = sum(val(r) for r in body) or 1.0
+    print(f"\n## {f}: the SASS instructions with the most stall samples ({int(total)} samples)\n")
+    print("| address | instruction | % of samples |\n|---|---|---:|")
+    for r in sorted(body, key=val, reverse=True)[:25]:
+        at = r[addr] if addr is not None and addr < len(r) else ""
+        print(f"| {at} | `{r[src].strip()}` | {100 * val(r) / total:.1f} |")
+    # By opcode: warp instructions executed and stall samples (the instruction mix a tile issues).
+    ex = col("Instructions Executed")
+    if ex is None:
+        continue
+    num = lambda r, i: float(r[i].replace(",", "") or 0) if i < len(r) and r[i].replace(",", "").replace(".", "").isdigit() else 0.0
+    by = {}
+    for r in body:
+        op = r[src].strip()
+        if op.startswith("@"):
+            op = op.split(None, 1)[-1]
+        op = op.split(" ")[0].split(".")[0]
+        e, w = by.get(op, (0.0, 0.0))
+        by[op] = (e + num(r, ex), w + val(r))
+    executed = sum(e for e, _ in by.values()) or 1.0
+    print(f"\n{f} by opcode ({int(executed):,} warp instructions executed):\n")
+    print("| opcode | % of instructions | % of stall samples |\n|---|---:|---:|")
+    for op, (e, w) in sorted(by.items(), key=lambda kv: -kv[1][0])[:14]:
+        print(f"| {op} | {100 * e / executed:.1f} | {100 * w / total:.1f} |")
+SASS
 cat "$out/ncu_kernels.md"
