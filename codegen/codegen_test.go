@@ -177,6 +177,11 @@ func TestGolden(t *testing.T) {
 	cl.Name, cl.Params = cl.Name+"_cluster", cl.Params.Clone()
 	cl.Params.SetFlag("cluster_a", true)
 	gs = append(gs, golden{cl, plan.SM90, "gemm_wgmma_cluster.cu"})
+	// The same with its A terms rounded once a k-tile into shared memory (aimac plan --shared-a-terms).
+	ss := *wg
+	ss.Name, ss.Params = ss.Name+"_ss", ss.Params.Clone()
+	ss.Params.SetFlag("ss_a", true)
+	gs = append(gs, golden{ss, plan.SM90, "gemm_wgmma_ss.cu"})
 	// The grouped MoE's GEMMs as the sm_90 plan takes them (wgmma, flush_k).
 	for _, family := range []string{"moe_gate_up_group", "moe_down_group"} {
 		var g *plan.Kernel

@@ -265,9 +265,14 @@ func TestCompileGEMMCases(t *testing.T) {
 			}
 			ins = []string{fmt.Sprintf("wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16", cols),
 				"wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned 0", "fence.proxy.async.shared::cta"}
-			// (With cluster_a A is bulk copies: cp.async carries W, 16-byte rows where K % 8 = 0.)
-			if tensorK(gc.k)%4 == 0 && (!gc.k.Params.Flag("cluster_a") || tensorK(gc.k)%8 == 0) {
+			// (With cluster_a A is bulk copies, with ss_a register loads: cp.async carries W, 16-byte rows where K % 8 = 0.)
+			// (ss_a fetches A into registers: 16-byte loads where K % 4 = 0.)
+			aStaged := gc.k.Params.Flag("cluster_a") || gc.k.Params.Flag("ss_a")
+			if tensorK(gc.k)%4 == 0 && (!aStaged || tensorK(gc.k)%8 == 0) {
 				ins = append(ins, "cp.async.cg.shared.global")
+			}
+			if gc.k.Params.Flag("ss_a") && tensorK(gc.k)%4 == 0 {
+				ins = append(ins, "ld.global.v4.f32", "st.shared.v4")
 			}
 			if gc.k.Params.Flag("cluster_a") {
 				// The A rows multicast into both blocks, their barriers, the cluster's barrier.

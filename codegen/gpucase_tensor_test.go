@@ -393,12 +393,18 @@ func tensorCorrectness() []tensorCase {
 			continue
 		}
 		k := clusterKern(c.k)
-		if kernels.Families[ir.Kind(k.Family)].CheckParams(k.Params) != nil {
-			continue // K not whole 16-byte rows: the planner keeps the flag off
+		if kernels.Families[ir.Kind(k.Family)].CheckParams(k.Params) == nil { // (else K is not whole 16-byte rows: the planner keeps the flag off)
+			d := c
+			d.name = "cl_" + c.name
+			d.k = k
+			d.mem, d.stored = cloneMem(c.mem), maps.Clone(c.stored)
+			out = append(out, d)
 		}
+		// ss_a (the A terms rounded once a k-tile into shared memory) on the same cases,
+		// every K included.
 		d := c
-		d.name = "cl_" + c.name
-		d.k = k
+		d.name = "ss_" + c.name
+		d.k = ssKern(c.k)
 		d.mem, d.stored = cloneMem(c.mem), maps.Clone(c.stored)
 		out = append(out, d)
 	}
@@ -552,9 +558,13 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 				"the wgmma tile, 256 columns, three terms, flush_k half the columns at a time, on "+c.name+"'s files (against "+c.name+"_wg)")
 			writeSibling(t, out, c.name+"_wg_fk_cl", clusterKern(flushHalvesKern(wgmma(c.k, kernels.GEMMTileColsWide))), T, c.name, 20,
 				"the plans' dense tile (wgmma, 256 columns flushed in halves, three terms) as clusters of two sharing their A rows (cluster_a), on "+c.name+"'s files (against "+c.name+"_wg_fk)")
+			writeSibling(t, out, c.name+"_wg_fk_ss", ssKern(flushHalvesKern(wgmma(c.k, kernels.GEMMTileColsWide))), T, c.name, 20,
+				"the plans' dense tile with the A terms rounded once a k-tile into shared memory (ss_a), on "+c.name+"'s files (against "+c.name+"_wg_fk)")
 		} else {
 			writeSibling(t, out, wgName+"_fk_cl", clusterKern(flushKern(wg)), T, c.name, 20,
 				"the plans' grouped tile (wgmma, 128 columns, three terms, flush_k) as clusters of two sharing their A rows (cluster_a), on "+c.name+"'s files (against "+wgName+"_fk)")
+			writeSibling(t, out, wgName+"_fk_ss", ssKern(flushKern(wg)), T, c.name, 20,
+				"the plans' grouped tile with the A terms rounded once a k-tile into shared memory (ss_a), on "+c.name+"'s files (against "+wgName+"_fk)")
 		}
 		writeSibling(t, out, c.name+"_fk", flushKern(c.k), T, c.name, 20, "the mma tile, 128 columns, three terms, flush_k, on "+c.name+"'s files (against "+c.name+")")
 	}
@@ -579,6 +589,8 @@ func TestWriteGPUCasesTensorSpeed(t *testing.T) {
 					"the wgmma tile, 128 columns, three terms, flush_k, on "+c.name+"'s files")
 				writeSibling(t, out, c.name+"_wg256_fk", wideGroupKern(c.k, true), fill.tokens, c.name, 20,
 					"the wgmma tile, 256 columns flushed half at a time, three terms, on "+c.name+"'s files")
+				writeSibling(t, out, c.name+"_wg_fk_ss", ssKern(flushKern(wgmmaKernel(c.k))), fill.tokens, c.name, 20,
+					"the wgmma tile, 128 columns, three terms, flush_k, the A terms in shared memory, on "+c.name+"'s files (against "+c.name+"_wg_fk)")
 				writeSibling(t, out, c.name+"_wg_fk_cl", clusterKern(flushKern(wgmmaKernel(c.k))), fill.tokens, c.name, 20,
 					"the wgmma tile, 128 columns, three terms, flush_k, as clusters of two sharing their A rows, on "+c.name+"'s files (against "+c.name+"_wg_fk)")
 				writeSibling(t, out, c.name+"_pst", persistentKern(flushKern(wgmmaKernel(c.k))), fill.tokens, c.name, 20,
@@ -646,6 +658,14 @@ func cloneMem(mem map[string][]byte) map[string][]byte {
 		copy(out[name], b)
 	}
 	return out
+}
+
+// ssKern is a wgmma-tile kernel with flush_k whose A terms are rounded once
+// a k-tile into shared memory (ss_a).
+func ssKern(k plan.Kernel) plan.Kernel {
+	k.Params = k.Params.Clone()
+	k.Params.SetFlag("ss_a", true)
+	return k
 }
 
 // clusterKern is a wgmma-tile kernel launched as clusters of two column

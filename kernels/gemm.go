@@ -98,6 +98,13 @@ func GEMMSharedBytes(p ir.Params, c ir.LaunchConfig) int {
 			// and the stage's A barrier.
 			stage = GEMMTileRows*GEMMWSARowBytes + gemmTileCols(p)*GEMMWGMMADepth*2 + gemmClusterBarrierBytes
 		}
+		if p.Flag("ss_a") {
+			// W stages only, then two buffers of the A terms as bf16 tiles.
+			stage = gemmTileCols(p) * GEMMWGMMADepth * 2
+			terms := 2 * ATerms(p) * GEMMTileRows * GEMMWGMMADepth * 2
+			stages := max(2, min(c.Stages, (c.MaxSharedBytes-gemmWGMMAAlign-terms)/stage))
+			return gemmWGMMAAlign + stages*stage + terms
+		}
 		stages := max(2, min(c.Stages, (c.MaxSharedBytes-gemmWGMMAAlign)/stage))
 		return gemmWGMMAAlign + stages*stage
 	}
@@ -132,6 +139,24 @@ const GEMMClusterBlocks = 2
 
 // gemmClusterBarrierBytes is a cluster_a stage's A barrier (an mbarrier).
 const gemmClusterBarrierBytes = 8
+
+// checkSSA refuses ss_a (the A terms rounded once a k-tile into shared
+// memory, both product operands from there) off the wgmma tile, without
+// flush_k's k-tile sums or with flush_k16's, with cluster_a or the
+// persistent walk.
+func checkSSA(p ir.Params) error {
+	switch {
+	case !p.Flag("ss_a"):
+		return nil
+	case !p.Flag("wgmma") || p.Flag("wgmma_ws"):
+		return fmt.Errorf("ss_a: the A terms in shared memory are the wgmma tile's")
+	case !p.Flag("flush_k") || p.Flag("flush_k16"):
+		return fmt.Errorf("ss_a takes flush_k's k-tile sums (flush_k %v, flush_k16 %v)", p.Flag("flush_k"), p.Flag("flush_k16"))
+	case p.Flag("cluster_a") || p.Flag("persistent"):
+		return fmt.Errorf("ss_a with cluster_a or persistent: the tile stages its own A")
+	}
+	return nil
+}
 
 // checkClusterA refuses cluster_a off the wgmma tile, with the persistent
 // walk, or where the A rows (K of the param named k) are not whole 16-byte
@@ -201,7 +226,7 @@ func gemmFamily(kind, of ir.Kind) *ir.Family {
 	return &ir.Family{
 		Kind:     kind,
 		Operands: operandsOf(of),
-		Params:   cat(ir.Ints("k", "n", "tile_n"), ir.Flags("split_a", "split_a3", "wgmma"), ir.OptionalFlags("flush_k", "flush_k16", "wgmma_ws", "cluster_a")),
+		Params:   cat(ir.Ints("k", "n", "tile_n"), ir.Flags("split_a", "split_a3", "wgmma"), ir.OptionalFlags("flush_k", "flush_k16", "wgmma_ws", "cluster_a", "ss_a")),
 		Check: func(p ir.Params) error {
 			n := p.Int("tile_n")
 			if n != GEMMTileCols && n != GEMMTileColsWide {
@@ -219,6 +244,9 @@ func gemmFamily(kind, of ir.Kind) *ir.Family {
 				return err
 			}
 			if err := checkClusterA(p, "k"); err != nil {
+				return err
+			}
+			if err := checkSSA(p); err != nil {
 				return err
 			}
 			return checkATerms(p)
@@ -275,6 +303,10 @@ func wgmmaOperandsNamed(prefix string, n int) map[string]any {
 		prefix + "_a":     fmt.Sprintf("%%%d, %%%d, %%%d, %%%d", regs, regs+1, regs+2, regs+3),
 		prefix + "_b":     regs + 4,
 		prefix + "_scale": regs + 5,
+		// Both operands from shared memory (wgmma_ss): A's descriptor, B's, the predicate's input.
+		prefix + "_ss_a":     regs,
+		prefix + "_ss_b":     regs + 1,
+		prefix + "_ss_scale": regs + 2,
 	}
 }
 

@@ -79,11 +79,14 @@ func moeGroupCheck(p ir.Params) error {
 			return err
 		}
 	}
+	if err := checkSSA(p); err != nil {
+		return err
+	}
 	return checkATerms(p)
 }
 
 func moeGroupFamilies() []*ir.Family {
-	moeParams := cat(ir.Ints("experts", "hidden", "inter", "k"), ir.Flags("split_a", "split_a3", "wgmma"), ir.OptionalFlags("flush_k", "flush_k16", "wgmma_ws", "wide_tile", "persistent", "cluster_a"))
+	moeParams := cat(ir.Ints("experts", "hidden", "inter", "k"), ir.Flags("split_a", "split_a3", "wgmma"), ir.OptionalFlags("flush_k", "flush_k16", "wgmma_ws", "wide_tile", "persistent", "cluster_a", "ss_a"))
 	// Both grouped GEMMs take the 128-column tile, mma or wgmma, or with
 	// wide_tile the wgmma tile's 256 (gemmTileCols; with flush_k its
 	// products half the columns at a time, as the dense gemm's).

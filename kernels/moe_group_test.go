@@ -473,3 +473,47 @@ func TestClusterACheck(t *testing.T) {
 		}
 	}
 }
+
+// TestSSACheck: ss_a is the wgmma tile's, with flush_k and not flush_k16,
+// cluster_a or persistent; its shared memory is the W stages and two term
+// buffers.
+func TestSSACheck(t *testing.T) {
+	c := ir.LaunchConfig{Threads: 256, Warp: 32, MaxSharedBytes: 227 << 10, Stages: 4, Multiprocessors: 132}
+	gemm := func(flags ...string) ir.Params {
+		var p ir.Params
+		for k, v := range map[string]int64{"k": 2048, "n": 8192, "tile_n": 256} {
+			p.SetInt(k, v)
+		}
+		for _, f := range []string{"split_a", "split_a3", "wgmma"} {
+			p.SetFlag(f, false)
+		}
+		for _, f := range flags {
+			p.SetFlag(f, true)
+		}
+		return p
+	}
+	for _, tt := range []struct {
+		name   string
+		p      ir.Params
+		want   string
+		shared int
+	}{
+		{"three terms, 256 columns", gemm("split_a", "split_a3", "wgmma", "flush_k", "ss_a"), "", 1024 + 4*256*64*2 + 2*3*128*64*2},
+		{"one term", gemm("wgmma", "flush_k", "ss_a"), "", 1024 + 4*256*64*2 + 2*1*128*64*2},
+		{"no flush", gemm("wgmma", "ss_a"), "ss_a takes flush_k's", 0},
+		{"warp-specialized tile", gemm("wgmma_ws", "ss_a"), "the wgmma tile's", 0},
+		{"with clusters", gemm("wgmma", "flush_k", "cluster_a", "ss_a"), "ss_a with cluster_a", 0},
+	} {
+		f := kernels.Families[ir.GEMM]
+		err := f.CheckParams(tt.p)
+		if (tt.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want %q", tt.name, err, tt.want)
+			continue
+		}
+		if err == nil {
+			if got := f.Launch(tt.p, 8192, c).SharedBytes; got != tt.shared {
+				t.Errorf("%s: %d shared bytes, want %d", tt.name, got, tt.shared)
+			}
+		}
+	}
+}

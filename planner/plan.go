@@ -157,6 +157,11 @@ type Options struct {
 	// cluster"). Projections whose K is not whole 16-byte rows keep one
 	// block.
 	ClusterA bool
+	// SharedATerms rounds the wgmma tile's A terms once a k-tile into shared
+	// memory, by every thread a share under the products, which then read
+	// both operands from there (the kernels' ss_a flag; sm_90, flush_k's
+	// tiles: docs/prefill-gemm.md, "The A terms in shared memory").
+	SharedATerms bool
 }
 
 // DefaultBuckets are the real model's prefill buckets.

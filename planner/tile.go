@@ -32,7 +32,7 @@ func tilePass(c *compilation) error {
 		if k := c.steps[i].Kind; k != plan.Prefill && k != plan.Logits {
 			continue
 		}
-		if err := tileMany(g, gemmTileCols(c.o.Target, c.o.aTerms()), c.o.aTerms(), c.o.gemmTileKind(), c.o.flushSums(), c.o.flushSlices(), expertTile{wide: c.o.WideExperts, persistent: c.o.PersistentExperts, cluster: c.o.ClusterA}); err != nil {
+		if err := tileMany(g, gemmTileCols(c.o.Target, c.o.aTerms()), c.o.aTerms(), c.o.gemmTileKind(), c.o.flushSums(), c.o.flushSlices(), expertTile{wide: c.o.WideExperts, persistent: c.o.PersistentExperts, cluster: c.o.ClusterA, shared: c.o.SharedATerms}); err != nil {
 			return err
 		}
 	}
@@ -85,6 +85,9 @@ func tileMany(g *ir.Graph, cols, terms int, tile gemmTileKind, flush, slices boo
 		}
 		if experts.cluster && tile == tileWGMMA && op.Params.Int("k")%4 == 0 {
 			op.Params.SetFlag("cluster_a", true)
+		}
+		if experts.sharedTerms(op.Params) {
+			op.Params.SetFlag("ss_a", true)
 		}
 		if flush && tile != tileWGMMAWS {
 			// The mma tile's second set fits 128 columns only, as does the
@@ -147,6 +150,9 @@ func groupExperts(g *ir.Graph, terms int, tile gemmTileKind, flush, slices bool,
 			// one block.
 			if experts.cluster && tile == tileWGMMA && !experts.persistent && q.Int("hidden")%4 == 0 && q.Int("inter")%4 == 0 {
 				q.SetFlag("cluster_a", true)
+			}
+			if !experts.persistent && experts.sharedTerms(q) {
+				q.SetFlag("ss_a", true)
 			}
 			return q
 		}
@@ -251,7 +257,16 @@ func (k gemmTileKind) set(p *ir.Params) {
 //     dense GEMMs take it too (tileMany).
 //
 // docs/prefill-gemm.md has the measurements.
-type expertTile struct{ wide, persistent, cluster bool }
+//   - shared (Options.SharedATerms): the A terms rounded once a k-tile
+//     into shared memory (ss_a), on the wgmma tile with flush_k's sums; the
+//     dense GEMMs too.
+type expertTile struct{ wide, persistent, cluster, shared bool }
+
+// sharedTerms reports whether a tiled GEMM of parameters p takes ss_a:
+// asked for, on the wgmma tile with flush_k (not flush_k16), no cluster.
+func (e expertTile) sharedTerms(p ir.Params) bool {
+	return e.shared && p.Flag("wgmma") && p.Flag("flush_k") && !p.Flag("flush_k16") && !p.Flag("cluster_a")
+}
 
 // grouped is the tile of the grouped MoE GEMMs: the wgmma tile where the
 // dense ones take the warp-specialized one, which measured slower on them

@@ -439,3 +439,46 @@ func TestClusterAOption(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedATermsOption: Options.SharedATerms puts ss_a on every tiled GEMM
+// of the wgmma tile with flush_k (dense and grouped) on sm_90, none with
+// flush-slice's flush_k16, none on gfx1151 or with --cluster-a.
+func TestSharedATermsOption(t *testing.T) {
+	m := FromConfig("tiny", tinyConfig(t))
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want bool
+	}{
+		{"asked", Options{Target: plan.SM90, SharedATerms: true}, true},
+		{"not asked", Options{Target: plan.SM90}, false},
+		{"flush-slice", Options{Target: plan.SM90, SharedATerms: true, TCSums: TCSumsFlushSlice}, false},
+		{"with clusters", Options{Target: plan.SM90, SharedATerms: true, ClusterA: true}, false},
+		{"gfx1151", Options{Target: plan.GFX1151, SharedATerms: true}, false},
+	} {
+		o := tc.o
+		o.Buckets, o.ContextTokens = []int{4}, 64
+		p, err := Plan(m, o)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		n := 0
+		for _, k := range p.Kernels {
+			switch ir.Kind(k.Family) {
+			case ir.GEMM, ir.GEMMAdd, ir.MoEGateUpGroup, ir.MoEDownGroup:
+			default:
+				continue
+			}
+			want := tc.want && k.Params.Flag("flush_k") && !k.Params.Flag("flush_k16")
+			if want {
+				n++
+			}
+			if got := k.Params.Flag("ss_a"); got != want {
+				t.Errorf("%s: %s has ss_a %v, want %v", tc.name, k.Name, got, want)
+			}
+		}
+		if tc.want && n == 0 {
+			t.Errorf("%s: no kernel took ss_a", tc.name)
+		}
+	}
+}

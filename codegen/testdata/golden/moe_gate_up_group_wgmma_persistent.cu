@@ -373,6 +373,7 @@ constexpr bool FLUSH16 = false;  // flush every 16-deep slice, not every k-tile
 static_assert(SPLIT || !SPLIT3, "the third term follows hi and lo");
 static_assert(FLUSH || !FLUSH16, "flush_k16 is flush_k's finer grain");
 constexpr bool CLUSTER = false;
+constexpr bool SS = false;  // ss_a: the A terms in shared memory (below)
 // HALVES: flush_k on 256 columns, whose registers hold no second 64 × 256 set: each
 // k-tile's products go out half the columns at a time (m64n128k16 into a 64 × 128
 // part, flushed, then the other half, its fragments rounded again).
@@ -383,24 +384,27 @@ constexpr int MT = 1, NT = BN / 16;  // a warpgroup's 64 × BN accumulators as m
 // each, 4 lanes a row: whole sectors) and WROWS rows × 4 of W's 8 chunks (2 lanes a
 // row, 32 bytes each turn): few row pointers, so the accumulators keep the registers.
 // With CLUSTER thread t < 128 copies A row t, whole.
-constexpr int AROWS = CLUSTER ? 1 : BM * (BK / 4) / BDIM_X / 4;
+// With SS thread t fetches half of A row t / 2.
+constexpr int AROWS = CLUSTER || SS ? 1 : BM * (BK / 4) / BDIM_X / 4;
 constexpr int WROWS = BN * BKC / BDIM_X / 4;
 constexpr int ASTRIDE = CLUSTER ? 72 : BK;  // floats a row of an A stage
 constexpr int A32_TILE = BM * ASTRIDE, W_TILE = BN * BK;  // f32 and bf16 elements
-constexpr int STAGE_BYTES = A32_TILE * 4 + W_TILE * 2;
+constexpr int STAGE_BYTES = SS ? W_TILE * 2 : A32_TILE * 4 + W_TILE * 2;  // (SS: no f32 A stages)
 constexpr int BAR_BYTES = CLUSTER ? 8 : 0;  // a stage's A barrier
-constexpr int STAGES = (197632 - 1024) / (STAGE_BYTES + BAR_BYTES);
+constexpr int TERMS_BYTES = SS ? 2 * ATERMS * BM * BK * 2 : 0;  // SS: two buffers of ATERMS bf16 tiles
+constexpr int STAGES = (197632 - 1024 - TERMS_BYTES) / (STAGE_BYTES + BAR_BYTES);
 static_assert(BDIM_X == 256, "the wgmma tile is two warpgroups");
 static_assert(STAGES >= 2, "the tile pipeline needs two stages");
-static_assert(STAGES * (STAGE_BYTES + BAR_BYTES) + 1024 == 197632, "the tile's buffers are the launch's shared memory");
+static_assert(STAGES * (STAGE_BYTES + BAR_BYTES) + TERMS_BYTES + 1024 == 197632, "the tile's buffers are the launch's shared memory");
 static_assert(BN == 128 || BN == 256, "wgmma_rs is spelled for 128 or 256 columns");
-static_assert((CLUSTER || AROWS * BDIM_X / 4 == BM) && WROWS * BDIM_X / 2 == BN, "the copies cover the tile");
+static_assert((CLUSTER || SS || AROWS * BDIM_X / 4 == BM) && WROWS * BDIM_X / 2 == BN, "the copies cover the tile");
+static_assert(!(CLUSTER && SS), "cluster_a and ss_a are two ways of staging A");
 static_assert((A32_TILE * 4) % 1024 == 0, "the W stages start on 1024 bytes");
 #define GEMM_SMEM(name) extern __shared__ u32x4 name[]
 // The rows a thread copies: A rows gemm_a_row(i), chunks TID_X % 4 + 4e (e < 4) of 16;
 // weight rows gemm_w_row(i), chunks TID_X % 2 + 2e of 8. The caller points arow[i],
 // wrow[i] at them.
-DEVICE int gemm_a_row(int i) { return CLUSTER ? TID_X % 128 : TID_X / 4 + 64 * i; }
+DEVICE int gemm_a_row(int i) { return CLUSTER ? TID_X % 128 : SS ? TID_X / 2 : TID_X / 4 + 64 * i; }
 DEVICE int gemm_w_row(int i) { return TID_X / 2 + 128 * i; }
 // gemm_a32_at: float c of row r of an f32 A stage (64 floats a row), its 16-byte chunk
 // XOR 2·(r % 4): a warp's fragment reads (8 rows, 8 floats each) then fill all 32 banks
@@ -485,6 +489,7 @@ DEVICE void gemm_prologue(const float* const (&arow)[AROWS], const bf16* const (
     copy_commit();
   }
 }
+
 // gemm_mainloop: acc = Σ over the k-tiles (see above).
 // live is false where every row of this thread's warpgroup (gemm_group_row() on) is past
 // the operand (a partial tile's padding: the grouped MoE's last tile of an expert, a
