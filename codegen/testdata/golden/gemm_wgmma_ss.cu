@@ -528,8 +528,8 @@ DEVICE void gemm_prologue(const float* const (&arow)[AROWS], const bf16* const (
   }
 }
 // ---- ss_a: the A terms rounded once a k-tile into shared memory ----
-// Each thread fetches its part of the next k-tile's f32 A (row TID_X / 2, k 32·(TID_X % 2)..
-// +32) into registers while this k-tile's products run, rounds it into its ATERMS bf16
+// Each thread fetches its part of a coming k-tile's f32 A (row TID_X / 2, k 32·(TID_X % 2)..
+// +32) into registers a round ahead of its use, under the products, rounds it into its ATERMS bf16
 // terms (wgmma_a_terms: the same values the register fragments take) and stores them into
 // the other of two term buffers, K-major bf16 tiles in the 128-byte swizzle as W's; the
 // products read both operands from shared memory (wgmma_ss). So a k-tile's A is rounded
@@ -609,6 +609,10 @@ DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS
     gemm_store_terms(terms, v, q);
   }
   fence_proxy_async();
+  // Each round is fetched as soon as the registers are free: a round ahead of its store
+  // (the first round of k-tile kt + 1 at the end of k-tile kt − 1), so that its loads
+  // land under a half's products and flush.
+  if (KT > 1) gemm_fetch_a<K>(v, arow[0], 1, 0);
 #pragma unroll 1
   for (int kt = 0; kt < KT; ++kt) {
     copy_wait<STAGES - 2>();
@@ -620,7 +624,6 @@ DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS
     if (next < KT) gemm_load_w<K>(sw + (next % STAGES) * W_TILE, wrow, next, wsafe);
     copy_commit();
     const bool more = kt + 1 < KT;
-    if (more) gemm_fetch_a<K>(v, arow[0], kt + 1, 0);  // in flight under the products
     bf16* tb = terms + (kt % 2) * ATERMS * TERM_TILE;
     bf16* tn = terms + ((kt + 1) % 2) * ATERMS * TERM_TILE;
     const unsigned long long db = wgmma_desc(sw + (kt % STAGES) * W_TILE);
@@ -643,7 +646,11 @@ DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS
         }
         if (more) {
           gemm_store_terms(tn, v, h);
-          if (h == 0) gemm_fetch_a<K>(v, arow[0], kt + 1, 1);
+          if (h == 0) {
+            gemm_fetch_a<K>(v, arow[0], kt + 1, 1);
+          } else if (kt + 2 < KT) {
+            gemm_fetch_a<K>(v, arow[0], kt + 2, 0);
+          }
         }
         if (live) {
           wgmma_wait<0>();
@@ -666,6 +673,7 @@ DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS
       wgmma_commit();
     }
     if (more) gemm_store_terms(tn, v, 0);
+    if (kt + 2 < KT) gemm_fetch_a<K>(v, arow[0], kt + 2, 0);
     if (live) gemm_flush(acc[0], part);
     }
     // This thread's terms for k-tile kt + 1 seen by the products' reads (async proxy),
