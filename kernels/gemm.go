@@ -92,21 +92,20 @@ func GEMMSharedBytes(p ir.Params, c ir.LaunchConfig) int {
 		return gemmWGMMAAlign + stages*(stage+gemmWSBarrierBytes) + ptrs
 	}
 	if p.Flag("wgmma") {
-		stage := GEMMTileRows*GEMMWGMMADepth*4 + gemmTileCols(p)*GEMMWGMMADepth*2
-		if p.Flag("cluster_a") {
+		// A stage's f32 A and bf16 W, and what the stages do not repeat (fixed).
+		w := gemmTileCols(p) * GEMMWGMMADepth * 2
+		stage, fixed := GEMMTileRows*GEMMWGMMADepth*4+w, 0
+		switch {
+		case p.Flag("cluster_a"):
 			// A rows padded to GEMMWSARowBytes (bulk copies write linearly),
 			// and the stage's A barrier.
-			stage = GEMMTileRows*GEMMWSARowBytes + gemmTileCols(p)*GEMMWGMMADepth*2 + gemmClusterBarrierBytes
-		}
-		if p.Flag("ss_a") {
+			stage = GEMMTileRows*GEMMWSARowBytes + w + gemmClusterBarrierBytes
+		case p.Flag("ss_a"):
 			// W stages only, then two buffers of the A terms as bf16 tiles.
-			stage = gemmTileCols(p) * GEMMWGMMADepth * 2
-			terms := 2 * ATerms(p) * GEMMTileRows * GEMMWGMMADepth * 2
-			stages := max(2, min(c.Stages, (c.MaxSharedBytes-gemmWGMMAAlign-terms)/stage))
-			return gemmWGMMAAlign + stages*stage + terms
+			stage, fixed = w, 2*ATerms(p)*GEMMTileRows*GEMMWGMMADepth*2
 		}
-		stages := max(2, min(c.Stages, (c.MaxSharedBytes-gemmWGMMAAlign)/stage))
-		return gemmWGMMAAlign + stages*stage
+		stages := max(2, min(c.Stages, (c.MaxSharedBytes-gemmWGMMAAlign-fixed)/stage))
+		return gemmWGMMAAlign + stages*stage + fixed
 	}
 	const k = 32
 	stages := max(c.Stages, 2) * (GEMMTileRows*k*4 + gemmTileCols(p)*k*2)

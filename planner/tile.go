@@ -83,12 +83,6 @@ func tileMany(g *ir.Graph, cols, terms int, tile gemmTileKind, flush, slices boo
 		if w := op.Params.Int("n"); w <= kernels.GEMMTileCols || (tile.warpgroup() && w <= 2*kernels.GEMMTileCols) {
 			n = kernels.GEMMTileCols
 		}
-		if experts.cluster && tile == tileWGMMA && op.Params.Int("k")%4 == 0 {
-			op.Params.SetFlag("cluster_a", true)
-		}
-		if experts.sharedTerms(op.Params) {
-			op.Params.SetFlag("ss_a", true)
-		}
 		if flush && tile != tileWGMMAWS {
 			// The mma tile's second set fits 128 columns only, as does the
 			// wgmma tile's slice-by-slice flush (flush_k16).
@@ -99,6 +93,7 @@ func tileMany(g *ir.Graph, cols, terms int, tile gemmTileKind, flush, slices boo
 			n = min(n, limit)
 		}
 		op.Params.SetInt("tile_n", int64(n))
+		experts.stageA(op.Kind, &op.Params)
 	}
 	groupExperts(g, terms, tile.grouped(), flush, slices, experts)
 	if err := g.Verify(kernels.Families); err != nil {
@@ -145,18 +140,11 @@ func groupExperts(g *ir.Graph, terms int, tile gemmTileKind, flush, slices bool,
 			if experts.persistent && tile == tileWGMMA {
 				q.SetFlag("persistent", true)
 			}
-			// The clusters' A rows are whole 16-byte copies: hidden (gate_up's
-			// K) and inter (down's) multiples of 4; the persistent walk keeps
-			// one block.
-			if experts.cluster && tile == tileWGMMA && !experts.persistent && q.Int("hidden")%4 == 0 && q.Int("inter")%4 == 0 {
-				q.SetFlag("cluster_a", true)
-			}
-			if !experts.persistent && experts.sharedTerms(q) {
-				q.SetFlag("ss_a", true)
-			}
 			return q
 		}
 		p, dp := grouped(gu.Params), grouped(dn.Params)
+		experts.stageA(ir.MoEGateUpGroup, &p)
+		experts.stageA(ir.MoEDownGroup, &dp)
 		sortP := ir.Params{Ints: map[string]int64{"experts": int64(p.Int("experts")), "k": int64(p.Int("k"))}}
 		sumP := ir.Params{Ints: map[string]int64{"experts": int64(p.Int("experts")), "hidden": int64(p.Int("hidden")), "k": int64(p.Int("k"))}}
 		if kernels.Families[ir.MoESort].CheckParams(sortP) != nil {
@@ -262,10 +250,24 @@ func (k gemmTileKind) set(p *ir.Params) {
 //     dense GEMMs too.
 type expertTile struct{ wide, persistent, cluster, shared bool }
 
-// sharedTerms reports whether a tiled GEMM of parameters p takes ss_a:
-// asked for, on the wgmma tile with flush_k (not flush_k16), no cluster.
-func (e expertTile) sharedTerms(p ir.Params) bool {
-	return e.shared && p.Flag("wgmma") && p.Flag("flush_k") && !p.Flag("flush_k16") && !p.Flag("cluster_a")
+// stageA sets the asked-for ways of staging A (cluster_a, then ss_a) on a
+// tiled GEMM of family kind where the family accepts them: its rules (the
+// wgmma tile, K whole 16-byte rows for clusters, flush_k's sums for ss_a,
+// neither with the persistent walk or the other) are the planner's.
+func (e expertTile) stageA(kind ir.Kind, p *ir.Params) {
+	for _, f := range []struct {
+		asked bool
+		flag  string
+	}{{e.cluster, "cluster_a"}, {e.shared, "ss_a"}} {
+		if !f.asked {
+			continue
+		}
+		q := p.Clone()
+		q.SetFlag(f.flag, true)
+		if kernels.Families[kind].CheckParams(q) == nil {
+			*p = q
+		}
+	}
 }
 
 // grouped is the tile of the grouped MoE GEMMs: the wgmma tile where the

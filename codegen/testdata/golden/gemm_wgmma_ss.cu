@@ -537,7 +537,6 @@ DEVICE void gemm_prologue(const float* const (&arow)[AROWS], const bf16* const (
 // With HALVES the fetch goes in two rounds of 16 floats, one under each half's products.
 constexpr int ROUNDS = HALVES ? 2 : 1, PER_ROUND = 8 / ROUNDS;  // 4-float groups a round
 constexpr int TERM_TILE = BM * BK;  // bf16 elements of one term's tile
-DEVICE void gemm_zero4(f32x4& v) { v.x = v.y = v.z = v.w = 0.0f; }
 // gemm_ld4: 16 aligned bytes of global f32 as one load, issued where it stands (volatile:
 // ahead of the products it is to run under, not moved to its use).
 DEVICE f32x4 gemm_ld4(const float* p) {
@@ -555,7 +554,7 @@ DEVICE void gemm_fetch_a(f32x4 (&v)[PER_ROUND], const float* arow, int kt, int q
     if constexpr (K % 4 == 0) {
       if (arow != nullptr && (unsigned long long)arow % 16 == 0) {
         // K % 4 = 0: a group that starts before K ends before it.
-        if (c < K) v[i] = gemm_ld4(arow + c); else gemm_zero4(v[i]);
+        v[i] = c < K ? gemm_ld4(arow + c) : f32x4{};
         continue;
       }
     }
