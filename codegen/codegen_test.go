@@ -78,7 +78,9 @@ func optionPlans(t *testing.T) []*plan.Plan {
 		{Target: plan.GFX1151, DecodeMMA: planner.DecodeMMAFused},
 		// the decode step's q/k norm folded into the split (--qk-fold: the
 		// tensor-core fold on sm_90, the CUDA-core one on gfx1151)
-		{Target: plan.SM90, QKFold: true}, {Target: plan.GFX1151, QKFold: true}} {
+		{Target: plan.SM90, QKFold: true}, {Target: plan.GFX1151, QKFold: true},
+		// the decode steps' runs as persistent launches (--persistent-decode)
+		{Target: plan.SM90, PersistentDecode: true}, {Target: plan.GFX1151, PersistentDecode: true}} {
 		o.Buckets, o.ContextTokens = []int{1024}, 4096
 		p, err := planner.Plan(m, o)
 		if err != nil {
@@ -151,6 +153,9 @@ func TestGolden(t *testing.T) {
 	}
 	var gs []golden
 	for _, k := range representatives(t) {
+		if ir.Kind(k.Family) == ir.DecodePersistent {
+			continue // rendered with its plan, below
+		}
 		for _, target := range plan.GPUTargets() {
 			d, _ := target.Dialect()
 			if kernels.Families[ir.Kind(k.Family)].CUDAOnly && d != CUDA {
@@ -213,8 +218,26 @@ func TestGolden(t *testing.T) {
 	delete(ws.Params.Flags, "flush_k") // the tile rounds its k-tiles' sums itself
 	delete(ws.Params.Flags, "flush_k16")
 	gs = append(gs, golden{ws, plan.SM90, "gemm_wgmma_ws.cu"})
+	// The persistent decode kernel of each target's option plan (aimac plan
+	// --persistent-decode), rendered from its members.
+	persistent := map[plan.Target]*plan.Plan{}
+	for _, p := range optionPlans(t) {
+		for _, k := range p.Kernels {
+			if ir.Kind(k.Family) == ir.DecodePersistent {
+				persistent[p.Target] = p
+				d, _ := p.Target.Dialect()
+				gs = append(gs, golden{k, p.Target, k.Family + d.SourceExt()})
+			}
+		}
+	}
 	for _, g := range gs {
-		s, err := Render(g.target, g.k)
+		var s Source
+		var err error
+		if p := persistent[g.target]; p != nil && ir.Kind(g.k.Family) == ir.DecodePersistent {
+			s, err = RenderPersistent(p, g.k)
+		} else {
+			s, err = Render(g.target, g.k)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -268,7 +291,13 @@ func TestRenderFrozenPlans(t *testing.T) {
 		}
 		for _, s := range srcs {
 			families[s.Family] = true
-			if !strings.Contains(s.Code, " "+s.Kernel+"(") || strings.Count(s.Code, "KERNEL void") != 1 {
+			entries := 1 // a persistent kernel holds its members' entry points too
+			for _, k := range p.Kernels {
+				if k.Name == s.Kernel {
+					entries += len(k.Members)
+				}
+			}
+			if !strings.Contains(s.Code, " "+s.Kernel+"(") || strings.Count(s.Code, "KERNEL void") != entries {
 				t.Errorf("%s: %s: entry point missing or repeated", target, s.Kernel)
 			}
 			for _, bad := range []string{"#include", "__ocml", "__ockl", "{{", "<no value>"} {

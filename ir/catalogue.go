@@ -172,6 +172,14 @@ const (
 	RMSNormLMHeadCertify Kind = "rmsnorm_lm_head_certify"
 )
 
+// DecodePersistent runs a run of consecutive decode-step launches as one
+// launch (the planner's persist step, docs/persistent.md): its blocks take
+// the run's blocks as work items in order from a counter, each item first
+// waiting for the launch before its own to be done. It is no op of a graph:
+// the plan's launches stay the oracle, and name it as the stream that may
+// run them.
+const DecodePersistent Kind = "decode_persistent"
+
 // Access says how an op touches an operand.
 type Access string
 

@@ -129,6 +129,9 @@ func (p *Plan) Validate() error {
 		}
 		byName[k.Name] = k
 	}
+	for i := range p.Kernels {
+		checkMembers(&p.Kernels[i], byName, fail)
+	}
 	for pi := range p.Phases {
 		ph := &p.Phases[pi]
 		if !ph.Kind.Valid() {
@@ -144,6 +147,7 @@ func (p *Plan) Validate() error {
 		}
 		for li := range ph.Launches {
 			checkFallback(ph, li, byName, p.Target.GPU(), fail)
+			checkStream(ph, li, byName, p.Target.GPU(), fail)
 		}
 		checkLifetimes(ph, fail)
 		for i := range ph.Buffers {
@@ -216,6 +220,65 @@ func checkFallback(ph *Phase, li int, kernelsByName map[string]*Kernel, gpu bool
 	for _, fb := range l.Fallback {
 		if barrier(fb.Kernel) {
 			fail("phase %s: launch %d: fallback %s waits at a grid barrier too", ph.Name, li, fb.Kernel)
+		}
+	}
+}
+
+// checkMembers requires a decode_persistent kernel to list the plan kernels
+// it runs, each once, none of them persistent itself, and every other
+// kernel to list none.
+func checkMembers(k *Kernel, byName map[string]*Kernel, fail func(string, ...any)) {
+	if k.Family != string(ir.DecodePersistent) {
+		if len(k.Members) > 0 {
+			fail("kernel %s: family %s has no members (only %s does)", k.Name, k.Family, ir.DecodePersistent)
+		}
+		return
+	}
+	if len(k.Members) == 0 {
+		fail("kernel %s: a %s kernel lists the kernels it runs", k.Name, k.Family)
+	}
+	seen := map[string]bool{}
+	for _, m := range k.Members {
+		mk := byName[m]
+		switch {
+		case mk == nil:
+			fail("kernel %s: member %s is not a plan kernel", k.Name, m)
+		case mk.Family == string(ir.DecodePersistent):
+			fail("kernel %s: member %s is a %s kernel itself", k.Name, m, ir.DecodePersistent)
+		case seen[m]:
+			fail("kernel %s: member %s listed twice", k.Name, m)
+		}
+		seen[m] = true
+	}
+}
+
+// checkStream requires a launch that names a decode_persistent kernel to be
+// one of that kernel's members, on a GPU target, with the target's 1-D block,
+// operand offsets that do not move with a slot (the kernel's item table is
+// written once) and no fallback (its family waits at no grid barrier).
+func checkStream(ph *Phase, li int, byName map[string]*Kernel, gpu bool, fail func(string, ...any)) {
+	l := &ph.Launches[li]
+	if l.Stream == "" {
+		return
+	}
+	k := byName[l.Stream]
+	switch {
+	case !gpu:
+		fail("phase %s: launch %d (%s): stream %s on a target that is no GPU", ph.Name, li, l.Kernel, l.Stream)
+	case k == nil || k.Family != string(ir.DecodePersistent):
+		fail("phase %s: launch %d (%s): stream %s is not a %s kernel of the plan", ph.Name, li, l.Kernel, l.Stream, ir.DecodePersistent)
+	case !slices.Contains(k.Members, l.Kernel):
+		fail("phase %s: launch %d: kernel %s is not a member of stream %s", ph.Name, li, l.Kernel, l.Stream)
+	case len(l.Fallback) > 0:
+		fail("phase %s: launch %d (%s): a launch with fallback launches cannot join stream %s", ph.Name, li, l.Kernel, l.Stream)
+	case len(l.Block) < 1 || l.Block[0] <= 0 || slices.ContainsFunc(l.Block[1:], func(d int) bool { return d != 1 }):
+		fail("phase %s: launch %d (%s): block %v: stream %s runs 1-D blocks", ph.Name, li, l.Kernel, l.Block, l.Stream)
+	case l.Cluster > 1:
+		fail("phase %s: launch %d (%s): a cluster launch cannot join stream %s", ph.Name, li, l.Kernel, l.Stream)
+	}
+	for _, a := range l.Args {
+		if a.Dyn != nil {
+			fail("phase %s: launch %d (%s): operand %s moves with a slot; stream %s writes its operands once", ph.Name, li, l.Kernel, a.Buffer, l.Stream)
 		}
 	}
 }

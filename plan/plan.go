@@ -165,6 +165,10 @@ type Kernel struct {
 	Family     string    `json:"family"`
 	Params     ir.Params `json:"params"`
 	SourceHash string    `json:"source_hash,omitempty"`
+	// Members, for a kernel of the decode_persistent family, are the plan
+	// kernels whose entry points it runs as work items (their blocks), in
+	// the order its item table numbers them (docs/persistent.md).
+	Members []string `json:"members,omitempty"`
 }
 
 // Phase is one executable step.
@@ -199,8 +203,14 @@ type Launch struct {
 	SharedBytes int      `json:"shared_bytes,omitempty"`
 	// Cluster is the blocks of a thread-block cluster along the grid's x
 	// (ir.LaunchShape.Cluster); 0 is none.
-	Cluster int   `json:"cluster,omitempty"`
-	Args    []Arg `json:"args"`
+	Cluster int `json:"cluster,omitempty"`
+	// Stream names the decode_persistent kernel that may run this launch
+	// together with the launches next to it that name the same kernel: one
+	// launch whose blocks take the run's blocks in order, each waiting for
+	// the launch before its own to be done (docs/persistent.md). An engine
+	// that does not run it launches them one by one, as if it were empty.
+	Stream string `json:"stream,omitempty"`
+	Args   []Arg  `json:"args"`
 	// Fallback, for a kernel whose family waits at a grid barrier
 	// (ir.Family.GridBarrier), is the launches that compute the same on
 	// the same buffers, in order: the engine runs them instead on a device

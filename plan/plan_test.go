@@ -2,6 +2,7 @@ package plan_test
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,6 +18,16 @@ func tinyPlan(t testing.TB) *plan.Plan { return tinyPlanFusion(t, planner.FuseDe
 // concatenated into one weight of parts).
 func tinyPlanFusion(t testing.TB, f planner.Fusion) *plan.Plan {
 	t.Helper()
+	p, err := planner.Plan(planner.FromConfig("tiny", tinyConfig(t)), planner.Options{Target: "cpu", Buckets: []int{4, 8}, ContextTokens: 32, Fusion: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// tinyConfig is a model of every layer kind at the smallest widths.
+func tinyConfig(t testing.TB) *arch.Config {
+	t.Helper()
 	c, err := arch.ParseConfig([]byte(`{"hidden_size":16,"num_hidden_layers":4,"vocab_size":40,"num_attention_heads":2,
 	"num_key_value_heads":1,"head_dim":8,"linear_num_key_heads":1,"linear_num_value_heads":2,"linear_key_head_dim":4,
 	"linear_value_head_dim":4,"linear_conv_kernel_dim":4,"num_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":8,
@@ -24,11 +35,7 @@ func tinyPlanFusion(t testing.TB, f planner.Fusion) *plan.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := planner.Plan(planner.FromConfig("tiny", c), planner.Options{Target: "cpu", Buckets: []int{4, 8}, ContextTokens: 32, Fusion: f})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return c
 }
 
 // weights are the indices of the plan's weight buffers.
@@ -196,5 +203,90 @@ func TestTakeFallbacks(t *testing.T) {
 	same := p.TakeFallbacks(func(*plan.Phase, *plan.Launch) bool { return false })
 	if !bytes.Equal(before, same.Bytes()) || &same.Phases[0].Launches[0] != &p.Phases[0].Launches[0] {
 		t.Error("taking no fallback changed the plan or copied its launches")
+	}
+}
+
+// persistentPlan is the tiny model's sm_90 plan with persistent runs
+// (aimac plan --persistent-decode), and the index of its decode phase.
+func persistentPlan(t testing.TB) (*plan.Plan, int) {
+	t.Helper()
+	c := tinyConfig(t)
+	p, err := planner.Plan(planner.FromConfig("tiny", c), planner.Options{Target: plan.SM90, Buckets: []int{4}, ContextTokens: 32, PersistentDecode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ph := range p.Phases {
+		if ph.Kind == plan.DecodeStep {
+			return p, i
+		}
+	}
+	t.Fatal("no decode phase")
+	return nil, 0
+}
+
+// TestValidatePersistent: a plan's persistent runs and their kernel are
+// held to their rules, one corruption at a time.
+func TestValidatePersistent(t *testing.T) {
+	p, _ := persistentPlan(t)
+	if err := p.Validate(); err != nil {
+		t.Fatalf("the persistent plan: %v", err)
+	}
+	stream := func(p *plan.Plan) *plan.Kernel {
+		for i := range p.Kernels {
+			if p.Kernels[i].Family == string(ir.DecodePersistent) {
+				return &p.Kernels[i]
+			}
+		}
+		t.Fatal("no decode_persistent kernel")
+		return nil
+	}
+	marked := func(p *plan.Plan, d int) *plan.Launch {
+		for i := range p.Phases[d].Launches {
+			if p.Phases[d].Launches[i].Stream != "" {
+				return &p.Phases[d].Launches[i]
+			}
+		}
+		t.Fatal("no marked launch")
+		return nil
+	}
+	for _, tt := range []struct {
+		name   string
+		modify func(p *plan.Plan, d int)
+		want   string
+	}{
+		{"unknown stream", func(p *plan.Plan, d int) { marked(p, d).Stream = "nope" }, "stream nope is not a decode_persistent kernel"},
+		{"not a member", func(p *plan.Plan, d int) {
+			k := stream(p)
+			k.Members = slices.DeleteFunc(slices.Clone(k.Members), func(m string) bool { return m == marked(p, d).Kernel })
+		}, "is not a member of stream"},
+		{"member unknown", func(p *plan.Plan, d int) { k := stream(p); k.Members = append(slices.Clone(k.Members), "nope") }, "member nope is not a plan kernel"},
+		{"member twice", func(p *plan.Plan, d int) { k := stream(p); k.Members = append(slices.Clone(k.Members), k.Members[0]) }, "listed twice"},
+		{"member itself", func(p *plan.Plan, d int) { k := stream(p); k.Members = append(slices.Clone(k.Members), k.Name) }, "is a decode_persistent kernel itself"},
+		{"no members", func(p *plan.Plan, d int) { stream(p).Members = nil }, "lists the kernels it runs"},
+		{"members elsewhere", func(p *plan.Plan, d int) { p.Kernels[0].Members = []string{p.Kernels[1].Name} }, "has no members"},
+		{"2-D block", func(p *plan.Plan, d int) { marked(p, d).Block = []int{128, 2, 1} }, "runs 1-D blocks"},
+		{"cluster", func(p *plan.Plan, d int) { marked(p, d).Cluster = 2 }, "a cluster launch cannot join"},
+		{"moving operand", func(p *plan.Plan, d int) {
+			l := marked(p, d)
+			s := ir.ParamPos
+			l.Args[0].Dyn, l.Args[0].DynStride = &s, 4
+		}, "moves with a slot"},
+		{"max_launches below a run", func(p *plan.Plan, d int) { stream(p).Params.SetInt("max_launches", 1) }, "max_launches 1: want 2 to"},
+	} {
+		p, d := persistentPlan(t)
+		if p.Kernels[0].Family == string(ir.DecodePersistent) {
+			p.Kernels[0], p.Kernels[1] = p.Kernels[1], p.Kernels[0]
+		}
+		tt.modify(p, d)
+		err := p.Validate()
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want it to contain %q", tt.name, err, tt.want)
+		}
+	}
+	// The cpu target has no persistent runs.
+	cpu := tinyPlan(t)
+	cpu.Phases[0].Launches[0].Stream = "decode_persistent_x"
+	if err := cpu.Validate(); err == nil || !strings.Contains(err.Error(), "on a target that is no GPU") {
+		t.Errorf("cpu plan with a stream: %v", err)
 	}
 }

@@ -293,6 +293,11 @@ func schedulePass(c *compilation) error {
 		}
 	}
 	s.fillKernels()
+	if c.o.PersistentDecode && c.o.Target.GPU() {
+		if err := persistDecode(p, c.o.Target.Launch().Threads); err != nil {
+			return err
+		}
+	}
 	sort.Slice(p.Kernels, func(i, j int) bool { return p.Kernels[i].Name < p.Kernels[j].Name })
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("planner produced an invalid plan: %w", err)

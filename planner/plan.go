@@ -162,6 +162,12 @@ type Options struct {
 	// both operands from there (the kernels' ss_a flag; sm_90, flush_k's
 	// tiles: docs/prefill-gemm.md, "The A terms in shared memory").
 	SharedATerms bool
+	// PersistentDecode lets one decode_persistent launch run each run of
+	// the decode steps' launches whose families can run as its items (a GPU
+	// target; docs/persistent.md): the runs' blocks become work items taken
+	// in order, each waiting for the launch before its own instead of a
+	// launch boundary. The launches stay in the plan as the oracle.
+	PersistentDecode bool
 }
 
 // DefaultBuckets are the real model's prefill buckets.
@@ -290,6 +296,9 @@ func (o *Options) check() error {
 	}
 	if o.DecodeSplits < -1 || o.DecodeSplits > kernels.MaxSplits {
 		errs = append(errs, fmt.Errorf("decode splits %d: want -1 (attention), 0 (the target's) or 1 to %d", o.DecodeSplits, kernels.MaxSplits))
+	}
+	if o.PersistentDecode && !o.Target.GPU() {
+		errs = append(errs, fmt.Errorf("persistent decode needs a GPU target; target %s runs its launches one by one", o.Target))
 	}
 	if o.Chunk < 1 || o.Chunk > 1024 {
 		errs = append(errs, fmt.Errorf("chunk %d: want 1 to 1024", o.Chunk))

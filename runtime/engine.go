@@ -19,7 +19,12 @@ type Engine struct {
 	be      Backend
 	globals map[string]Mem
 	arena   Mem
-	weights []Mem
+	// persistentOn: the decode steps launch their persistent runs as one
+	// launch each (SetPersistent); persistentMems are the runs' item
+	// tables and sync blocks.
+	persistentOn   bool
+	persistentMems []Mem
+	weights        []Mem
 
 	prefill map[int]*phase // by bucket
 	decode  *phase
@@ -70,6 +75,9 @@ type phase struct {
 	locals  map[string]int64 // arena offsets
 	// in and out are the memory of the ports the phase declares.
 	in, out map[plan.Port]Mem
+	// runs are the persistent runs of its launches, by their first launch
+	// (persistent.go).
+	runs map[int]*persistentRun
 }
 
 // argRef is a launch argument resolved to memory, before dynamic offsets.
@@ -172,6 +180,13 @@ func NewEngine(p *plan.Plan, be Backend, w Weights) (*Engine, error) {
 				refs = append(refs, ref)
 			}
 			r.args = append(r.args, refs)
+		}
+		if ph.Kind.Decode() {
+			if err := e.buildPersistent(r, kernels); err != nil {
+				e.Close()
+				return nil, err
+			}
+			e.persistentOn = e.persistentOn || len(r.runs) > 0
 		}
 		switch ph.Kind {
 		case plan.Prefill:
@@ -666,23 +681,45 @@ func (e *Engine) replay(ctx context.Context, ph *phase) error {
 
 // launch enqueues a phase's launches: rows and dynamic offsets from the
 // parameter block's slots.
-func (e *Engine) launch(ctx context.Context, ph *phase) error { return e.launchEach(ctx, ph, nil) }
+func (e *Engine) launch(ctx context.Context, ph *phase) error {
+	return e.launchRange(ctx, ph, 0, len(ph.p.Launches), nil, false, true)
+}
 
 // launchEach is launch with each launch i run through each(i, run) when
-// each is not nil.
+// each is not nil, every launch its own (the profiles time them one by
+// one: a persistent run is launched launch by launch).
 func (e *Engine) launchEach(ctx context.Context, ph *phase, each func(i int, run func() error) error) error {
-	return e.launchRange(ctx, ph, 0, len(ph.p.Launches), each, false)
+	return e.launchRange(ctx, ph, 0, len(ph.p.Launches), each, false, false)
 }
 
 // launchRange enqueues launches [from, to) of a phase. captured launches
 // pass a row count that comes from a parameter slot as the slot (−slot−1:
 // the kernel reads it at run time, KernelABI 5), so a graph of them serves
 // every count; their operand offsets must not depend on a slot.
-func (e *Engine) launchRange(ctx context.Context, ph *phase, from, to int, each func(i int, run func() error) error, captured bool) error {
+//
+// With persistent, a persistent run that starts at launch i and ends by to
+// is one launch of its decode_persistent kernel, run through each(i, run).
+func (e *Engine) launchRange(ctx context.Context, ph *phase, from, to int, each func(i int, run func() error) error, captured, persistent bool) error {
 	refs := make([]Ref, 0, 8)
 	for i := from; i < to; i++ {
 		if ctx.Err() != nil {
 			return context.Cause(ctx) // ErrClosed when Close cancelled the step
+		}
+		if pr := ph.runs[i]; persistent && e.persistentOn && pr != nil && pr.to <= to {
+			run := func() error {
+				return e.be.Launch(pr.kernel, &pr.launch, []Ref{{Mem: pr.table}, {Mem: pr.sync}}, 1, &e.block)
+			}
+			var err error
+			if each != nil {
+				err = each(i, run)
+			} else {
+				err = run()
+			}
+			if err != nil {
+				return fmt.Errorf("phase %s launches %d to %d (%s): %w", ph.p.Name, i, pr.to-1, pr.kernel.Name, err)
+			}
+			i = pr.to - 1
+			continue
 		}
 		l := &ph.p.Launches[i]
 		r, _ := ph.kernels[i].Params.Rows()
@@ -749,6 +786,10 @@ func (e *Engine) Close() error {
 	if e.arena != nil {
 		e.be.Free(e.arena)
 	}
+	for _, m := range e.persistentMems {
+		e.be.Free(m)
+	}
+	e.persistentMems = nil
 	e.globals = nil
 	return nil
 }

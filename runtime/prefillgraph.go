@@ -76,7 +76,7 @@ func (e *Engine) replayPrefill(ctx context.Context, ph *phase) error {
 		if pc.g != nil {
 			err = pc.g.Replay()
 		} else {
-			err = e.launchRange(ctx, ph, pc.from, pc.to, nil, false)
+			err = e.launchRange(ctx, ph, pc.from, pc.to, nil, false, false)
 		}
 		if err != nil {
 			return err
@@ -134,5 +134,5 @@ func capturable(ph *phase, i int) bool {
 // launchCaptured enqueues launches [from, to) for a capture, every launch
 // but the first with programmatic serialization when the engine uses it.
 func (e *Engine) launchCaptured(ph *phase, from, to int) error {
-	return e.launchRange(context.Background(), ph, from, to, e.programmaticAfterFirst(), true)
+	return e.launchRange(context.Background(), ph, from, to, e.programmaticAfterFirst(), true, false)
 }

@@ -103,7 +103,7 @@ func (e *Engine) launchSteps(phases ...*phase) error {
 	ctx := context.Background()
 	each := e.programmaticAfterFirst()
 	for _, ph := range phases {
-		if err := e.launchEach(ctx, ph, each); err != nil {
+		if err := e.launchRange(ctx, ph, 0, len(ph.p.Launches), each, false, true); err != nil {
 			return err
 		}
 	}

@@ -212,9 +212,15 @@ type benchMethod struct {
 	StepGraphsError string `json:"step_graphs_error,omitempty"`
 	Programmatic    bool   `json:"programmatic"`
 	// ProgrammaticError is why programmatic launch was turned off.
-	ProgrammaticError string  `json:"programmatic_error,omitempty"`
-	Bytes             string  `json:"bytes"`
-	TimeLimitS        float64 `json:"time_limit_s,omitempty"`
+	ProgrammaticError string `json:"programmatic_error,omitempty"`
+	// PersistentRuns and PersistentLaunches: the runs of the decode steps'
+	// launches that ran as one persistent launch each, and the launches they
+	// hold (aimac plan --persistent-decode, docs/persistent.md); the
+	// per-family profiles time those launches one by one.
+	PersistentRuns     int     `json:"persistent_runs,omitempty"`
+	PersistentLaunches int     `json:"persistent_launches,omitempty"`
+	Bytes              string  `json:"bytes"`
+	TimeLimitS         float64 `json:"time_limit_s,omitempty"`
 }
 
 // benchPrefill is one prompt length's prefill figures.
@@ -932,6 +938,10 @@ func (b *bench) noteStep(device bool) {
 	}
 	if pdl {
 		parts = append(parts, "programmatic dependent launch")
+	}
+	m.PersistentRuns, m.PersistentLaunches = b.e.Persistent()
+	if m.PersistentRuns > 0 {
+		parts = append(parts, fmt.Sprintf("%d runs of %d launches each one persistent launch (the profiles time them launch by launch)", m.PersistentRuns, m.PersistentLaunches))
 	}
 	m.DecodeStep = strings.Join(parts, "; ")
 }

@@ -85,7 +85,7 @@ func parseBuckets(s string) ([]int, error) {
 func planCmd() *cobra.Command {
 	var dir, target, buckets, out, kvDType, fusion, tiling, prefillAttn, prefillGDN, gemmTile, tcSums string
 	var ctxTokens, decodeSplits, gdnColTile, streamUnroll, aTerms int
-	var decodeStream, gdnPeer, moeRouter, moeRank, l2Prefetch, certifiedHead, wideExperts, persistentExperts, clusterA, sharedATerms, qkFold bool
+	var decodeStream, gdnPeer, moeRouter, moeRank, l2Prefetch, certifiedHead, wideExperts, persistentExperts, clusterA, sharedATerms, persistentDecode, qkFold bool
 	var decodeMMA string
 	c := &cobra.Command{
 		Use:   "plan",
@@ -106,7 +106,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 			}
 			p, err := planner.Plan(m, planner.Options{Target: plan.Target(target), Buckets: bs, ContextTokens: ctxTokens, KVDType: ir.DType(kvDType), Fusion: planner.Fusion(fusion),
 				Tiling: planner.Tiling(tiling), DecodeSplits: decodeSplits, DecodeStream: decodeStream, DecodeMMA: planner.DecodeMMA(decodeMMA), QKFold: qkFold, MoERouter: moeRouter, MoERank: moeRank, L2Prefetch: l2Prefetch, StreamUnroll: streamUnroll, BF16Head: !certifiedHead, GDNColumnTile: gdnColTile, GDNPeer: gdnPeer, PrefillAttention: planner.PrefillAttention(prefillAttn),
-				PrefillGDN: planner.PrefillGDN(prefillGDN), GEMMTile: planner.GEMMTile(gemmTile), TCSums: planner.TCSums(tcSums), ATerms: aTerms, WideExperts: wideExperts, PersistentExperts: persistentExperts, ClusterA: clusterA, SharedATerms: sharedATerms})
+				PrefillGDN: planner.PrefillGDN(prefillGDN), GEMMTile: planner.GEMMTile(gemmTile), TCSums: planner.TCSums(tcSums), ATerms: aTerms, WideExperts: wideExperts, PersistentExperts: persistentExperts, ClusterA: clusterA, SharedATerms: sharedATerms, PersistentDecode: persistentDecode})
 			if err != nil {
 				return err
 			}
@@ -152,6 +152,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 	c.Flags().StringVar(&gemmTile, "gemm-tile", "", "the tile `KIND` under the tiled GEMMs (gemm, gemm_add, the grouped MoE's): wgmma (sm_90a's warpgroup products, sm_90 only), wgmma-ws (gemm and gemm_add on the same products warp-specialized, each k-tile's partial sums added in f32 with round-to-nearest whatever --tc-sums says, the grouped MoE's on wgmma: sm_90 only), mma (mma.sync on sm_90, WMMA on gfx1151), or empty for the target's default (wgmma on sm_90: see docs/prefill-gemm.md)")
 	_ = c.RegisterFlagCompletionFunc("gemm-tile", cobra.FixedCompletions([]string{"wgmma", "wgmma-ws", "mma"}, cobra.ShellCompDirectiveNoFileComp))
 	c.Flags().StringVar(&tcSums, "tc-sums", "", "how the tensor-core kernels keep their sums over a long axis `MODE`: mma (the whole sum in the MMA accumulators, whose alignment truncates), flush (the tiled GEMMs' k-tiles summed apart and added in rounded to nearest: flush_k; the wgmma tile flushes its 256 columns half at a time, the mma tile takes 128), flush-slice (the same for every 16-deep slice), flush-all (flush, and the chunked GDN's state and the flash prefill attention's p·v), or empty for the target's default (flush on sm_90, mma elsewhere: see docs/prefill-gemm.md)")
+	c.Flags().BoolVar(&persistentDecode, "persistent-decode", false, "run each run of the decode step's launches whose families allow it as one persistent launch of work items, each waiting for the launch before its own (GPU targets; docs/persistent.md)")
 	c.Flags().BoolVar(&sharedATerms, "shared-a-terms", false, "the wgmma tile's A terms rounded once a k-tile into shared memory, both product operands read from there (sm_90, with --tc-sums flush; docs/prefill-gemm.md)")
 	c.Flags().BoolVar(&clusterA, "cluster-a", false, "the wgmma tile's GEMMs (dense and grouped) as clusters of two column tiles that each copy half of their shared A rows into both (sm_90; docs/prefill-gemm.md)")
 	c.Flags().BoolVar(&persistentExperts, "persistent-experts", false, "the grouped MoE GEMMs on the wgmma tile as one block per multiprocessor walking the tiles, each copying its next tile in under the last one's stores (sm_90; measured slower than the default: docs/prefill-gemm.md)")

@@ -91,6 +91,8 @@ type results struct {
 	// DecodePDLBit: their logits equal the same graphs' without it.
 	Programmatic bool `json:"programmatic"`
 	DecodePDLBit bool `json:"decode_pdl_logits_identical"`
+	// Persistent: the persistent plan (--persistent-decode), per KV dtype.
+	Persistent []persistentResult `json:"persistent,omitempty"`
 	// GreedySampled: greedy drawn on the device, one step graph per token
 	// (decode and sample), equal to GreedyGPU.
 	GreedySampled []int32 `json:"greedy_gpu_device_sampled"`
@@ -139,7 +141,7 @@ func prefillGDN(p *plan.Plan) map[string]int {
 // planner's defaults: the prefill GDN in the chunked form, checked here)
 // and opens it on the CUDA backend. It returns the engine, the compiled
 // count and the plan's prefill GDN launches by family.
-func gpu(t *testing.T, c *hipcc.Compiler, cache string, buckets []int, contextTokens int, kv ir.DType) (*loader.Loaded, int, map[string]int) {
+func gpu(t *testing.T, c *hipcc.Compiler, cache string, buckets []int, contextTokens int, kv ir.DType, opts ...func(*planner.Options)) (*loader.Loaded, int, map[string]int) {
 	t.Helper()
 	ck, err := checkpoint.Open(hfFixture)
 	if err != nil {
@@ -150,7 +152,11 @@ func gpu(t *testing.T, c *hipcc.Compiler, cache string, buckets []int, contextTo
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := planner.Plan(m, planner.Options{Target: cuda.Target, Buckets: buckets, ContextTokens: contextTokens, KVDType: kv})
+	o := planner.Options{Target: cuda.Target, Buckets: buckets, ContextTokens: contextTokens, KVDType: kv}
+	for _, f := range opts {
+		f(&o)
+	}
+	p, err := planner.Plan(m, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,6 +369,41 @@ func TestHuggingFaceOnGPU(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
+
+	// The persistent plan (--persistent-decode): its runs' items compute what
+	// the launches do, so the decode logits equal launch by launch's bit for
+	// bit, and so do the greedy continuations through both heads.
+	for _, kv := range []ir.DType{ir.F32, ir.BF16} {
+		l, n, _ = gpu(t, c, cache, []int{4, 16}, 128, kv, func(o *planner.Options) { o.PersistentDecode = true })
+		out.Kernels += n
+		pr := persistentResult{KVCache: string(kv)}
+		pr.Runs, pr.Launches = l.Engine.Persistent()
+		if pr.Runs == 0 {
+			pass = false
+			t.Errorf("%s KV: the persistent plan's engine runs no persistent launch", kv)
+		}
+		persistent := decodeLogits(t, l.Engine, ref.Greedy.Prompt, 8)
+		pr.Greedy = deviceGreedy(t, l.Engine, ref.Greedy.Prompt, len(ref.Greedy.Tokens))
+		l.Engine.SetPersistent(false)
+		pr.LogitsIdentical = slices.EqualFunc(persistent, decodeLogits(t, l.Engine, ref.Greedy.Prompt, 8), slices.Equal[[]float32])
+		pr.GreedyLaunches = deviceGreedy(t, l.Engine, ref.Greedy.Prompt, len(ref.Greedy.Tokens))
+		l.Engine.SetPersistent(true)
+		if err := l.Engine.SetCertifiedHead(false); err != nil {
+			t.Fatal(err)
+		}
+		pr.GreedyBF16Head = deviceGreedy(t, l.Engine, ref.Greedy.Prompt, len(ref.Greedy.Tokens))
+		if !pr.LogitsIdentical || !slices.Equal(pr.Greedy, pr.GreedyLaunches) || !slices.Equal(pr.GreedyBF16Head, pr.GreedyLaunches) ||
+			(kv == ir.F32 && !slices.Equal(pr.Greedy, out.GreedyGPU)) {
+			pass = false
+			t.Errorf("%s KV, persistent runs %d (%d launches): decode logits identical to launch by launch: %v; greedy %v, launch by launch %v, BF16 head %v (the default plan's %v)",
+				kv, pr.Runs, pr.Launches, pr.LogitsIdentical, pr.Greedy, pr.GreedyLaunches, pr.GreedyBF16Head, out.GreedyGPU)
+		}
+		t.Logf("%s KV: persistent runs %d of %d launches; decode logits identical to launch by launch: %v; greedy %v", kv, pr.Runs, pr.Launches, pr.LogitsIdentical, pr.Greedy)
+		out.Persistent = append(out.Persistent, pr)
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cpu, err := loader.Open(loader.Options{ModelDir: hfFixture, Buckets: []int{4, 16}, ContextTokens: 128})
 	if err != nil {
 		t.Fatal(err)
@@ -388,6 +429,18 @@ func TestHuggingFaceOnGPU(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// persistentResult is the persistent plan on the fixture: its runs, the
+// decode logits against launch by launch, the greedy continuations.
+type persistentResult struct {
+	KVCache         string  `json:"kv_cache"`
+	Runs            int     `json:"runs"`
+	Launches        int     `json:"launches_in_runs"`
+	LogitsIdentical bool    `json:"decode_logits_identical_to_launches"`
+	Greedy          []int32 `json:"greedy"`
+	GreedyLaunches  []int32 `json:"greedy_launch_by_launch"`
+	GreedyBF16Head  []int32 `json:"greedy_bf16_head"`
 }
 
 // prefillLogits prefills prompts of lengths around the buckets (4, 16) —

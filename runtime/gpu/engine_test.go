@@ -2,10 +2,15 @@ package gpu
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/aimaproject/aimac/arch"
 	"github.com/aimaproject/aimac/ir"
+	kfam "github.com/aimaproject/aimac/kernels"
 	"github.com/aimaproject/aimac/plan"
 	"github.com/aimaproject/aimac/planner"
 	"github.com/aimaproject/aimac/runtime"
@@ -131,4 +136,186 @@ func TestEngineStepGraphs(t *testing.T) {
 	if errs := f.misuses(); len(errs) > 0 {
 		t.Errorf("driver misuse: %v", errs)
 	}
+}
+
+// TestEnginePersistent runs a tiny sm_90 plan with persistent runs
+// (--persistent-decode) through the engine on the fake CUDA driver: each
+// run of a decode step is one launch of its decode_persistent kernel on as
+// many blocks as the device holds (never more than its items), whose item
+// table holds every launch of the run in order, with the arguments the
+// same step passes launch by launch (a row count from a slot as the slot);
+// SetPersistent(false) launches them one by one again.
+func TestEnginePersistent(t *testing.T) {
+	cfgJSON, err := synth.ConfigJSON(synth.PresetTiny, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := arch.ParseConfig(cfgJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.Plan(planner.FromConfig("tiny", cfg), planner.Options{Target: plan.SM90, Buckets: []int{8}, ContextTokens: 64, PersistentDecode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFake("cuda", 1<<28)
+	f.perSM = 1
+	objs := map[string][]byte{}
+	for _, k := range p.Kernels {
+		objs[k.Name] = image(k.Name, len(declared(&k))+2)
+	}
+	b, err := New(f.driver(), Config{Target: string(plan.SM90), Objects: objs, Multiprocessors: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	e, err := runtime.NewEngine(p, b, runtime.SyntheticWeights(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var decode *plan.Phase
+	var stream *plan.Kernel
+	for i := range p.Phases {
+		if p.Phases[i].Kind == plan.DecodeStep {
+			decode = &p.Phases[i]
+		}
+	}
+	for i := range p.Kernels {
+		if p.Kernels[i].Family == string(ir.DecodePersistent) {
+			stream = &p.Kernels[i]
+		}
+	}
+	if decode == nil || stream == nil {
+		t.Fatal("the plan has no decode phase or no decode_persistent kernel")
+	}
+	// The decode phase's runs, as the planner marked them.
+	type run struct{ from, to int }
+	var runs []run
+	for i := 0; i < len(decode.Launches); i++ {
+		if decode.Launches[i].Stream == "" {
+			continue
+		}
+		j := i
+		for j < len(decode.Launches) && decode.Launches[j].Stream != "" {
+			j++
+		}
+		runs = append(runs, run{i, j})
+		i = j - 1
+	}
+	if n, _ := e.Persistent(); len(runs) == 0 || n < len(runs) {
+		t.Fatalf("the decode phase has %d runs, the engine runs %d persistent launches", len(runs), n)
+	}
+	ctx := context.Background()
+	if _, err := e.Prefill(ctx, []int32{1, 2, 3}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.launches()
+	e.SetPersistent(false)
+	if _, err := e.Decode(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	each := f.launches()
+	if len(each) != len(decode.Launches) {
+		t.Fatalf("launch by launch: %d launches, want %d", len(each), len(decode.Launches))
+	}
+	if n, _ := e.Persistent(); n != 0 {
+		t.Errorf("SetPersistent(false): %d persistent runs", n)
+	}
+	e.SetPersistent(true)
+	if _, err := e.Decode(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	got := f.launches()
+	want := len(decode.Launches)
+	for _, r := range runs {
+		want -= r.to - r.from - 1
+	}
+	if len(got) != want {
+		t.Fatalf("persistent: %d launches, want %d", len(got), want)
+	}
+	// Each persistent launch's item table against the launches it replaces.
+	i, g := 0, 0
+	for _, r := range runs {
+		for ; i < r.from; i, g = i+1, g+1 {
+			if got[g].Kernel != decode.Launches[i].Kernel {
+				t.Fatalf("launch %d: %s, want %s", g, got[g].Kernel, decode.Launches[i].Kernel)
+			}
+		}
+		pl := got[g]
+		items := 0
+		for _, l := range decode.Launches[r.from:r.to] {
+			items += l.Grid[0] * l.Grid[1]
+		}
+		if pl.Kernel != stream.Name || pl.Grid != [3]uint32{uint32(min(items, 4)), 1, 1} || pl.Block != [3]uint32{256, 1, 1} {
+			t.Fatalf("run %v: launch %s grid %v block %v, want %s on %d blocks of 256", r, pl.Kernel, pl.Grid, pl.Block, stream.Name, min(items, 4))
+		}
+		words := f.table(t, pl.Args[0], kfam.PersistentTableWords(r.to-r.from))
+		if words[0] != uint64(r.to-r.from) || words[1] != uint64(items) {
+			t.Errorf("run %v: table header %v, want %d launches, %d items", r, words[:2], r.to-r.from, items)
+		}
+		first := 0
+		for li := r.from; li < r.to; li++ {
+			l := decode.Launches[li]
+			rec := words[kfam.PersistentHeader+(li-r.from)*kfam.PersistentRecord:]
+			wantRec := []string{l.Kernel, fmt.Sprint(l.Grid[0]), fmt.Sprint(l.Grid[1]), fmt.Sprint(first)}
+			gotRec := []string{stream.Members[rec[0]], fmt.Sprint(rec[1]), fmt.Sprint(rec[2]), fmt.Sprint(rec[3])}
+			gotRec = append(gotRec, f.names(rec[4:4+len(each[li].Args)])...)
+			wantRec = append(wantRec, each[li].Args...)
+			if l.Rows != nil {
+				// The row count from its slot, as a captured prefill passes it
+				// (KernelABI 5): the entry point reads the launch's value.
+				wantRec[len(wantRec)-2] = fmt.Sprint(uint32(int32(-int(*l.Rows) - 1)))
+			}
+			if diff := cmp.Diff(wantRec, gotRec); diff != "" {
+				t.Errorf("run %v, launch %d (%s): record (-want +got):\n%s", r, li, l.Kernel, diff)
+			}
+			first += l.Grid[0] * l.Grid[1]
+		}
+		i, g = r.to, g+1
+	}
+	if errs := f.misuses(); len(errs) > 0 {
+		t.Errorf("driver misuse: %v", errs)
+	}
+}
+
+// table reads words 64-bit words of device memory at the allocation an
+// argument names ("dN+off").
+func (f *fake) table(t *testing.T, arg string, words int) []uint64 {
+	t.Helper()
+	f.quiesce()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var id int
+	var off uint64
+	if _, err := fmt.Sscanf(arg, "d%d+%d", &id, &off); err != nil {
+		t.Fatalf("argument %q names no allocation", arg)
+	}
+	for _, a := range f.allocs {
+		if a.id == id {
+			at := a.addr + off - devBase
+			out := make([]uint64, words)
+			for i := range out {
+				out[i] = binary.LittleEndian.Uint64(f.dev[at+uint64(8*i):])
+			}
+			return out
+		}
+	}
+	t.Fatalf("no allocation d%d", id)
+	return nil
+}
+
+// names are argument values as the launch log spells them.
+func (f *fake) names(vals []uint64) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, len(vals))
+	for i, v := range vals {
+		if a := f.within(v); a != nil {
+			out[i] = fmt.Sprintf("d%d+%d", a.id, v-a.addr)
+		} else {
+			out[i] = fmt.Sprint(v)
+		}
+	}
+	return out
 }

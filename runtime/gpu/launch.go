@@ -227,3 +227,36 @@ func (b *Backend) Fork(main, side func() error) error {
 	}
 	return merr
 }
+
+// ArgValues are the values a launch of k passes (runtime.PersistentBackend): what
+// a decode_persistent kernel's item table holds for it.
+func (b *Backend) ArgValues(k *plan.Kernel, args []runtime.Ref, rows int) ([]uint64, error) {
+	vals, err := runtime.KernelArgs(k, args, rows, b.block, func(r runtime.Ref) (uint64, error) { return b.device(r, 0) })
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", b.d.Dialect, err)
+	}
+	return vals, nil
+}
+
+// ResidentBlocks is how many blocks of k the device holds at once
+// (runtime.PersistentBackend): the occupancy of its multiprocessors times
+// their count; 0 where the driver does not say.
+func (b *Backend) ResidentBlocks(k *plan.Kernel, threads, shared int) (int, error) {
+	unlock := b.enter()
+	defer unlock()
+	if err := b.ready(false); err != nil {
+		return 0, err
+	}
+	f, ok := b.funcs[k.Name]
+	if !ok {
+		return 0, fmt.Errorf("%s: kernel %s was not loaded", b.d.Dialect, k.Name)
+	}
+	if b.d.OccupancyMaxActiveBlocks == nil || b.multiprocessors <= 0 {
+		return 0, nil
+	}
+	var per int32
+	if rc := b.d.OccupancyMaxActiveBlocks(&per, f.fn, int32(threads), uint64(shared)); rc != 0 {
+		return 0, b.fail("kernel "+k.Name+": occupancy", rc)
+	}
+	return int(per) * b.multiprocessors, nil
+}
