@@ -518,14 +518,19 @@ DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS
     copy_wait<STAGES - 2>();
     fence_proxy_async();
     block_sync();
-    if (!live) {
-      // No products: only this thread's copies of the stage k-tile kt − 1 used.
+    // The stage k-tile kt − 1 used, refilled with k-tile kt + STAGES − 1: one copy group,
+    // issued once every warpgroup is past that stage's products.
+    auto refill = [&] {
       const int next = kt + STAGES - 1;
       if (next < KT) {
         gemm_load_a<K>(s32 + (next % STAGES) * A32_TILE, arow, next, asafe);
         gemm_load_w<K>(sw + (next % STAGES) * W_TILE, wrow, next, wsafe);
       }
       copy_commit();
+    };
+    if (!live) {
+      // No products: only this thread's copies.
+      refill();
       continue;
     }
     const int st = kt % STAGES;
@@ -548,15 +553,8 @@ DEVICE void gemm_mainloop(mma_c (&acc)[MT][NT], const float* const (&arow)[AROWS
         wgmma_rs(prod, a[ks % 2][term], desc + 2 * ks, FLUSH && (FLUSH16 || ks == 0) && term == 0 ? 0 : 1);
       // One group per 16 k: the next slice's fragments are rounded while these run.
       wgmma_commit();
-      if (ks == 0) {
-        // The stage k-tile kt − 1 used: free, every warpgroup waited for its products.
-        const int next = kt + STAGES - 1;
-        if (next < KT) {
-          gemm_load_a<K>(s32 + (next % STAGES) * A32_TILE, arow, next, asafe);
-          gemm_load_w<K>(sw + (next % STAGES) * W_TILE, wrow, next, wsafe);
-        }
-        copy_commit();
-      }
+      // The stage k-tile kt − 1 used: free, every warpgroup waited for its products.
+      if (ks == 0) refill();
     }
     if constexpr (FLUSH) {
       gemm_flush(acc[0], prod);  // the k-tile's (FLUSH16: its last slice's) sum into acc
