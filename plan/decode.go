@@ -147,7 +147,7 @@ func (p *Plan) Validate() error {
 		}
 		for li := range ph.Launches {
 			checkFallback(ph, li, byName, p.Target.GPU(), fail)
-			checkStream(ph, li, byName, p.Target.GPU(), fail)
+			checkStream(ph, li, byName, p.Target, fail)
 		}
 		checkLifetimes(ph, fail)
 		for i := range ph.Buffers {
@@ -253,17 +253,18 @@ func checkMembers(k *Kernel, byName map[string]*Kernel, fail func(string, ...any
 }
 
 // checkStream requires a launch that names a decode_persistent kernel to be
-// one of that kernel's members, on a GPU target, with the target's 1-D block,
-// operand offsets that do not move with a slot (the kernel's item table is
-// written once) and no fallback (its family waits at no grid barrier).
-func checkStream(ph *Phase, li int, byName map[string]*Kernel, gpu bool, fail func(string, ...any)) {
+// one of that kernel's members, on a GPU target, with the target's 1-D block
+// (the kernel is rendered for it), operand offsets that do not move with a
+// slot (the kernel's item table is written once) and no fallback (its family
+// waits at no grid barrier).
+func checkStream(ph *Phase, li int, byName map[string]*Kernel, target Target, fail func(string, ...any)) {
 	l := &ph.Launches[li]
 	if l.Stream == "" {
 		return
 	}
 	k := byName[l.Stream]
 	switch {
-	case !gpu:
+	case !target.GPU():
 		fail("phase %s: launch %d (%s): stream %s on a target that is no GPU", ph.Name, li, l.Kernel, l.Stream)
 	case k == nil || k.Family != string(ir.DecodePersistent):
 		fail("phase %s: launch %d (%s): stream %s is not a %s kernel of the plan", ph.Name, li, l.Kernel, l.Stream, ir.DecodePersistent)
@@ -271,8 +272,8 @@ func checkStream(ph *Phase, li int, byName map[string]*Kernel, gpu bool, fail fu
 		fail("phase %s: launch %d: kernel %s is not a member of stream %s", ph.Name, li, l.Kernel, l.Stream)
 	case len(l.Fallback) > 0:
 		fail("phase %s: launch %d (%s): a launch with fallback launches cannot join stream %s", ph.Name, li, l.Kernel, l.Stream)
-	case len(l.Block) < 1 || l.Block[0] <= 0 || slices.ContainsFunc(l.Block[1:], func(d int) bool { return d != 1 }):
-		fail("phase %s: launch %d (%s): block %v: stream %s runs 1-D blocks", ph.Name, li, l.Kernel, l.Block, l.Stream)
+	case len(l.Block) < 1 || l.Block[0] != target.Launch().Threads || slices.ContainsFunc(l.Block[1:], func(d int) bool { return d != 1 }):
+		fail("phase %s: launch %d (%s): block %v: stream %s runs 1-D blocks of the target's %d threads", ph.Name, li, l.Kernel, l.Block, l.Stream, target.Launch().Threads)
 	case l.Cluster > 1:
 		fail("phase %s: launch %d (%s): a cluster launch cannot join stream %s", ph.Name, li, l.Kernel, l.Stream)
 	}

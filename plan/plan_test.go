@@ -265,6 +265,7 @@ func TestValidatePersistent(t *testing.T) {
 		{"no members", func(p *plan.Plan, d int) { stream(p).Members = nil }, "lists the kernels it runs"},
 		{"members elsewhere", func(p *plan.Plan, d int) { p.Kernels[0].Members = []string{p.Kernels[1].Name} }, "has no members"},
 		{"2-D block", func(p *plan.Plan, d int) { marked(p, d).Block = []int{128, 2, 1} }, "runs 1-D blocks"},
+		{"another block size", func(p *plan.Plan, d int) { marked(p, d).Block = []int{128, 1, 1} }, "of the target's 256 threads"},
 		{"cluster", func(p *plan.Plan, d int) { marked(p, d).Cluster = 2 }, "a cluster launch cannot join"},
 		{"moving operand", func(p *plan.Plan, d int) {
 			l := marked(p, d)
