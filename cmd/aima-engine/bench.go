@@ -51,6 +51,7 @@ type benchFlags struct {
 	synthContext bool
 	profileMode  string
 	programmatic bool
+	persistent   bool
 	// certifiedSteps: greedy steps decoded with each LM head (bench_certified.go).
 	certifiedSteps int
 }
@@ -139,6 +140,7 @@ an interrupted run keeps what it measured. With --synthetic-weights and no
 	fl.BoolVar(&f.synthContext, "synthetic-context", false, "start each decode context that is not a --prefill length from a KV cache and GDN state filled on the device instead of a prefill (speed only: the output means nothing)")
 	fl.StringVar(&f.profileMode, "profile-mode", "graph", "`MODE` of timing the family table: graph (inside one replay, where the GPU can) or launches (one by one)")
 	fl.BoolVar(&f.programmatic, "programmatic", true, "launch the decode step's kernels with programmatic dependent launch where the device has it (sm_90)")
+	fl.BoolVar(&f.persistent, "persistent", true, "run a plan's persistent runs of decode launches as one launch each (aimac plan --persistent-decode; false: launch by launch, the same bundle)")
 	return c
 }
 
@@ -593,6 +595,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		rep.Device = d.Device()
 	}
 	l.Engine.SetProgrammatic(f.programmatic)
+	l.Engine.SetPersistent(f.persistent)
 	b := &bench{f: f, e: l.Engine, be: l.Backend, rep: rep, limit: limit, start: begin}
 	if f.timeLimit > 0 {
 		b.deadline = begin.Add(f.timeLimit)
