@@ -53,9 +53,13 @@ DEVICE void stream_wait(const int* c, int need) {
     asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(cur) : "l"(c) : "memory");
     if (cur >= need) break;
     asm volatile("nanosleep.u32 32;" ::: "memory");
-    if (++spins == (1u << 24)) asm volatile("trap;");
+    if (++spins == (1u << 26)) asm volatile("trap;");  // ≈ a minute: a hang, not a slow launch
   }
 }
+// After a barrier behind thread 0's wait: nothing more on CUDA (its acquire invalidated the
+// multiprocessor's L1 and the barrier orders the block after it).
+DEVICE void stream_acquire() {}
+DEVICE void stream_trap() { asm volatile("trap;"); }
 // An item's PDL_WAIT: the launch before its own, unless an earlier wait of the block saw it
 // done (what that wait acquired is still visible: the block's loads since came after it).
 DEVICE void stream_wait_dep() {
@@ -82,10 +86,14 @@ DEVICE void stream_wait(const int* c, int need) {
   unsigned int spins = 0;
   while (__atomic_load_n(c, __ATOMIC_RELAXED) < need) {
     __builtin_amdgcn_s_sleep(1);
-    if (++spins == (1u << 24)) __builtin_trap();
+    if (++spins == (1u << 26)) __builtin_trap();  // a hang, not a slow launch
   }
   __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "agent");
 }
+// After a barrier behind thread 0's wait: every thread's agent-scope acquire, as grid_wait's
+// (the work-group barrier alone orders the work-group, not its caches against other CUs').
+DEVICE void stream_acquire() { __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "agent"); }
+DEVICE void stream_trap() { __builtin_trap(); }
 // An item's PDL_WAIT: the launch before its own, unless an earlier wait of the block saw it
 // done (what that wait acquired is still visible: the block's loads since came after it).
 DEVICE void stream_wait_dep() {
@@ -179,8 +187,12 @@ func RenderPersistent(p *plan.Plan, k plan.Kernel) (Source, error) {
 		if r.prelude != pre {
 			return Source{}, fmt.Errorf("codegen: kernel %s: member %s renders with another prelude", k.Name, name)
 		}
-		if strings.Contains(r.body, "\n#define ") {
+		if macroDef.MatchString(r.body) {
 			return Source{}, fmt.Errorf("codegen: kernel %s: member %s defines macros, which would reach the other members", k.Name, name)
+		}
+		// The prelude's grid barrier reads the launch's grid, not the item's.
+		if at := gridBarrier.FindString(r.body); at != "" {
+			return Source{}, fmt.Errorf("codegen: kernel %s: member %s calls %s), which waits for its launch's grid", k.Name, name, at)
 		}
 		ns := fmt.Sprintf("m%d", i)
 		fmt.Fprintf(&b, "namespace %s {  // member %d: %s\n%s}  // namespace %s\n", ns, i, name, r.body, ns)
@@ -217,6 +229,11 @@ func RenderPersistent(p *plan.Plan, k plan.Kernel) (Source, error) {
 	b.WriteString(loop.String())
 	return newSource(k, "decode_persistent.tmpl", b.String()), nil
 }
+
+var (
+	macroDef    = regexp.MustCompile(`(?m)^\s*#\s*define\b`)
+	gridBarrier = regexp.MustCompile(`\bgrid_(arrive|barrier|wait)\(`)
+)
 
 var macroLine = regexp.MustCompile(`(?m)^#define ([A-Z_0-9]+)\b.*$`)
 

@@ -87,11 +87,15 @@ func decodePersistent() *ir.Family {
 			}
 			return nil
 		},
+		// The operands are the engine's, not the plan's buffers: their extents
+		// are the header's words and counters, what every run has at least
+		// (the rest is PersistentTableWords and PersistentSyncInts of the run).
 		Operands: []ir.OperandSpec{
-			{Name: "table", DType: ir.I32, Access: ir.Read, Extent: ir.Const(2)},
+			{Name: "table", DType: ir.I32, Access: ir.Read, Extent: ir.Const(2 * PersistentHeader)},
 			{Name: "sync", DType: ir.I32, Access: ir.ReadWrite, Extent: ir.Const(2)},
 		},
-		// One block: the engine sizes each launch to its run's items.
+		// One block here: the engine launches each run on min(its items, the
+		// blocks the device holds at once).
 		Launch: func(_ ir.Params, _ int, c ir.LaunchConfig) ir.LaunchShape { return c.Blocks(1, 1, 1) },
 		Reference: func(*ir.Args) error {
 			return errors.New("decode_persistent has no reference: its launches run one by one instead")

@@ -245,6 +245,8 @@ func checkMembers(k *Kernel, byName map[string]*Kernel, fail func(string, ...any
 			fail("kernel %s: member %s is not a plan kernel", k.Name, m)
 		case mk.Family == string(ir.DecodePersistent):
 			fail("kernel %s: member %s is a %s kernel itself", k.Name, m, ir.DecodePersistent)
+		case !kernels.Persistent(ir.Kind(mk.Family)):
+			fail("kernel %s: member %s: family %s cannot run as a persistent item", k.Name, m, mk.Family)
 		case seen[m]:
 			fail("kernel %s: member %s listed twice", k.Name, m)
 		}
@@ -266,6 +268,8 @@ func checkStream(ph *Phase, li int, byName map[string]*Kernel, target Target, fa
 	switch {
 	case !target.GPU():
 		fail("phase %s: launch %d (%s): stream %s on a target that is no GPU", ph.Name, li, l.Kernel, l.Stream)
+	case !ph.Kind.Decode():
+		fail("phase %s: launch %d (%s): stream %s outside a decode step", ph.Name, li, l.Kernel, l.Stream)
 	case k == nil || k.Family != string(ir.DecodePersistent):
 		fail("phase %s: launch %d (%s): stream %s is not a %s kernel of the plan", ph.Name, li, l.Kernel, l.Stream, ir.DecodePersistent)
 	case !slices.Contains(k.Members, l.Kernel):
@@ -274,12 +278,25 @@ func checkStream(ph *Phase, li int, byName map[string]*Kernel, target Target, fa
 		fail("phase %s: launch %d (%s): a launch with fallback launches cannot join stream %s", ph.Name, li, l.Kernel, l.Stream)
 	case len(l.Block) < 1 || l.Block[0] != target.Launch().Threads || slices.ContainsFunc(l.Block[1:], func(d int) bool { return d != 1 }):
 		fail("phase %s: launch %d (%s): block %v: stream %s runs 1-D blocks of the target's %d threads", ph.Name, li, l.Kernel, l.Block, l.Stream, target.Launch().Threads)
+	case len(l.Grid) > 2 && slices.ContainsFunc(l.Grid[2:], func(d int) bool { return d != 1 }):
+		fail("phase %s: launch %d (%s): grid %v: stream %s runs 2-D grids", ph.Name, li, l.Kernel, l.Grid, l.Stream)
 	case l.Cluster > 1:
 		fail("phase %s: launch %d (%s): a cluster launch cannot join stream %s", ph.Name, li, l.Kernel, l.Stream)
 	}
 	for _, a := range l.Args {
 		if a.Dyn != nil {
 			fail("phase %s: launch %d (%s): operand %s moves with a slot; stream %s writes its operands once", ph.Name, li, l.Kernel, a.Buffer, l.Stream)
+		}
+	}
+	// A run is the launches next to each other that name the stream; its
+	// kernel holds max_launches of them.
+	if k != nil && (li == 0 || ph.Launches[li-1].Stream != l.Stream) {
+		n := 0
+		for n < len(ph.Launches)-li && ph.Launches[li+n].Stream == l.Stream {
+			n++
+		}
+		if limit := k.Params.Ints["max_launches"]; int64(n) > limit {
+			fail("phase %s: launches %d to %d: a run of %d launches; stream %s runs at most %d (max_launches)", ph.Name, li, li+n-1, n, l.Stream, limit)
 		}
 	}
 }

@@ -273,6 +273,27 @@ func TestValidatePersistent(t *testing.T) {
 			l.Args[0].Dyn, l.Args[0].DynStride = &s, 4
 		}, "moves with a slot"},
 		{"max_launches below a run", func(p *plan.Plan, d int) { stream(p).Params.SetInt("max_launches", 1) }, "max_launches 1: want 2 to"},
+		{"a run past max_launches", func(p *plan.Plan, d int) { stream(p).Params.SetInt("max_launches", 2) }, "runs at most 2 (max_launches)"},
+		{"3-D grid", func(p *plan.Plan, d int) { l := marked(p, d); l.Grid = append(slices.Clone(l.Grid[:2]), 2) }, "runs 2-D grids"},
+		{"outside a decode step", func(p *plan.Plan, d int) {
+			l := &p.Phases[0].Launches[0]
+			if p.Phases[0].Kind.Decode() {
+				t.Fatal("the first phase is a decode step")
+			}
+			l.Stream = stream(p).Name
+			k := stream(p)
+			k.Members = append(slices.Clone(k.Members), l.Kernel)
+		}, "outside a decode step"},
+		{"member of no item family", func(p *plan.Plan, d int) {
+			k := stream(p)
+			for _, pk := range p.Kernels {
+				if pk.Family == "fill_uniform" {
+					k.Members = append(slices.Clone(k.Members), pk.Name)
+					return
+				}
+			}
+			t.Fatal("no fill_uniform kernel")
+		}, "cannot run as a persistent item"},
 	} {
 		p, d := persistentPlan(t)
 		if p.Kernels[0].Family == string(ir.DecodePersistent) {

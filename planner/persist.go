@@ -58,6 +58,9 @@ func persistDecode(p *plan.Plan, threads int) error {
 					members[l.Kernel] = true
 				}
 			}
+			if j-i == kernels.MaxPersistentLaunches {
+				j++ // the launch after a run cut at the limit stays unmarked: runs are told apart by their marks
+			}
 			i = max(j, i+1)
 		}
 	}

@@ -19,7 +19,8 @@ import (
 type PersistentBackend interface {
 	ArgValues(k *plan.Kernel, args []Ref, rows int) ([]uint64, error)
 	// ResidentBlocks is the blocks of k, of threads threads and shared
-	// bytes of dynamic shared memory, resident at once (0: unknown).
+	// bytes of dynamic shared memory, resident at once (0: unknown; −1:
+	// none fits).
 	ResidentBlocks(k *plan.Kernel, threads, shared int) (int, error)
 }
 
@@ -157,11 +158,16 @@ func (e *Engine) persistentRun(av PersistentBackend, r *phase, k *plan.Kernel, f
 	// As many blocks as the device holds at once, each looping over items
 	// (more would only wait for a multiprocessor to free).
 	blocks := items
-	if resident, err := av.ResidentBlocks(k, threads, shared); err != nil {
+	resident, err := av.ResidentBlocks(k, threads, shared)
+	if err == nil && resident < 0 {
+		err = fmt.Errorf("kernel %s: the device holds no block of %d threads and %d bytes of shared memory", k.Name, threads, shared)
+	}
+	if err != nil {
 		e.be.Free(table)
 		e.be.Free(sync)
 		return nil, err
-	} else if resident > 0 {
+	}
+	if resident > 0 {
 		blocks = min(blocks, resident)
 	}
 	first := &r.p.Launches[from]

@@ -240,7 +240,7 @@ func (b *Backend) ArgValues(k *plan.Kernel, args []runtime.Ref, rows int) ([]uin
 
 // ResidentBlocks is how many blocks of k the device holds at once
 // (runtime.PersistentBackend): the occupancy of its multiprocessors times
-// their count; 0 where the driver does not say.
+// their count; 0 where the driver does not say, −1 where not one fits.
 func (b *Backend) ResidentBlocks(k *plan.Kernel, threads, shared int) (int, error) {
 	unlock := b.enter()
 	defer unlock()
@@ -257,6 +257,9 @@ func (b *Backend) ResidentBlocks(k *plan.Kernel, threads, shared int) (int, erro
 	var per int32
 	if rc := b.d.OccupancyMaxActiveBlocks(&per, f.fn, int32(threads), uint64(shared)); rc != 0 {
 		return 0, b.fail("kernel "+k.Name+": occupancy", rc)
+	}
+	if per <= 0 {
+		return -1, nil // not one block fits: the launch would fail
 	}
 	return int(per) * b.multiprocessors, nil
 }

@@ -156,9 +156,13 @@ DEVICE void stream_wait(const int* c, int need) {
     asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(cur) : "l"(c) : "memory");
     if (cur >= need) break;
     asm volatile("nanosleep.u32 32;" ::: "memory");
-    if (++spins == (1u << 24)) asm volatile("trap;");
+    if (++spins == (1u << 26)) asm volatile("trap;");  // ≈ a minute: a hang, not a slow launch
   }
 }
+// After a barrier behind thread 0's wait: nothing more on CUDA (its acquire invalidated the
+// multiprocessor's L1 and the barrier orders the block after it).
+DEVICE void stream_acquire() {}
+DEVICE void stream_trap() { asm volatile("trap;"); }
 // An item's PDL_WAIT: the launch before its own, unless an earlier wait of the block saw it
 // done (what that wait acquired is still visible: the block's loads since came after it).
 DEVICE void stream_wait_dep() {
@@ -3113,10 +3117,12 @@ KERNEL void rmsnorm_lm_head_int8_51a30fd2(float* upper, float* bounds, const flo
 // its PDL_WAIT), and its PDL_WAIT waits for the launch just before. Every item waits only for
 // items taken before it, by blocks that are running, so the run cannot hang however few blocks
 // are resident. Thread 0 keeps the item's launch and which launches it has seen done, and takes
-// the next item while this one runs.
+// the next item once this one is done. The launch after the run may start (PDL_TRIGGER) only as
+// blocks leave: an entry point may read what a launch two before its own wrote before its wait,
+// and the run's last launches are that for it.
 constexpr int STREAM_LAUNCHES = 25;  // the plan's longest run of this kernel
 SHARED int stream_first[STREAM_LAUNCHES + 1];  // each launch's first item, then the items
-SHARED int stream_item, stream_launch, stream_launches;
+SHARED int stream_item, stream_launch, stream_launches, stream_waited;
 // stream_next (thread 0) takes the block's next item: its launch (which only moves on, the
 // items coming in order), its block and grid, the count its wait polls, and the wait for the
 // launch two before, which it skips once a wait has seen a later launch done. Nothing of the
@@ -3140,16 +3146,17 @@ DEVICE void stream_next(const unsigned long long* table, int* sync) {
     stream_dep_launch = li - 1;
     stream_need = stream_first[li] - stream_first[li - 1];
   }
+  stream_waited = 0;
   if (li > 1 && stream_seen < li - 2) {
     stream_wait(sync + 2 + li - 2, stream_first[li - 1] - stream_first[li - 2]);
     stream_seen = li - 2;
+    stream_waited = 1;
   }
 }
 KERNEL void decode_persistent_f6ebcbbe(const int* __restrict__ table_words, int* __restrict__ sync, int n, const int* __restrict__ params) {
   (void)n;
   (void)params;
   PDL_WAIT();  // the launch before the run: done, its writes visible
-  PDL_TRIGGER();
   const unsigned long long* table = (const unsigned long long*)table_words;
   {
     const int launches = (int)table[0];
@@ -3165,6 +3172,7 @@ KERNEL void decode_persistent_f6ebcbbe(const int* __restrict__ table_words, int*
   if (TID_X == 0) stream_next(table, sync);
   block_sync();
   while (stream_item < stream_first[stream_launches]) {
+    if (stream_waited) stream_acquire();  // what thread 0's wait acquired, in every thread
     const unsigned long long* rec = table + 2 + stream_launch * 32;
     const unsigned long long* a = rec + 4;
     switch ((int)rec[0]) {
@@ -3211,7 +3219,7 @@ KERNEL void decode_persistent_f6ebcbbe(const int* __restrict__ table_words, int*
       m13::rmsnorm_lm_head_int8_51a30fd2(stream_arg<0, decltype(m13::rmsnorm_lm_head_int8_51a30fd2)>(a), stream_arg<1, decltype(m13::rmsnorm_lm_head_int8_51a30fd2)>(a), stream_arg<2, decltype(m13::rmsnorm_lm_head_int8_51a30fd2)>(a), stream_arg<3, decltype(m13::rmsnorm_lm_head_int8_51a30fd2)>(a), stream_arg<4, decltype(m13::rmsnorm_lm_head_int8_51a30fd2)>(a), stream_arg<5, decltype(m13::rmsnorm_lm_head_int8_51a30fd2)>(a), stream_arg<6, decltype(m13::rmsnorm_lm_head_int8_51a30fd2)>(a), stream_arg<7, decltype(m13::rmsnorm_lm_head_int8_51a30fd2)>(a), stream_arg<8, decltype(m13::rmsnorm_lm_head_int8_51a30fd2)>(a));
       break;
     default:
-      break;
+      stream_trap();  // a record names no member: the table is not this kernel's
     }
     block_sync();
     if (TID_X == 0) {
@@ -3220,6 +3228,7 @@ KERNEL void decode_persistent_f6ebcbbe(const int* __restrict__ table_words, int*
     }
     block_sync();
   }
+  PDL_TRIGGER();
   // The last block to leave zeroes the counters for the next launch of the run.
   if (TID_X == 0 && stream_leave(sync + 1) == (unsigned int)(GDIM_X * GDIM_Y) - 1u) {
     for (int i = 0; i < 2 + stream_launches; ++i) sync[i] = 0;
