@@ -709,50 +709,60 @@ func (e *Engine) launchRange(ctx context.Context, ph *phase, from, to int, each 
 			run := func() error {
 				return e.be.Launch(pr.kernel, &pr.launch, []Ref{{Mem: pr.table}, {Mem: pr.sync}}, 1, &e.block)
 			}
-			var err error
-			if each != nil {
-				err = each(i, run)
-			} else {
-				err = run()
-			}
-			if err != nil {
+			if err := through(each, i, run); err != nil {
 				return fmt.Errorf("phase %s launches %d to %d (%s): %w", ph.p.Name, i, pr.to-1, pr.kernel.Name, err)
 			}
 			i = pr.to - 1
 			continue
 		}
 		l := &ph.p.Launches[i]
-		r, _ := ph.kernels[i].Params.Rows()
-		rows := int(r)
-		if l.Rows != nil {
-			rows = int(e.block[*l.Rows])
-			if captured {
-				rows = -int(*l.Rows) - 1
-			}
-		}
-		refs = refs[:0]
-		for _, a := range ph.args[i] {
-			off := a.offset
-			if a.dyn != nil {
-				if captured {
-					return fmt.Errorf("phase %s launch %d (%s): an operand offset from a slot cannot be captured", ph.p.Name, i, l.Kernel)
-				}
-				off += int64(e.block[*a.dyn]) * a.dynStride
-			}
-			refs = append(refs, Ref{Mem: a.mem, Offset: off})
+		rows, err := e.bind(ph, i, captured, &refs)
+		if err != nil {
+			return err
 		}
 		run := func() error { return e.be.Launch(ph.kernels[i], l, refs, rows, &e.block) }
-		var err error
-		if each != nil {
-			err = each(i, run)
-		} else {
-			err = run()
-		}
-		if err != nil {
+		if err := through(each, i, run); err != nil {
 			return fmt.Errorf("phase %s launch %d (%s, layer %d): %w", ph.p.Name, i, l.Kernel, l.Layer, err)
 		}
 	}
 	return nil
+}
+
+// through runs launch i's run through each when each is not nil.
+func through(each func(i int, run func() error) error, i int, run func() error) error {
+	if each != nil {
+		return each(i, run)
+	}
+	return run()
+}
+
+// bind is launch i's row count and operands (into *refs, reused) as the
+// parameter block holds them now, or, fixed (a graph's capture, an item
+// table written once), with a row count from a slot passed as the slot
+// (−slot−1, read by the kernel at run time: KernelABI 5) and no operand
+// offset that moves with a slot.
+func (e *Engine) bind(ph *phase, i int, fixed bool, refs *[]Ref) (int, error) {
+	l := &ph.p.Launches[i]
+	r, _ := ph.kernels[i].Params.Rows()
+	rows := int(r)
+	if l.Rows != nil {
+		rows = int(e.block[*l.Rows])
+		if fixed {
+			rows = -int(*l.Rows) - 1
+		}
+	}
+	*refs = (*refs)[:0]
+	for _, a := range ph.args[i] {
+		off := a.offset
+		if a.dyn != nil {
+			if fixed {
+				return 0, fmt.Errorf("phase %s launch %d (%s): an operand offset from a slot cannot be captured", ph.p.Name, i, l.Kernel)
+			}
+			off += int64(e.block[*a.dyn]) * a.dynStride
+		}
+		*refs = append(*refs, Ref{Mem: a.mem, Offset: off})
+	}
+	return rows, nil
 }
 
 func (e *Engine) download(m Mem, count int) ([]float32, error) {

@@ -102,17 +102,10 @@ func (e *Engine) persistentRun(av PersistentBackend, r *phase, k *plan.Kernel, f
 		} else if int(block[0]) != threads {
 			return nil, fmt.Errorf("launch %d (%s): %d threads a block, the run's others %d", i, l.Kernel, block[0], threads)
 		}
-		rk, _ := r.kernels[i].Params.Rows()
-		rows := int(rk)
-		if l.Rows != nil {
-			rows = -int(*l.Rows) - 1
-		}
-		refs := make([]Ref, 0, len(r.args[i]))
-		for _, a := range r.args[i] {
-			if a.dyn != nil {
-				return nil, fmt.Errorf("launch %d (%s): an operand offset from a slot cannot be written once", i, l.Kernel)
-			}
-			refs = append(refs, Ref{Mem: a.mem, Offset: a.offset})
+		var refs []Ref
+		rows, err := e.bind(r, i, true, &refs)
+		if err != nil {
+			return nil, err
 		}
 		vals, err := av.ArgValues(r.kernels[i], refs, rows)
 		if err != nil {

@@ -353,23 +353,11 @@ func (b *Backend) Resident(k *plan.Kernel, l *plan.Launch) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("%s: kernel %s: %w", b.d.Dialect, k.Name, err)
 	}
-	unlock := b.enter()
-	defer unlock()
-	if err := b.ready(false); err != nil {
+	n, err := b.ResidentBlocks(k, int(block[0]*block[1]*block[2]), l.SharedBytes)
+	if err != nil || n <= 0 {
 		return false, err
 	}
-	f, ok := b.funcs[k.Name]
-	if !ok {
-		return false, fmt.Errorf("%s: kernel %s was not loaded", b.d.Dialect, k.Name)
-	}
-	if b.d.OccupancyMaxActiveBlocks == nil || b.multiprocessors <= 0 {
-		return false, nil
-	}
-	var per int32
-	if rc := b.d.OccupancyMaxActiveBlocks(&per, f.fn, int32(block[0]*block[1]*block[2]), uint64(l.SharedBytes)); rc != 0 {
-		return false, b.fail("kernel "+k.Name+": occupancy", rc)
-	}
-	return int64(per)*int64(b.multiprocessors) >= int64(grid[0])*int64(grid[1])*int64(grid[2]), nil
+	return int64(n) >= int64(grid[0])*int64(grid[1])*int64(grid[2]), nil
 }
 
 // SetParams writes the parameter block. The copy is synchronous and ordered

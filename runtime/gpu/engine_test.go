@@ -24,34 +24,8 @@ import (
 // but the first is made with programmatic serialization, and none is with
 // programmatic launch turned off.
 func TestEngineStepGraphs(t *testing.T) {
-	cfgJSON, err := synth.ConfigJSON(synth.PresetTiny, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := arch.ParseConfig(cfgJSON)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := planner.Plan(planner.FromConfig("tiny", cfg), planner.Options{Target: plan.SM90, Buckets: []int{8}, ContextTokens: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := newFake("cuda", 1<<28)
-	f.perSM = 2 // every grid resident on 132 SMs: the fused routers run
-	objs := map[string][]byte{}
-	for _, k := range p.Kernels {
-		objs[k.Name] = image(k.Name, len(declared(&k))+2)
-	}
-	b, err := New(f.driver(), Config{Target: string(plan.SM90), Objects: objs, Multiprocessors: 132})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	e, err := runtime.NewEngine(p, b, runtime.SyntheticWeights(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	// every grid resident on 132 SMs: the fused routers run
+	p, f, e := tinyEngine(t, planner.Options{}, 2, 132)
 	if pdl, _ := e.Programmatic(); !e.Graphs() || !pdl {
 		t.Fatalf("graphs %v, programmatic %v on sm_90", e.Graphs(), pdl)
 	}
@@ -146,34 +120,7 @@ func TestEngineStepGraphs(t *testing.T) {
 // same step passes launch by launch (a row count from a slot as the slot);
 // SetPersistent(false) launches them one by one again.
 func TestEnginePersistent(t *testing.T) {
-	cfgJSON, err := synth.ConfigJSON(synth.PresetTiny, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := arch.ParseConfig(cfgJSON)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := planner.Plan(planner.FromConfig("tiny", cfg), planner.Options{Target: plan.SM90, Buckets: []int{8}, ContextTokens: 64, PersistentDecode: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := newFake("cuda", 1<<28)
-	f.perSM = 1
-	objs := map[string][]byte{}
-	for _, k := range p.Kernels {
-		objs[k.Name] = image(k.Name, len(declared(&k))+2)
-	}
-	b, err := New(f.driver(), Config{Target: string(plan.SM90), Objects: objs, Multiprocessors: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	e, err := runtime.NewEngine(p, b, runtime.SyntheticWeights(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	p, f, e := tinyEngine(t, planner.Options{PersistentDecode: true}, 1, 4)
 	var decode *plan.Phase
 	var stream *plan.Kernel
 	for i := range p.Phases {
@@ -318,4 +265,41 @@ func (f *fake) names(vals []uint64) []string {
 		}
 	}
 	return out
+}
+
+// tinyEngine is the tiny model's sm_90 plan (buckets 8, context 64, and o's
+// choices) in an engine on the fake CUDA driver, whose occupancy query
+// answers perSM blocks a multiprocessor of sms; both close with the test.
+func tinyEngine(t *testing.T, o planner.Options, perSM int32, sms int) (*plan.Plan, *fake, *runtime.Engine) {
+	t.Helper()
+	cfgJSON, err := synth.ConfigJSON(synth.PresetTiny, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := arch.ParseConfig(cfgJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Target, o.Buckets, o.ContextTokens = plan.SM90, []int{8}, 64
+	p, err := planner.Plan(planner.FromConfig("tiny", cfg), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFake("cuda", 1<<28)
+	f.perSM = perSM
+	objs := map[string][]byte{}
+	for _, k := range p.Kernels {
+		objs[k.Name] = image(k.Name, len(declared(&k))+2)
+	}
+	b, err := New(f.driver(), Config{Target: string(plan.SM90), Objects: objs, Multiprocessors: sms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	e, err := runtime.NewEngine(p, b, runtime.SyntheticWeights(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return p, f, e
 }
