@@ -43,7 +43,10 @@ func gdnDecodeSplit() *ir.Family {
 			{Name: "state", DType: ir.F32, Access: ir.ReadWrite, Extent: ir.Fixed("v_heads", "k_dim", "v_dim")},
 			{Name: "arrivals", DType: ir.I32, Access: ir.ReadWrite, Extent: ir.Fixed("k_heads")},
 		},
-		Params: cat(ir.Ints("k_heads", "v_heads", "k_dim", "v_dim", "kernel", "col_tile"), ir.Reals("l2_eps", "q_scale", "k_scale", "eps")),
+		// early_state (optional): the state slice loaded before the
+		// programmatic wait; late_trigger (optional): the trigger after the
+		// block's rows are done, before its arrival (docs/pdl.md).
+		Params: cat(ir.Ints("k_heads", "v_heads", "k_dim", "v_dim", "kernel", "col_tile"), ir.Reals("l2_eps", "q_scale", "k_scale", "eps"), ir.OptionalFlags("early_state", "late_trigger")),
 		Check: func(p ir.Params) error {
 			if err := gdnDecodeStep().Check(p); err != nil {
 				return err

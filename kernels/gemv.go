@@ -32,7 +32,11 @@ import (
 //     for the first GEMVPrefetchChunks chunks of its rows' slices, one bulk
 //     prefetch a row (sm_90's cp.async.bulk.prefetch.L2): the stream after
 //     the wait starts from the L2, with no register or shared memory held
-//     (docs/pdl.md); at most one of early, staged and l2_prefetch.
+//     (docs/pdl.md); at most one of early, staged and l2_prefetch;
+//   - late_trigger (optional, the late and l2_prefetch kernels): the wait
+//     stays at the entry and PDL_TRIGGER() comes once a lane's last pass of
+//     loads is out, so the next launch's blocks are scheduled during this
+//     one's tail rather than beside its whole stream (docs/pdl.md).
 //
 // Any K: a lane reads 8 BF16 weights (16 bytes) a load when K % 8 == 0,
 // and one element at a time otherwise.
@@ -154,10 +158,13 @@ func gemvFamily(kind, of ir.Kind) *ir.Family {
 	return &ir.Family{
 		Kind:     kind,
 		Operands: operandsOf(of),
-		Params:   cat(ir.Ints("k", "n", "split_k"), streamParams(), ir.Flags("early", "staged", "l2_prefetch")),
+		Params:   cat(ir.Ints("k", "n", "split_k"), streamParams(), ir.Flags("early", "staged", "l2_prefetch"), ir.OptionalFlags("late_trigger")),
 		Check: func(p ir.Params) error {
 			if s := p.Int("split_k"); s&(s-1) != 0 || s > GEMVMaxSplitK {
 				return fmt.Errorf("split_k %d: want a power of two up to %d (it divides a block's warps)", s, GEMVMaxSplitK)
+			}
+			if p.Flag("late_trigger") && (p.Flag("early") || p.Flag("staged")) {
+				return fmt.Errorf("late_trigger with early or staged: the trigger moves in the late and l2_prefetch kernels only")
 			}
 			if p.Flag("l2_prefetch") && (p.Flag("early") || p.Flag("staged")) {
 				return fmt.Errorf("l2_prefetch with early or staged: a kernel reads one of them before its wait, not two")

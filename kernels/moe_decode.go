@@ -46,7 +46,9 @@ func moeDecodeFamilies() []*ir.Family {
 			},
 			// l2_prefetch: the shared expert's warps ask the L2 for their
 			// rows before PDL_WAIT() (docs/pdl.md).
-			Params: cat(params, ir.Flags("l2_prefetch")),
+			// late_trigger (optional): the trigger once the stream's last
+			// pass of loads is out, not at the wait (docs/pdl.md).
+			Params: cat(params, ir.Flags("l2_prefetch"), ir.OptionalFlags("late_trigger")),
 			Check: func(p ir.Params) error {
 				if err := moeDecodeCheck(p); err != nil {
 					return err
@@ -90,8 +92,11 @@ func moeDecodeFamilies() []*ir.Family {
 			// were written two launches back or earlier (rmsnorm_router_topk's
 			// ranking; the planner's rule, docs/pdl.md), never by the launch
 			// just before.
-			Params: cat(params, ir.Flags("warp_per_slot", "early_ids")),
+			Params: cat(params, ir.Flags("warp_per_slot", "early_ids"), ir.OptionalFlags("late_trigger")),
 			Check: func(p ir.Params) error {
+				if p.Flag("late_trigger") && !p.Flag("warp_per_slot") {
+					return fmt.Errorf("late_trigger: only the warp-per-slot layout places its own trigger")
+				}
 				if err := moeDecodeCheck(p); err != nil {
 					return err
 				}

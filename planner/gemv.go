@@ -35,6 +35,14 @@ type streamTuning struct {
 	// router's launch (fuseMoERank), and moe_decode_down reads the ids
 	// before its wait.
 	RankOnce bool
+	// LateTrigger: the decode step's streaming launches trigger their
+	// dependants once a lane's last pass of loads is out, gdn_decode_split
+	// after its rows (kernels' late_trigger flag), where the target launches
+	// with programmatic serialization.
+	LateTrigger bool
+	// EarlyState: gdn_decode_split loads its state slice before the wait
+	// (kernels' early_state flag), where the target launches so.
+	EarlyState bool
 }
 
 // L2PrefetchMaxBytes bounds the matrices whose launches prefetch: the
@@ -64,6 +72,8 @@ func (o *Options) streamRow() streamTuning {
 	tune := streamTable[o.Target]
 	tune.L2Prefetch = tune.L2Prefetch || o.L2Prefetch
 	tune.RankOnce = tune.RankOnce || o.MoERank
+	tune.LateTrigger = tune.LateTrigger || o.LateTrigger
+	tune.EarlyState = tune.EarlyState || o.GDNEarlyState
 	if o.StreamUnroll > 0 {
 		tune.Unroll = o.StreamUnroll
 	}
@@ -130,6 +140,7 @@ func streamOneRow(g *ir.Graph, t plan.Target, tune streamTuning) error {
 			sg, su := op.Operands[f.Operand("shared_gate")], op.Operands[f.Operand("shared_up")]
 			p.SetFlag("l2_prefetch", tune.L2Prefetch && t.Programmatic() && p.Int("hidden")%8 == 0 &&
 				g.Tensors[sg.Tensor].Role == ir.Weight && g.Tensors[su.Tensor].Role == ir.Weight)
+			setLateTrigger(&p, t, tune)
 		case ir.MoEDecodeDown:
 			if p.Flag("warp_per_slot") {
 				// A block's rows of one expert a warp: as many rows as keep
@@ -137,6 +148,7 @@ func streamOneRow(g *ir.Graph, t plan.Target, tune streamTuning) error {
 				u := unroll(chunks(p.Int("inter")), t.Launch().Warp, 1, tune)
 				rows := min(kernels.MoEDecodeMaxBlockRows/2, kernels.GEMVMaxLoads/u)
 				maps.Copy(p.Ints, map[string]int64{"rows_per_warp": int64(rows), "unroll": int64(u)})
+				setLateTrigger(&p, t, tune)
 				break
 			}
 			// Every slot's rows in flight at once, then the shared expert's.
@@ -144,6 +156,14 @@ func streamOneRow(g *ir.Graph, t plan.Target, tune streamTuning) error {
 			rpw := min(rowsPerWarp(p.Int("hidden"), slots, tune), max(1, kernels.GEMVMaxLoads/slots))
 			maps.Copy(p.Ints, map[string]int64{"rows_per_warp": int64(rpw),
 				"unroll": int64(unroll(chunks(p.Int("inter")), t.Launch().Warp, slots*rpw, tune))})
+		case ir.GDNDecodeSplit:
+			// Not a stream, but the launch before the GDN layer's output
+			// projection: where its trigger sits decides when that stream's
+			// blocks come.
+			setLateTrigger(&p, t, tune)
+			if tune.EarlyState && t.Programmatic() {
+				p.SetFlag("early_state", true)
+			}
 		default:
 			continue
 		}
@@ -194,6 +214,18 @@ func setPrefetch(p *ir.Params, g *ir.Graph, w ir.Operand, t plan.Target, tune st
 	p.SetFlag("early", early && !staged)
 	p.SetFlag("staged", staged)
 	p.SetFlag("l2_prefetch", tune.L2Prefetch && pre && !early && k%8 == 0 && int64(n)*int64(k)*2 <= L2PrefetchMaxBytes)
+	if !early {
+		setLateTrigger(p, t, tune)
+	}
+}
+
+// setLateTrigger sets the optional late_trigger flag where the row asks for
+// it and the target's launches overlap; absent otherwise, so the plans
+// without it keep their kernels' names and sources.
+func setLateTrigger(p *ir.Params, t plan.Target, tune streamTuning) {
+	if tune.LateTrigger && t.Programmatic() {
+		p.SetFlag("late_trigger", true)
+	}
 }
 
 // rowsPerWarp is the most output rows per warp (each streaming width

@@ -64,6 +64,18 @@ type Options struct {
 	// launches overlap; targets whose stream row says L2Prefetch do so
 	// without being asked.
 	L2Prefetch bool
+	// LateTrigger moves the programmatic trigger of the decode step's
+	// streaming launches (the gemv families, moe_decode_gate_up,
+	// moe_decode_down) from their wait to the moment a lane's last pass of
+	// weight loads is out, and gdn_decode_split's to the end of its rows
+	// (the kernels' late_trigger flag, docs/pdl.md), on a target whose
+	// launches overlap; targets whose stream row says LateTrigger do so
+	// without being asked.
+	LateTrigger bool
+	// GDNEarlyState has gdn_decode_split load its state slice before the
+	// programmatic wait (the kernel's early_state flag, docs/pdl.md) on a
+	// target whose launches overlap.
+	GDNEarlyState bool
 	// StreamUnroll, when positive, replaces the target's unroll of the
 	// weight-streaming families (the 16-byte chunks a lane loads before its
 	// FMAs, within kernels.GEMVMaxLoads over its rows): a tuning knob for
