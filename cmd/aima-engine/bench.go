@@ -286,10 +286,13 @@ type benchDecode struct {
 	// Start is how the context was reached: "prefill", or "synthetic" (the
 	// KV cache and GDN state filled on the device: the speed of a step at
 	// that context, not a generation).
-	Start     string        `json:"start"`
-	PrefillS  float64       `json:"prefill_s"`
-	WarmupS   []float64     `json:"warmup_steps_s"`
-	StepsS    []float64     `json:"steps_s"`
+	Start    string    `json:"start"`
+	PrefillS float64   `json:"prefill_s"`
+	WarmupS  []float64 `json:"warmup_steps_s"`
+	StepsS   []float64 `json:"steps_s"`
+	// IDs are the greedy ids the timed steps drew, in order: two plans of
+	// the same model and weights that compute the same logits draw the same.
+	IDs       []int32       `json:"ids"`
 	Step      *benchSummary `json:"step_s,omitempty"`
 	TotalS    float64       `json:"total_s"`
 	TokSStep  float64       `json:"tok_s_median_step"`
@@ -838,7 +841,7 @@ const (
 // synthetic context (the first token is then a seeded id).
 func (b *bench) decode(ctx context.Context, log io.Writer, n int, logits []float32, prefillS float64, start string) error {
 	f := b.f
-	b.rep.Decode = append(b.rep.Decode, benchDecode{Context: n, Start: start, PrefillS: prefillS, WarmupS: []float64{}, StepsS: []float64{}})
+	b.rep.Decode = append(b.rep.Decode, benchDecode{Context: n, Start: start, PrefillS: prefillS, WarmupS: []float64{}, StepsS: []float64{}, IDs: []int32{}})
 	d := &b.rep.Decode[len(b.rep.Decode)-1]
 	device := b.e.CanSample()
 	var greedy runtime.DeviceSampling
@@ -876,6 +879,7 @@ func (b *bench) decode(ctx context.Context, log io.Writer, n int, logits []float
 			continue
 		}
 		d.StepsS = append(d.StepsS, round(sec, 6))
+		d.IDs = append(d.IDs, tok)
 	}
 	b.noteStep(device)
 	d.Step = summarize(d.StepsS)
