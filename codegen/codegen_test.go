@@ -80,7 +80,9 @@ func optionPlans(t *testing.T) []*plan.Plan {
 		// tensor-core fold on sm_90, the CUDA-core one on gfx1151)
 		{Target: plan.SM90, QKFold: true}, {Target: plan.GFX1151, QKFold: true},
 		// the decode steps' runs as persistent launches (--persistent-decode)
-		{Target: plan.SM90, PersistentDecode: true}, {Target: plan.GFX1151, PersistentDecode: true}} {
+		{Target: plan.SM90, PersistentDecode: true}, {Target: plan.GFX1151, PersistentDecode: true},
+		// the GDN layer's output projection folded into its split (--gdn-out)
+		{Target: plan.SM90, GDNOut: true}, {Target: plan.GFX1151, GDNOut: true}} {
 		o.Buckets, o.ContextTokens = []int{1024}, 4096
 		p, err := planner.Plan(m, o)
 		if err != nil {

@@ -101,6 +101,40 @@ var gdnSplitCases = []gpuCase{
 	{"gdn_split_odd_t8", gdnSplit(1, 3, 20, 24, 8), 1, 0},
 }
 
+// gdnOut is a gdn_decode_out case kernel (gdn_decode_split's shape, the
+// output projection's hidden width, its slice staged in shared memory or
+// not), named for its shape.
+func gdnOut(hk, hv, dk, dv, tile, hidden float64, stage bool) plan.Kernel {
+	p := gdnStepParams(hk, hv, dk, dv, tile)
+	p["hidden"] = hidden
+	p["stage"] = 0
+	if stage {
+		p["stage"] = 1
+	}
+	k := kern("gdn_decode_out", p)
+	k.Name = fmt.Sprintf("gdn_decode_out_%g_%g_%g_%g_t%g_h%g_s%v", hk, hv, dk, dv, tile, hidden, stage)
+	return k
+}
+
+// gdnOutCases are the correctness cases of gdn_decode_out: the model's
+// GDN shape with the plan's tile (a hidden width of 256: the projection's
+// slice is the model's 2048 rows' code path on an eighth of the bytes),
+// staged and not, two rows; a narrower tile
+// (256 blocks, three an SM); the tiny fixtures' shape; odd widths (a tile
+// of 8 columns with a hidden width that leaves the last block a short
+// share, one column a tile on the one-element path); the barrier and the
+// split's arrival counters start at zero, every output is poisoned.
+var gdnOutCases = []gpuCase{
+	{"gdn_out_t32", gdnOut(16, 32, 128, 128, 32, 256, true), 1, 0},
+	{"gdn_out_t32_global", gdnOut(16, 32, 128, 128, 32, 256, false), 1, 0},
+	{"gdn_out_t32_rows", gdnOut(16, 32, 128, 128, 32, 256, true), 2, 0},
+	{"gdn_out_t16", gdnOut(16, 32, 128, 128, 16, 256, true), 1, 0},
+	{"gdn_out_tiny", gdnOut(2, 4, 16, 16, 4, 64, false), 1, 0},
+	{"gdn_out_tiny_rows", gdnOut(2, 4, 16, 16, 4, 64, false), 3, 0},
+	{"gdn_out_odd_t8", gdnOut(1, 3, 20, 24, 8, 37, true), 1, 0},
+	{"gdn_out_odd_t1", gdnOut(1, 3, 20, 9, 1, 10, false), 2, 0},
+}
+
 // gdnBytes is what one launch of kernel k over one row must move: every
 // operand's extent, read-write ones both ways.
 func gdnBytes(k plan.Kernel) int64 {
@@ -133,6 +167,9 @@ func TestWriteGPUCasesGDNSplit(t *testing.T) {
 	}
 	for i, c := range gdnPeerCases {
 		writeCase(t, filepath.Join(out, c.name), c, uint64(3200+i))
+	}
+	for i, c := range gdnOutCases {
+		writeCase(t, filepath.Join(out, c.name), c, uint64(3400+i))
 	}
 	const rotate = 128
 	hbm := fmt.Sprintf("one decode row, %d copies of every operand rotated (%.0f MB, past the L2)", rotate,
@@ -173,14 +210,20 @@ func TestWriteGPUCasesGDNSplit(t *testing.T) {
 	tiny := gpuCase{"speed_gdn_peer_tiny", gdnPeer(2, 4, 16, 16, 1), 1, 0}
 	writeTimedCase(t, filepath.Join(out, tiny.name), tiny, 3300, &caseSpeed{reps: 256, rotate: 1, bytes: gdnBytes(tiny.k),
 		note: "the tiny fixtures' shape: the launch, one load wave and the exchange, next to no bytes", graph: true})
+	// gdn_decode_out at the plan's shape: the split's bytes and the output
+	// projection's 16.8 MB, against speed_gdn_split_t32 plus a gemv_add of
+	// 2048 × 4096 (speed_gemv_add_*).
+	o := gpuCase{"speed_gdn_out_t32", gdnOut(16, 32, 128, 128, 32, 2048, true), 1, 0}
+	writeTimedCase(t, filepath.Join(out, o.name), o, 3450, &caseSpeed{reps: 256, rotate: 32, bytes: gdnBytes(o.k),
+		note: "one decode row, 32 copies of every operand rotated (past the L2)", graph: true})
 	l2p := gpuCase{"speed_gdn_peer_t32_l2", gdnPeer(16, 32, 128, 128, 32), 1, 0}
 	writeTimedCase(t, filepath.Join(out, l2p.name), l2p, 0, &caseSpeed{reps: 256, rotate: 1, bytes: gdnBytes(l2p.k),
 		from: "speed_gdn_peer_t32", note: "one copy of every operand: the 4.6 MB working set stays in L2", graph: true})
 
 }
 
-// TestCompileGDNDecodeSplit compiles gdn_decode_split at every case's
-// shape, and gdn_decode_step at the model's, for gfx1151 (no scratch,
+// TestCompileGDNDecodeSplit compiles gdn_decode_split, gdn_decode_peer and
+// gdn_decode_out at every case's shape, and gdn_decode_step at the model's, for gfx1151 (no scratch,
 // within the VGPR and LDS budgets) and to PTX for sm_90: the frozen plans
 // hold only the model's tile of the one and none of the other.
 func TestCompileGDNDecodeSplit(t *testing.T) {
@@ -191,7 +234,7 @@ func TestCompileGDNDecodeSplit(t *testing.T) {
 		// gdn_decode_step, the oracle no frozen GPU plan holds any more.
 		old := kern("gdn_decode_step", gdnStepParams(16, 32, 128, 128, 0))
 		old.Name = "gdn_decode_step_16_32_128_128"
-		for _, gc := range append(append([]gpuCase{{"step", old, 1, 0}}, gdnSplitCases...), gdnPeerCases...) {
+		for _, gc := range append(append(append([]gpuCase{{"step", old, 1, 0}}, gdnSplitCases...), gdnPeerCases...), gdnOutCases...) {
 			if seen[gc.k.Name] {
 				continue
 			}

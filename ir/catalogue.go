@@ -41,6 +41,14 @@ const (
 	// squares under a tag each and wait for one another's, so every block
 	// finishes the gated norm of its own columns. Same oracle.
 	GDNDecodePeer Kind = "gdn_decode_peer"
+	// GDNDecodeOut is gdn_decode_split with the layer's output projection
+	// and residual add (matmul_add) in the same launch: every block projects
+	// its gated, not yet normalized, output columns through its slice of the
+	// projection's columns, and after one grid barrier each block sums the
+	// blocks' partial rows of its share of the hidden width, scaled by each
+	// head's norm. Its oracle is the pair's: gdn_decode_split, then
+	// matmul_add.
+	GDNDecodeOut Kind = "gdn_decode_out"
 	// The decode step's MoE block after the router projection (SPEC §4) in
 	// two weight-streaming launches: top-k with the routed and the shared
 	// experts' gate_up·SiLU, then every expert's down projection, the

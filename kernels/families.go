@@ -16,7 +16,7 @@ import (
 var Families = ir.Catalogue{}
 
 func init() {
-	for _, f := range append(append(append(append(append(append(families(), gemvFamilies()...), gemmFamilies()...), moeDecodeFamilies()...), lmHeadFamilies()...), gdnChunkFamilies()...), moeDecodeRouteGateUp(), moeDecodeGateUpRanked(), gdnDecodeStep(), gdnDecodeSplit(), gdnDecodePeer(), decodePersistent()) {
+	for _, f := range append(append(append(append(append(append(families(), gemvFamilies()...), gemmFamilies()...), moeDecodeFamilies()...), lmHeadFamilies()...), gdnChunkFamilies()...), moeDecodeRouteGateUp(), moeDecodeGateUpRanked(), gdnDecodeStep(), gdnDecodeSplit(), gdnDecodePeer(), gdnDecodeOut(), decodePersistent()) {
 		if f.Template == "" {
 			f.Template = string(f.Kind) + ".tmpl"
 		}

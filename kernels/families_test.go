@@ -46,6 +46,8 @@ var examples = map[ir.Kind]ir.Params{
 		Reals: map[string]float64{"l2_eps": 1e-6, "q_scale": 0.5, "k_scale": 1, "eps": 1e-6}},
 	ir.GDNDecodePeer: {Ints: map[string]int64{"k_heads": 1, "v_heads": 2, "k_dim": 4, "v_dim": 4, "kernel": 4, "col_tile": 2},
 		Reals: map[string]float64{"l2_eps": 1e-6, "q_scale": 0.5, "k_scale": 1, "eps": 1e-6}},
+	ir.GDNDecodeOut: {Ints: map[string]int64{"k_heads": 1, "v_heads": 2, "k_dim": 4, "v_dim": 4, "kernel": 4, "col_tile": 2, "hidden": 6},
+		Reals: map[string]float64{"l2_eps": 1e-6, "q_scale": 0.5, "k_scale": 1, "eps": 1e-6}, Flags: map[string]bool{"stage": false}},
 	ir.RoPE:      {Ints: map[string]int64{"row_stride": 16, "heads": 2, "head_dim": 8, "rot_dim": 4}, Reals: map[string]float64{"theta": 1e4}},
 	ir.KVAppend:  {Ints: map[string]int64{"width": 8, "capacity": 6}, Flags: map[string]bool{"kv_bf16": false}},
 	ir.Attention: {Ints: map[string]int64{"q_heads": 2, "kv_heads": 1, "head_dim": 8, "capacity": 6, "width": 8}, Reals: map[string]float64{"scale": 0.35}, Flags: map[string]bool{"kv_bf16": false}},

@@ -131,6 +131,11 @@ func fusePass(c *compilation) error {
 		// concatenated projection).
 		n += fuseProjections(g)
 		n += fuseNormGEMV(g, c.o.Target, c.o.streamRow())
+		if c.steps[i].Kind.Decode() && c.o.GDNOut {
+			// After the projections' and the norms' rules, which rewrite the
+			// split's inputs (a fallback's operands must be the fused op's).
+			n += fuseGDNOut(g, c.o.Target, c.o.streamRow())
+		}
 		if c.steps[i].Kind.Decode() && c.o.MoERouter {
 			// After the norms: the router is the rmsnorm_gemv it folds in.
 			n += fuseMoERouter(g, c.o.Target)

@@ -76,6 +76,11 @@ type Options struct {
 	// programmatic wait (the kernel's early_state flag, docs/pdl.md) on a
 	// target whose launches overlap.
 	GDNEarlyState bool
+	// GDNOut folds each decode GDN layer's output projection and residual
+	// add into its gdn_decode_split launch: gdn_decode_out, one grid
+	// barrier in place of the split's last-block norm and the gemv_add
+	// launch (docs/gdn-decode.md), the pair kept as the fallback.
+	GDNOut bool
 	// StreamUnroll, when positive, replaces the target's unroll of the
 	// weight-streaming families (the 16-byte chunks a lane loads before its
 	// FMAs, within kernels.GEMVMaxLoads over its rows): a tuning knob for
