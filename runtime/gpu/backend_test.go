@@ -848,7 +848,8 @@ func declared(k *plan.Kernel) []ir.OperandSpec {
 }
 
 // TestResident: a grid is resident when the occupancy query's blocks per
-// multiprocessor times the multiprocessors cover it; without the query
+// multiprocessor times the multiprocessors cover it (asked with the
+// function's dynamic shared memory limit raised to the launch's); without the query
 // (hip's fake), without a multiprocessor count, or for a kernel not
 // loaded, it is not (or an error); a failing query is an error.
 func TestResident(t *testing.T) {
@@ -857,6 +858,7 @@ func TestResident(t *testing.T) {
 	launch := func(x, y int) *plan.Launch {
 		return &plan.Launch{Kernel: k.Name, Grid: []int{x, y, 1}, Block: []int{256, 1, 1}}
 	}
+	shared := func(l *plan.Launch, bytes int) *plan.Launch { l.SharedBytes = bytes; return l }
 	for _, c := range []struct {
 		name     string
 		dialect  string
@@ -868,6 +870,9 @@ func TestResident(t *testing.T) {
 		{"fits", "cuda", 2, 132, launch(264, 1), true},
 		{"one block over", "cuda", 2, 132, launch(265, 1), false},
 		{"rows count", "cuda", 2, 132, launch(200, 2), false},
+		// a block's dynamic shared memory above the default limit: the
+		// query is asked after the limit is raised, as the launch raises it
+		{"dynamic shared past the default", "cuda", 1, 132, shared(launch(128, 1), 128<<10), true},
 		{"no multiprocessor count", "cuda", 2, 0, launch(1, 1), false},
 		{"no occupancy query", "hip", 2, 40, launch(1, 1), false},
 	} {

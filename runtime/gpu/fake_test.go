@@ -808,8 +808,15 @@ func (f *fake) driver() *Driver {
 			if rc := f.enter("OccupancyMaxActiveBlocks"); rc != 0 {
 				return rc
 			}
-			if f.funcs[fn] == nil || blockSize <= 0 || dynamicShared > fakeMaxShare {
+			k := f.funcs[fn]
+			if k == nil || blockSize <= 0 || dynamicShared > fakeMaxShare {
 				return 1
+			}
+			// As the driver: above the function's dynamic shared memory
+			// limit (48 KB until FuncSetAttribute raises it) no block fits.
+			if dynamicShared > uint64(max(k.shared, DefaultSharedLimit)) {
+				*blocks = 0
+				return 0
 			}
 			*blocks = f.perSM * 256 / blockSize
 			return 0

@@ -254,6 +254,11 @@ func (b *Backend) ResidentBlocks(k *plan.Kernel, threads, shared int) (int, erro
 	if b.d.OccupancyMaxActiveBlocks == nil || b.multiprocessors <= 0 {
 		return 0, nil
 	}
+	// The driver counts no block that needs more dynamic shared memory
+	// than the function's limit: raise it first, as the launch will.
+	if err := b.raiseShared(k.Name, f, shared); err != nil {
+		return 0, err
+	}
 	var per int32
 	if rc := b.d.OccupancyMaxActiveBlocks(&per, f.fn, int32(threads), uint64(shared)); rc != 0 {
 		return 0, b.fail("kernel "+k.Name+": occupancy", rc)
