@@ -25,7 +25,7 @@ var gdnOutResident = map[plan.Target]int{plan.SM90: 1, plan.GFX1151: 1}
 // The split and the projection, streamed as the stream pass would stream
 // it (gemv_add), stay as the launch's fallback. It returns the number of
 // rewrites.
-func fuseGDNOut(g *ir.Graph, target plan.Target, tune streamTuning) int {
+func fuseGDNOut(g *ir.Graph, target plan.Target, tune streamTuning, stage string) int {
 	per, ok := gdnOutResident[target]
 	if !ok {
 		return 0
@@ -56,7 +56,10 @@ func fuseGDNOut(g *ir.Graph, target plan.Target, tune streamTuning) int {
 		q.SetInt("hidden", int64(mm.Params.Int("n")))
 		q.SetFlag("stage", false)
 		c := target.Launch()
-		q.SetFlag("stage", kernels.GDNOutVectorized(q) && target.Programmatic() && kernels.GDNDecodeOutFits(withStage(q), c) == nil)
+		q.SetFlag("stage", stage != "off" && kernels.GDNOutVectorized(q) && target.Programmatic() && kernels.GDNDecodeOutFits(withStage(q), c) == nil)
+		if q.Flag("stage") && stage == "late" {
+			q.SetFlag("stage_late", true)
+		}
 		if kernels.GDNDecodeOutFits(q, c) != nil || kernels.Families[ir.GDNDecodeOut].CheckParams(q) != nil ||
 			kernels.GDNOutBlocks(q) > per*c.Multiprocessors {
 			continue

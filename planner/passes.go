@@ -134,7 +134,7 @@ func fusePass(c *compilation) error {
 		if c.steps[i].Kind.Decode() && c.o.GDNOut {
 			// After the projections' and the norms' rules, which rewrite the
 			// split's inputs (a fallback's operands must be the fused op's).
-			n += fuseGDNOut(g, c.o.Target, c.o.streamRow())
+			n += fuseGDNOut(g, c.o.Target, c.o.streamRow(), c.o.GDNOutStage)
 		}
 		if c.steps[i].Kind.Decode() && c.o.MoERouter {
 			// After the norms: the router is the rmsnorm_gemv it folds in.

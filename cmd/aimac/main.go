@@ -85,6 +85,7 @@ func parseBuckets(s string) ([]int, error) {
 func planCmd() *cobra.Command {
 	var dir, target, buckets, out, kvDType, fusion, tiling, prefillAttn, prefillGDN, gemmTile, tcSums string
 	var ctxTokens, decodeSplits, gdnColTile, streamUnroll, aTerms int
+	var gdnOutStage string
 	var decodeStream, gdnPeer, moeRouter, moeRank, l2Prefetch, lateTrigger, gdnEarlyState, gdnOut, certifiedHead, wideExperts, persistentExperts, clusterA, sharedATerms, persistentDecode, qkFold bool
 	var decodeMMA string
 	c := &cobra.Command{
@@ -105,7 +106,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 				return err
 			}
 			p, err := planner.Plan(m, planner.Options{Target: plan.Target(target), Buckets: bs, ContextTokens: ctxTokens, KVDType: ir.DType(kvDType), Fusion: planner.Fusion(fusion),
-				Tiling: planner.Tiling(tiling), DecodeSplits: decodeSplits, DecodeStream: decodeStream, DecodeMMA: planner.DecodeMMA(decodeMMA), QKFold: qkFold, MoERouter: moeRouter, MoERank: moeRank, L2Prefetch: l2Prefetch, LateTrigger: lateTrigger, GDNEarlyState: gdnEarlyState, GDNOut: gdnOut, StreamUnroll: streamUnroll, BF16Head: !certifiedHead, GDNColumnTile: gdnColTile, GDNPeer: gdnPeer, PrefillAttention: planner.PrefillAttention(prefillAttn),
+				Tiling: planner.Tiling(tiling), DecodeSplits: decodeSplits, DecodeStream: decodeStream, DecodeMMA: planner.DecodeMMA(decodeMMA), QKFold: qkFold, MoERouter: moeRouter, MoERank: moeRank, L2Prefetch: l2Prefetch, LateTrigger: lateTrigger, GDNEarlyState: gdnEarlyState, GDNOut: gdnOut, GDNOutStage: gdnOutStage, StreamUnroll: streamUnroll, BF16Head: !certifiedHead, GDNColumnTile: gdnColTile, GDNPeer: gdnPeer, PrefillAttention: planner.PrefillAttention(prefillAttn),
 				PrefillGDN: planner.PrefillGDN(prefillGDN), GEMMTile: planner.GEMMTile(gemmTile), TCSums: planner.TCSums(tcSums), ATerms: aTerms, WideExperts: wideExperts, PersistentExperts: persistentExperts, ClusterA: clusterA, SharedATerms: sharedATerms, PersistentDecode: persistentDecode})
 			if err != nil {
 				return err
@@ -136,6 +137,7 @@ Qwen3.6-35B-A3B config is planned. The output is byte-identical on every run.`,
 	c.Flags().BoolVar(&moeRank, "moe-rank", false, "rank each decode MoE block's top-k once in the router's launch (rmsnorm_router_topk), gate_up reading the ids and down reading them before its programmatic wait")
 	c.Flags().BoolVar(&lateTrigger, "late-trigger", false, "the decode step's streaming launches let the next launch start once a lane's last pass of weight loads is out, gdn_decode_split once its rows are done, rather than at their programmatic wait (sm_90): docs/pdl.md")
 	c.Flags().BoolVar(&gdnOut, "gdn-out", false, "each decode GDN layer's output projection and residual add in its gdn_decode_split launch (gdn_decode_out: one grid barrier instead of the split's last-block norm and the gemv_add launch; the pair is the fallback where the grid does not fit the device): docs/gdn-decode.md")
+	c.Flags().StringVar(&gdnOutStage, "gdn-out-stage", "", "with --gdn-out, where gdn_decode_out copies its slice of the output projection to shared memory: early (before the programmatic wait), late (after the state's loads), off (read from global memory after the chain), or empty for early (sm_90): docs/gdn-decode.md")
 	c.Flags().BoolVar(&gdnEarlyState, "gdn-early-state", false, "gdn_decode_split loads its state slice before the programmatic wait (sm_90): docs/pdl.md")
 	c.Flags().BoolVar(&l2Prefetch, "l2-prefetch", false, "the decode step's weight-streaming launches (gemv, gemv_add, rmsnorm_gemv up to 64 MB, moe_decode_gate_up's shared expert) ask the L2 for their first weight bytes before the programmatic wait, on targets that launch programmatically (sm_90): docs/pdl.md")
 	cliflag.IntRange(c.Flags(), &streamUnroll, "stream-unroll", 0, 0, kernels.GEMVMaxLoads, "`N` 16-byte weight chunks a lane of the decode step's weight-streaming launches loads before its FMAs (a tuning knob; 0: the target's, docs/gemv.md)")
