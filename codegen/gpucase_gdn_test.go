@@ -133,6 +133,16 @@ var gdnOutCases = []gpuCase{
 	{"gdn_out_tiny_rows", gdnOut(2, 4, 16, 16, 4, 64, false), 3, 0},
 	{"gdn_out_odd_t8", gdnOut(1, 3, 20, 24, 8, 37, true), 1, 0},
 	{"gdn_out_odd_t1", gdnOut(1, 3, 20, 9, 1, 10, false), 2, 0},
+	{"gdn_out_t32_bulk", gdnOutBulk(16, 32, 128, 128, 32, 256), 2, 0},
+	{"gdn_out_odd_t8_bulk", gdnOutBulk(1, 3, 20, 24, 8, 37), 1, 0},
+}
+
+// gdnOutBulk is gdnOut staged with bulk copies on an mbarrier (stage_bulk).
+func gdnOutBulk(hk, hv, dk, dv, tile, hidden float64) plan.Kernel {
+	k := gdnOut(hk, hv, dk, dv, tile, hidden, true)
+	k.Params.SetFlag("stage_bulk", true)
+	k.Name += "_bulk"
+	return k
 }
 
 // gdnBytes is what one launch of kernel k over one row must move: every

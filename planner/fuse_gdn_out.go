@@ -60,6 +60,9 @@ func fuseGDNOut(g *ir.Graph, target plan.Target, tune streamTuning, stage string
 		if q.Flag("stage") && stage == "late" {
 			q.SetFlag("stage_late", true)
 		}
+		if q.Flag("stage") && stage == "bulk" {
+			q.SetFlag("stage_bulk", true)
+		}
 		if kernels.GDNDecodeOutFits(q, c) != nil || kernels.Families[ir.GDNDecodeOut].CheckParams(q) != nil ||
 			kernels.GDNOutBlocks(q) > per*c.Multiprocessors {
 			continue
