@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/aimaproject/aimac/ir"
 	"github.com/aimaproject/aimac/plan"
@@ -19,6 +20,9 @@ type Engine struct {
 	be      Backend
 	globals map[string]Mem
 	arena   Mem
+	// fallbacks: the grid-barrier kernels the device cannot hold at once,
+	// whose launches run as their fallbacks (residentPlan).
+	fallbacks []string
 	// persistentOn: the decode steps launch their persistent runs as one
 	// launch each (SetPersistent); persistentMems are the runs' item
 	// tables and sync blocks.
@@ -111,11 +115,11 @@ func NewEngine(p *plan.Plan, be Backend, w Weights) (*Engine, error) {
 	if err := be.Load(p.Kernels); err != nil {
 		return nil, err
 	}
-	p, err := residentPlan(p, be)
+	p, fellBack, err := residentPlan(p, be)
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{plan: p, be: be, globals: map[string]Mem{}, prefill: map[int]*phase{}}
+	e := &Engine{plan: p, be: be, globals: map[string]Mem{}, prefill: map[int]*phase{}, fallbacks: fellBack}
 	_, e.graphs = be.(Grapher)
 	if p.Target.GPU() {
 		e.decodeTail = DefaultDecodeTail
@@ -218,14 +222,15 @@ func NewEngine(p *plan.Plan, be Backend, w Weights) (*Engine, error) {
 // residentPlan is p as backend be runs it: every launch whose family
 // waits at a grid barrier (ir.Family.GridBarrier) and whose grid be's
 // device cannot hold at once (Residency) replaced by its fallback
-// launches, so that no launch can wait for blocks that never start. A
-// backend that is no Residency (the CPU, which runs the references) runs
-// p as it is.
-func residentPlan(p *plan.Plan, be Backend) (*plan.Plan, error) {
+// launches, so that no launch can wait for blocks that never start; and
+// the kernels so replaced, each once, in plan order. A backend that is no
+// Residency (the CPU, which runs the references) runs p as it is.
+func residentPlan(p *plan.Plan, be Backend) (*plan.Plan, []string, error) {
 	r, ok := be.(Residency)
 	if !ok {
-		return p, nil
+		return p, nil, nil
 	}
+	var fellBack []string
 	byName := map[string]*plan.Kernel{}
 	for i := range p.Kernels {
 		byName[p.Kernels[i].Name] = &p.Kernels[i]
@@ -243,13 +248,23 @@ func residentPlan(p *plan.Plan, be Backend) (*plan.Plan, error) {
 		if rerr != nil {
 			err = fmt.Errorf("phase %s: launch of %s: %w", ph.Name, l.Kernel, rerr)
 		}
-		return rerr == nil && !resident
+		take := rerr == nil && !resident
+		if take && !slices.Contains(fellBack, l.Kernel) {
+			fellBack = append(fellBack, l.Kernel)
+		}
+		return take
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return q, nil
+	return q, fellBack, nil
 }
+
+// Fallbacks are the plan's grid-barrier kernels whose grid this device
+// cannot hold at once, so that their launches run as their fallback
+// launches (plan.Launch.Fallback), each once, in plan order; none when
+// every such grid fits or the plan has none.
+func (e *Engine) Fallbacks() []string { return slices.Clone(e.fallbacks) }
 
 // bindPorts resolves the ports a phase declares to their buffers and
 // requires the ones the engine uses for the phase's kind.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/aimaproject/aimac/checkpoint"
 	"github.com/aimaproject/aimac/ir"
 	"github.com/aimaproject/aimac/plan"
@@ -201,6 +203,19 @@ func TestResidentPlan(t *testing.T) {
 	if n, g := count(e, ir.MoEDecodeRouteGateUp), count(e, ir.MoEDecodeGateUp); n != 0 || g != layers || no.asked != layers {
 		t.Errorf("not resident: %d fused launches, %d moe_decode_gate_up, %d queries; want 0, %d, %d", n, g, no.asked, layers, layers)
 	}
+	// The engine names the kernels that fell back, each once.
+	var routeKernels []string
+	for _, k := range p.Kernels {
+		if ir.Kind(k.Family) == ir.MoEDecodeRouteGateUp {
+			routeKernels = append(routeKernels, k.Name)
+		}
+	}
+	if diff := cmp.Diff(routeKernels, e.Fallbacks()); len(routeKernels) == 0 || diff != "" {
+		t.Errorf("not resident: Fallbacks (-the plan's grid-barrier kernels +reported):\n%s", diff)
+	}
+	if f := fused.Fallbacks(); len(f) != 0 {
+		t.Errorf("the CPU (no residency query): Fallbacks %v, want none", f)
+	}
 	for s := range want {
 		for i := range want[s] {
 			if math.Float32bits(got[s][i]) != math.Float32bits(want[s][i]) {
@@ -209,8 +224,8 @@ func TestResidentPlan(t *testing.T) {
 		}
 	}
 	yes := &residency{CPU: runtime.NewCPU(), resident: true}
-	if _, e := run(yes, p); count(e, ir.MoEDecodeRouteGateUp) != layers {
-		t.Errorf("resident: the engine does not run the fused launches")
+	if _, e := run(yes, p); count(e, ir.MoEDecodeRouteGateUp) != layers || len(e.Fallbacks()) != 0 {
+		t.Errorf("resident: the engine does not run the fused launches, or reports fallbacks %v", e.Fallbacks())
 	}
 	bad := &residency{CPU: runtime.NewCPU(), err: errors.New("occupancy query failed")}
 	if _, err := runtime.NewEngine(p, bad, runtime.CheckpointWeights(ck)); err == nil || !strings.Contains(err.Error(), "occupancy query failed") {

@@ -219,10 +219,14 @@ type benchMethod struct {
 	// launches that ran as one persistent launch each, and the launches they
 	// hold (aimac plan --persistent-decode, docs/persistent.md); the
 	// per-family profiles time those launches one by one.
-	PersistentRuns     int     `json:"persistent_runs,omitempty"`
-	PersistentLaunches int     `json:"persistent_launches,omitempty"`
-	Bytes              string  `json:"bytes"`
-	TimeLimitS         float64 `json:"time_limit_s,omitempty"`
+	PersistentRuns     int `json:"persistent_runs,omitempty"`
+	PersistentLaunches int `json:"persistent_launches,omitempty"`
+	// Fallbacks are the plan's grid-barrier kernels this device cannot
+	// hold at once, whose launches ran as their fallbacks
+	// (runtime.Engine.Fallbacks).
+	Fallbacks  []string `json:"fallbacks,omitempty"`
+	Bytes      string   `json:"bytes"`
+	TimeLimitS float64  `json:"time_limit_s,omitempty"`
 }
 
 // benchPrefill is one prompt length's prefill figures.
@@ -949,6 +953,9 @@ func (b *bench) noteStep(device bool) {
 	m.PersistentRuns, m.PersistentLaunches = b.e.Persistent()
 	if m.PersistentRuns > 0 {
 		parts = append(parts, fmt.Sprintf("%d runs of %d launches each one persistent launch (the profiles time them launch by launch)", m.PersistentRuns, m.PersistentLaunches))
+	}
+	if m.Fallbacks = b.e.Fallbacks(); len(m.Fallbacks) > 0 {
+		parts = append(parts, fmt.Sprintf("the launches of %s as their fallbacks (their grids do not fit this device at once)", strings.Join(m.Fallbacks, ", ")))
 	}
 	m.DecodeStep = strings.Join(parts, "; ")
 }
