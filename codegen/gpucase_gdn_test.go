@@ -135,14 +135,21 @@ var gdnOutCases = []gpuCase{
 	{"gdn_out_odd_t1", gdnOut(1, 3, 20, 9, 1, 10, false), 2, 0},
 	{"gdn_out_t32_bulk", gdnOutBulk(16, 32, 128, 128, 32, 256), 2, 0},
 	{"gdn_out_odd_t8_bulk", gdnOutBulk(1, 3, 20, 24, 8, 37), 1, 0},
+	{"gdn_out_t32_mid", gdnOutFlag(16, 32, 128, 128, 32, 256, "stage_mid"), 2, 0},
+	{"gdn_out_odd_t8_mid", gdnOutFlag(1, 3, 20, 24, 8, 37, "stage_mid"), 1, 0},
+}
+
+// gdnOutFlag is gdnOut staged, with flag (a stage mode) set.
+func gdnOutFlag(hk, hv, dk, dv, tile, hidden float64, flag string) plan.Kernel {
+	k := gdnOut(hk, hv, dk, dv, tile, hidden, true)
+	k.Params.SetFlag(flag, true)
+	k.Name += "_" + flag
+	return k
 }
 
 // gdnOutBulk is gdnOut staged with bulk copies on an mbarrier (stage_bulk).
 func gdnOutBulk(hk, hv, dk, dv, tile, hidden float64) plan.Kernel {
-	k := gdnOut(hk, hv, dk, dv, tile, hidden, true)
-	k.Params.SetFlag("stage_bulk", true)
-	k.Name += "_bulk"
-	return k
+	return gdnOutFlag(hk, hv, dk, dv, tile, hidden, "stage_bulk")
 }
 
 // gdnBytes is what one launch of kernel k over one row must move: every

@@ -45,8 +45,9 @@ func gdnDecodeOut() *ir.Family {
 		// stage: the block's hidden × col_tile slice of out_w is copied to
 		// shared memory (GDNOutStageBytes) before the programmatic wait, or,
 		// with stage_late (optional), after the state's loads; with
+		// stage_mid (optional), after the first row's inputs are loaded; with
 		// stage_bulk (optional, sm_90) as bulk copies on an mbarrier.
-		Params: cat(ir.Ints("k_heads", "v_heads", "k_dim", "v_dim", "kernel", "col_tile", "hidden"), ir.Reals("l2_eps", "q_scale", "k_scale", "eps"), ir.Flags("stage"), ir.OptionalFlags("stage_late", "stage_bulk")),
+		Params: cat(ir.Ints("k_heads", "v_heads", "k_dim", "v_dim", "kernel", "col_tile", "hidden"), ir.Reals("l2_eps", "q_scale", "k_scale", "eps"), ir.Flags("stage"), ir.OptionalFlags("stage_late", "stage_bulk", "stage_mid")),
 		Check: func(p ir.Params) error {
 			if err := split.Check(p); err != nil {
 				return err
@@ -54,11 +55,17 @@ func gdnDecodeOut() *ir.Family {
 			if h := p.Int("hidden"); h < 1 {
 				return fmt.Errorf("hidden %d: want at least 1", h)
 			}
-			if (p.Flag("stage_late") || p.Flag("stage_bulk")) && !p.Flag("stage") {
-				return fmt.Errorf("stage_late or stage_bulk without stage: they say when and how the staged slice is copied")
+			modes := 0
+			for _, f := range []string{"stage_late", "stage_bulk", "stage_mid"} {
+				if p.Flag(f) {
+					modes++
+				}
 			}
-			if p.Flag("stage_late") && p.Flag("stage_bulk") {
-				return fmt.Errorf("stage_late and stage_bulk: the bulk copies go before the wait")
+			if modes > 0 && !p.Flag("stage") {
+				return fmt.Errorf("stage_late, stage_bulk or stage_mid without stage: they say when and how the staged slice is copied")
+			}
+			if modes > 1 {
+				return fmt.Errorf("at most one of stage_late, stage_bulk and stage_mid: each says when the slice is copied")
 			}
 			if p.Flag("stage") && !GDNOutVectorized(p) {
 				return fmt.Errorf("stage: col_tile %d, v_dim %d: the staged slice is copied 16 bytes at a time (both multiples of 8, col_tile/8 dividing a warp)",

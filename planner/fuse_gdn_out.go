@@ -63,6 +63,9 @@ func fuseGDNOut(g *ir.Graph, target plan.Target, tune streamTuning, stage string
 		if q.Flag("stage") && stage == "bulk" {
 			q.SetFlag("stage_bulk", true)
 		}
+		if q.Flag("stage") && stage == "mid" {
+			q.SetFlag("stage_mid", true)
+		}
 		if kernels.GDNDecodeOutFits(q, c) != nil || kernels.Families[ir.GDNDecodeOut].CheckParams(q) != nil ||
 			kernels.GDNOutBlocks(q) > per*c.Multiprocessors {
 			continue

@@ -51,8 +51,9 @@ func TestFuseGDNOut(t *testing.T) {
 	for _, c := range []struct {
 		stage        string
 		staged, late bool
-		bulk         bool
-	}{{"", true, false, false}, {"early", true, false, false}, {"late", true, true, false}, {"bulk", true, false, true}, {"off", false, false, false}} {
+		bulk, mid    bool
+	}{{"", true, false, false, false}, {"early", true, false, false, false}, {"late", true, true, false, false},
+		{"bulk", true, false, true, false}, {"mid", true, false, false, true}, {"off", false, false, false, false}} {
 		d := decode(Options{Target: plan.SM90, GDNOut: true, GDNOutStage: c.stage})
 		counts := kindCounts(d)
 		if counts[ir.GDNDecodeOut] != gdnLayers || counts[ir.GDNDecodeSplit] != 0 {
@@ -75,9 +76,9 @@ func TestFuseGDNOut(t *testing.T) {
 				t.Errorf("stage %q: the split's operands after y (-fallback +fused):\n%s", c.stage, diff)
 			}
 			q := op.Params
-			got := [3]bool{q.Flag("stage"), q.Flag("stage_late"), q.Flag("stage_bulk")}
-			if want := [3]bool{c.staged, c.late, c.bulk}; got != want {
-				t.Errorf("stage %q: stage, stage_late, stage_bulk %v, want %v", c.stage, got, want)
+			got := [4]bool{q.Flag("stage"), q.Flag("stage_late"), q.Flag("stage_bulk"), q.Flag("stage_mid")}
+			if want := [4]bool{c.staged, c.late, c.bulk, c.mid}; got != want {
+				t.Errorf("stage %q: stage, stage_late, stage_bulk, stage_mid %v, want %v", c.stage, got, want)
 			}
 			if q.Int("hidden") != m.Config.HiddenSize {
 				t.Errorf("stage %q: hidden %d, want %d", c.stage, q.Int("hidden"), m.Config.HiddenSize)

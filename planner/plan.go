@@ -83,7 +83,8 @@ type Options struct {
 	GDNOut bool
 	// GDNOutStage says where gdn_decode_out copies its slice of the output
 	// projection to shared memory: "" or "early" before the programmatic
-	// wait, "late" after the state's loads, "bulk" before the wait as
+	// wait, "late" after the state's loads, "mid" once the first row's
+	// inputs are loaded (the chain then reads on chip), "bulk" before the wait as
 	// bulk copies on an mbarrier (sm_90), "off" not at all (read from
 	// global memory after the chain).
 	GDNOutStage string
@@ -302,8 +303,8 @@ func (o *Options) check() error {
 	if o.Fusion != FuseDefault && o.Fusion != FuseOn && o.Fusion != FuseOff {
 		errs = append(errs, fmt.Errorf("fusion %q: want %q, %q or empty (the target's default)", o.Fusion, FuseOn, FuseOff))
 	}
-	if !slices.Contains([]string{"", "early", "late", "bulk", "off"}, o.GDNOutStage) {
-		errs = append(errs, fmt.Errorf("gdn out stage %q: want early, late, bulk, off or empty (early)", o.GDNOutStage))
+	if !slices.Contains([]string{"", "early", "late", "mid", "bulk", "off"}, o.GDNOutStage) {
+		errs = append(errs, fmt.Errorf("gdn out stage %q: want early, late, mid, bulk, off or empty (early)", o.GDNOutStage))
 	}
 	if o.GDNColumnTile < -1 {
 		errs = append(errs, fmt.Errorf("gdn column tile %d: want -1 (gdn_decode_step), 0 (the target's) or a positive column count", o.GDNColumnTile))
