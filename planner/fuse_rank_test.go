@@ -182,3 +182,53 @@ func TestL2PrefetchFlags(t *testing.T) {
 		streamTable[plan.SM90] = old
 	}
 }
+
+// TestLateTriggerFlags pins where --late-trigger and --gdn-early-state
+// apply on the real model's decode step: late_trigger on every streaming
+// launch (the gemv families, the LM head included, both MoE launches) and
+// on gdn_decode_split, early_state on the split only; on sm_90 only (the
+// gfx1151 plan has no programmatic launch), and absent without the options.
+func TestLateTriggerFlags(t *testing.T) {
+	m := FromConfig(arch.RealName, arch.Real())
+	decode := func(o Options) *ir.Graph {
+		t.Helper()
+		o.Buckets, o.ContextTokens = []int{16}, 64
+		gs, err := Graphs(m, o, "configure")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range gs {
+			if g.Name == "decode" {
+				return g
+			}
+		}
+		t.Fatal("no decode graph")
+		return nil
+	}
+	flags := func(g *ir.Graph) map[string][2]bool {
+		got := map[string][2]bool{}
+		for _, op := range g.Ops {
+			switch op.Kind {
+			case ir.RMSNormGEMV, ir.GEMVAdd, ir.GEMV:
+				got[fmt.Sprintf("%s n=%d", op.Kind, op.Params.Int("n"))] = [2]bool{op.Params.Flag("late_trigger"), op.Params.Flag("early_state")}
+			case ir.MoEDecodeGateUp, ir.MoEDecodeDown, ir.GDNDecodeSplit:
+				got[string(op.Kind)] = [2]bool{op.Params.Flag("late_trigger"), op.Params.Flag("early_state")}
+			}
+		}
+		return got
+	}
+	on := [2]bool{true, false}
+	want := map[string][2]bool{"rmsnorm_gemv n=12352": on, "rmsnorm_gemv n=9216": on, "rmsnorm_gemv n=256": on,
+		"rmsnorm_gemv n=248320": on, "gemv_add n=2048": on, "moe_decode_gate_up": on, "moe_decode_down": on,
+		"gdn_decode_split": {true, true}}
+	if diff := cmp.Diff(want, flags(decode(Options{Target: plan.SM90, LateTrigger: true, GDNEarlyState: true}))); diff != "" {
+		t.Errorf("sm_90: late_trigger, early_state by launch (-want +got):\n%s", diff)
+	}
+	for _, o := range []Options{{Target: plan.SM90}, {Target: plan.GFX1151, LateTrigger: true, GDNEarlyState: true}} {
+		for k, f := range flags(decode(o)) {
+			if f != [2]bool{} {
+				t.Errorf("%s (late trigger %v): %s has late_trigger, early_state %v", o.Target, o.LateTrigger, k, f)
+			}
+		}
+	}
+}
