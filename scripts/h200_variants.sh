@@ -11,7 +11,9 @@
 # profiled steps, and, where the plan has the certified int8 LM head,
 # VARIANT_CERTIFIED_STEPS greedy steps with each head (identical tokens
 # required). One variant after another on an otherwise idle GPU, so the
-# figures compare; each writes NAME.json, and variants.md is the table.
+# figures compare; each writes NAME.json, and variants.md is the table,
+# with whether each variant's greedy ids equal the first variant's at every
+# decode context and the grid-barrier kernels that ran as their fallbacks.
 #
 # Build first (no Go toolchain is needed where it runs):
 #   CGO_ENABLED=0 go build -o bin/ ./cmd/...
@@ -81,17 +83,26 @@ python3 - "$dir" "$variants" "${names[@]}" <<'EOF'
 import json, os, sys
 d, spec, names = sys.argv[1], sys.argv[2], sys.argv[3:]
 flags = dict(v.split("=", 1) for v in spec.split(";"))
-rows = ["| variant | plan flags | prefill tok/s | decode tok/s by context | launches a step |", "|---|---|---|---|---|"]
+rows = ["| variant | plan flags | prefill tok/s | decode tok/s by context | launches a step | greedy ids as the first variant's | fallbacks |",
+        "|---|---|---|---|---|---|---|"]
+# The first variant's greedy ids by context: plans of the same model and weights that compute the
+# same logits draw the same ids (probe bench's decode[].ids), so a difference is a wrong variant.
+first = None
 for n in names:
     p = os.path.join(d, n + ".json")
     if not os.path.exists(p):
-        rows.append(f"| {n} | `{flags[n]}` | failed | | |")
+        rows.append(f"| {n} | `{flags[n]}` | failed | | | | |")
         continue
     j = json.load(open(p))
+    ids = {x["context"]: x.get("ids") for x in j.get("decode") or []}
+    if first is None:
+        first = ids
+    same = ", ".join(f"{c}: {'yes' if ids[c] == first.get(c) else 'NO'}" for c in ids if ids[c] is not None)
     pre = ", ".join(f"{x['tokens']}: {x['tok_s']['median']:,.0f}" for x in j.get("prefill") or [] if x.get("tok_s"))
     dec = ", ".join(f"{x['context']}: {x['tok_s_median_step']:.1f}" for x in j.get("decode") or [] if x.get("tok_s_median_step"))
     launches = ", ".join(str(sum(f["launches"] for f in x["profile"]["families"])) for x in j.get("decode") or [] if x.get("profile"))
-    rows.append(f"| {n} | `{flags[n]}` | {pre} | {dec} | {launches} |")
+    fb = ", ".join(j.get("method", {}).get("fallbacks") or []) or "none"
+    rows.append(f"| {n} | `{flags[n]}` | {pre} | {dec} | {launches} | {same} | {fb} |")
 # Each variant's profiled prefills (--profile-prefill), after the table.
 dash = lambda x, f: f % x if x else "-"
 for n in names:
