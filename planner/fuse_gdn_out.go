@@ -52,19 +52,15 @@ func fuseGDNOut(g *ir.Graph, target plan.Target, tune streamTuning, stage string
 		if clash {
 			continue
 		}
-		q := ir.Params{Ints: maps.Clone(p.Ints), Reals: maps.Clone(p.Reals)}
+		q := p.Clone()
 		q.SetInt("hidden", int64(mm.Params.Int("n")))
-		q.SetFlag("stage", false)
 		c := target.Launch()
-		q.SetFlag("stage", stage != "off" && kernels.GDNOutVectorized(q) && target.Programmatic() && kernels.GDNDecodeOutFits(withStage(q), c) == nil)
-		if q.Flag("stage") && stage == "late" {
-			q.SetFlag("stage_late", true)
-		}
-		if q.Flag("stage") && stage == "bulk" {
-			q.SetFlag("stage_bulk", true)
-		}
-		if q.Flag("stage") && stage == "mid" {
-			q.SetFlag("stage_mid", true)
+		staged := q.Clone()
+		staged.SetFlag("stage", true)
+		q.SetFlag("stage", stage != "off" && kernels.GDNOutVectorized(q) && target.Programmatic() && kernels.GDNDecodeOutFits(staged, c) == nil)
+		// The stage mode's own flag (early is the staged kernel without one).
+		if mode := map[string]string{"late": "stage_late", "bulk": "stage_bulk", "mid": "stage_mid"}[stage]; mode != "" && q.Flag("stage") {
+			q.SetFlag(mode, true)
 		}
 		if kernels.GDNDecodeOutFits(q, c) != nil || kernels.Families[ir.GDNDecodeOut].CheckParams(q) != nil ||
 			kernels.GDNOutBlocks(q) > per*c.Multiprocessors {
@@ -104,11 +100,4 @@ func fuseGDNOut(g *ir.Graph, target plan.Target, tune streamTuning, stage string
 	}
 	dropOps(g, drop)
 	return n
-}
-
-// withStage is p with the stage flag set.
-func withStage(p ir.Params) ir.Params {
-	q := p.Clone()
-	q.SetFlag("stage", true)
-	return q
 }

@@ -224,8 +224,12 @@ static_assert(!STAGE || VEC8, "a staged slice goes 16 bytes at a time");
 constexpr int RB = (HIDDEN + BLOCKS - 1) / BLOCKS;
 constexpr int TPR0 = BDIM_X / RB < 1 ? 1 : (BDIM_X / RB > WARP_SIZE ? WARP_SIZE : BDIM_X / RB);
 constexpr int TPR = TPR0 >= 32 ? 32 : TPR0 >= 16 ? 16 : TPR0 >= 8 ? 8 : TPR0 >= 4 ? 4 : TPR0 >= 2 ? 2 : 1;
-DEVICE void out_stage16(void* dst, const bf16* src) { *(u32x4*)dst = *(const u32x4*)src; }
-DEVICE void out_stage_wait() {}
+// gemv_stage16 copies 16 bytes of weights from global to shared memory without
+// holding a register: cp.async.cg on sm_90 (completed by gemv_stage_wait), a load
+// and a store on gfx1151. gemv's staged stream puts a block's whole weight slice in
+// flight this way before PDL_WAIT().
+DEVICE void gemv_stage16(u32x4* dst, const bf16* src) { *dst = *(const u32x4*)src; }
+DEVICE void gemv_stage_wait() {}
 // dot8s is 8 BF16 weights (one 16-byte chunk) against 8 floats of shared memory.
 DEVICE float dot8s(const u32x4 q, const float* g) {
   return g[0] * bf16_lo(q.x) + g[1] * bf16_hi(q.x) + g[2] * bf16_lo(q.y) + g[3] * bf16_hi(q.y) +
@@ -257,7 +261,8 @@ KERNEL void gdn_decode_out_b058a28a(float* h, float* y, float* part, float* part
   const bf16* ws = out_w + (long long)j * V_DIM + tile * COL_TILE;  // row r of the slice at ws + r · WIDTH
   // The slice is a weight: copied before the wait, so under programmatic launch it
   // arrives while the launch before finishes.
-  for (int i = TID_X; i < HIDDEN * CPR; i += BDIM_X) out_stage16(&wsm[i], ws + (long long)(i / CPR) * WIDTH + (i % CPR) * 8);
+  // gdn_decode_out: the block's slice of out_w into shared memory, 16 bytes a copy.
+  for (int i = TID_X; i < HIDDEN * CPR; i += BDIM_X) gemv_stage16(&wsm[i], ws + (long long)(i / CPR) * WIDTH + (i % CPR) * 8);
   PDL_WAIT();
   PDL_TRIGGER();
   float* st = state + (long long)j * K_DIM * V_DIM;
@@ -348,7 +353,7 @@ KERNEL void gdn_decode_out_b058a28a(float* h, float* y, float* part, float* part
       const float ss = block_sum(oc * oc, red);
       if (TID_X == 0) partial[hrow * TILES + tile] = ss;
     }
-    if (t == 0) out_stage_wait();
+    if (t == 0) gemv_stage_wait();
     block_sync();
     // The block's partial row: part[t][blk][r] = Σ_i out_w[r][tile's column i] · sg[i].
     float* pr = part + ((long long)t * BLOCKS + blk) * HIDDEN;
