@@ -27,21 +27,7 @@ func TestFuseGDNOut(t *testing.T) {
 			gdnLayers++
 		}
 	}
-	decode := func(o Options) *ir.Graph {
-		t.Helper()
-		o.Buckets, o.ContextTokens = []int{16}, 64
-		gs, err := Graphs(m, o, "fuse")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, g := range gs {
-			if g.Name == "decode" {
-				return g
-			}
-		}
-		t.Fatal("no decode graph")
-		return nil
-	}
+	decode := func(o Options) *ir.Graph { return decodeAfter(t, m, o, "fuse") }
 	if n := kindCounts(decode(Options{Target: plan.SM90}))[ir.GDNDecodeOut]; n != 0 {
 		t.Errorf("sm_90: %d gdn_decode_out without being asked", n)
 	}
@@ -88,4 +74,22 @@ func TestFuseGDNOut(t *testing.T) {
 	if _, err := Graphs(m, Options{Target: plan.SM90, Buckets: []int{16}, ContextTokens: 64, GDNOut: true, GDNOutStage: "never"}, "fuse"); err == nil {
 		t.Error("a stage mode of \"never\" was accepted")
 	}
+}
+
+// decodeAfter is the decode step's graph of m planned with o (one 16-token
+// bucket, a 64-token context) after pass.
+func decodeAfter(t *testing.T, m *Model, o Options, pass string) *ir.Graph {
+	t.Helper()
+	o.Buckets, o.ContextTokens = []int{16}, 64
+	gs, err := Graphs(m, o, pass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gs {
+		if g.Name == "decode" {
+			return g
+		}
+	}
+	t.Fatal("no decode graph")
+	return nil
 }

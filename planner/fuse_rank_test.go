@@ -190,21 +190,7 @@ func TestL2PrefetchFlags(t *testing.T) {
 // gfx1151 plan has no programmatic launch), and absent without the options.
 func TestLateTriggerFlags(t *testing.T) {
 	m := FromConfig(arch.RealName, arch.Real())
-	decode := func(o Options) *ir.Graph {
-		t.Helper()
-		o.Buckets, o.ContextTokens = []int{16}, 64
-		gs, err := Graphs(m, o, "configure")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, g := range gs {
-			if g.Name == "decode" {
-				return g
-			}
-		}
-		t.Fatal("no decode graph")
-		return nil
-	}
+	decode := func(o Options) *ir.Graph { return decodeAfter(t, m, o, "configure") }
 	flags := func(g *ir.Graph) map[string][2]bool {
 		got := map[string][2]bool{}
 		for _, op := range g.Ops {
